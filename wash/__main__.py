@@ -1,0 +1,5 @@
+import sys
+
+from wash.cli import main
+
+sys.exit(main())

@@ -1,0 +1,151 @@
+"""Command line: ``python -m wash generate|detect|bench|experiment``.
+
+Bad input of any kind ends in one line on stderr naming the problem and the
+accepted values, and exit code 2; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Sequence
+
+from wash.config import MAX_NEW_TOKENS_CAP, MODES, GenerationConfig, ProviderSpec
+from wash.errors import WashInputError
+
+
+def _progress(message: str) -> None:
+    print(f"[wash] {message}", file=sys.stderr, flush=True)
+
+
+def _specs(values: Sequence[str] | None) -> list[ProviderSpec]:
+    return [ProviderSpec.parse(v) for v in (values or [])]
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    from wash.ensemble import generate_stream
+    from wash.events import FinishedEvent, LoadEvent
+
+    config = GenerationConfig(providers=_specs(args.provider), prompt=args.prompt, mode=args.mode,
+                              max_new_tokens=args.max_new_tokens, temperature=args.temperature,
+                              top_p=args.top_p, seed=args.seed, live_detection=False)
+    config.validate()
+    result = None
+    for event in generate_stream(config):
+        if isinstance(event, LoadEvent):
+            _progress(event.message)
+        elif isinstance(event, FinishedEvent):
+            result = event.result
+    assert result is not None
+    if args.json:
+        print(json.dumps(result_json(result), ensure_ascii=False))
+        return 0
+    print(result.prompt + result.marked_text())
+    print()
+    r = result.routing
+    print(f"mode={result.mode} seed={result.seed} tokens={r['tokens']} finish={result.finish_reason} "
+          f"routed={r['routed_token_fraction']:.1%} (spans {r['routed_spans']}, mean length "
+          f"{r['mean_routed_span_length']:.2f})  {result.timing['per_token_ms']:.0f} ms/token")
+    _print_detection(result.detection)
+    return 0
+
+
+def result_json(result) -> dict:
+    """The CLI's JSON: the run result plus the per-provider detection and timing."""
+    d = result.to_dict()
+    d["tokens"] = [{k: t[k] for k in ("text", "routed", "span_id", "specialists", "chosen")}
+                   for t in result.tokens]
+    return d
+
+
+def _print_detection(rows) -> None:
+    print(f"{'provider':34} {'z':>8} {'p':>10} {'scored':>7}  verdict")
+    for d in rows:
+        verdict = "DETECTED" if d.detected else "not detected"
+        print(f"{d.provider:34} {d.z:8.2f} {d.p:10.2e} {d.tokens_scored:7d}  {verdict}")
+
+
+def cmd_detect(args: argparse.Namespace) -> int:
+    from wash.detection import detect_text
+    from wash.ensemble import model_vocab
+    from wash.models import load_model
+    from wash.providers import build_provider
+    from wash.vocab import align
+
+    specs = _specs(args.provider)
+    if not specs:
+        raise WashInputError("no provider given (add --provider MODEL:SCHEME:KEY)")
+    if args.text is None and args.file is None:
+        raise WashInputError("give the text to score with --text or --file")
+    if args.file is not None:
+        try:
+            with open(args.file, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as err:
+            raise WashInputError(f"cannot read {args.file}: {err.strerror}") from None
+    else:
+        text = args.text
+    if not text.strip():
+        raise WashInputError("the text to score is empty")
+    lms = {s.model: load_model(s.model, progress=_progress) for s in specs}
+    alignment = align([model_vocab(lm) for lm in lms.values()]) if any(s.coordinated for s in specs) else None
+    providers = [build_provider(i, s, lms[s.model], alignment) for i, s in enumerate(specs)]
+    rows = detect_text(providers, text, args.z_threshold)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in rows]))
+    else:
+        _print_detection(rows)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m wash", description=(
+        "WASH: average several independently watermarked LLMs and watch the watermarks wash out."))
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    g = sub.add_parser("generate", help="generate text with an ensemble of watermarked providers")
+    g.add_argument("--provider", action="append", metavar="SPEC",
+                   help="MODEL:SCHEME:KEY[:param=value,...], repeat for each provider (1 to 8)")
+    g.add_argument("--prompt", required=True)
+    g.add_argument("--max-new-tokens", type=int, default=128, help=f"1 to {MAX_NEW_TOKENS_CAP}")
+    g.add_argument("--temperature", type=float, default=1.0)
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--mode", choices=MODES, default="wash")
+    g.add_argument("--json", action="store_true", help="print one JSON object")
+    g.set_defaults(func=cmd_generate)
+
+    d = sub.add_parser("detect", help="score a text with each provider's own detector")
+    d.add_argument("--provider", action="append", metavar="SPEC")
+    src = d.add_mutually_exclusive_group()
+    src.add_argument("--text")
+    src.add_argument("--file")
+    d.add_argument("--z-threshold", type=float, default=4.0)
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(func=cmd_detect)
+
+    try:
+        from wash.bench import add_parser as add_bench
+        add_bench(sub)
+    except ImportError:
+        pass
+    try:
+        from wash.experiments.cli import add_parser as add_experiment
+        add_experiment(sub)
+    except ImportError:
+        pass
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except WashInputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

@@ -1,0 +1,138 @@
+"""What a user asks for: provider specs and generation settings, validated in one place.
+
+Every check here raises ``WashInputError`` with a one-line message naming the
+problem and the accepted values, so the CLI (exit code 2) and the app (a visible
+error) report bad input the same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from wash.errors import WashInputError
+
+MODES = ("wash", "naive", "single", "unwatermarked")
+MAX_PROVIDERS = 8
+#: Longest generation accepted: keeps a CPU demo responsive and contexts inside
+#: Gemma 3's 512-token sliding window together with a typical prompt.
+MAX_NEW_TOKENS_CAP = 400
+#: Longest routed span before the word is declared complete anyway (scripts without
+#: spaces would otherwise hand a whole sentence to one watermarked specialist).
+MAX_ROUTED_SPAN = 16
+#: Options of a provider itself rather than of its scheme.
+PROVIDER_OPTIONS = ("coordinated",)
+
+
+@dataclass(frozen=True)
+class ProviderSpec:
+    """One watermarked provider: a base model, a scheme, a secret key, scheme overrides.
+
+    Written ``MODEL:SCHEME:KEY[:param=value,...]``, e.g. ``smollm2:kgw:15485863`` or
+    ``gemma3:dipmark:42:alpha=0.45``. ``coordinated=true`` makes the provider apply
+    its scheme in the union vocabulary (the paper's coordinated control).
+    """
+
+    model: str
+    scheme: str
+    key: int = 0
+    params: tuple[tuple[str, str], ...] = ()
+    coordinated: bool = False
+
+    @classmethod
+    def parse(cls, text: str) -> "ProviderSpec":
+        from wash.watermarks import scheme_class
+
+        raw = text.strip()
+        parts = raw.split(":")
+        if len(parts) < 2 or len(parts) > 4 or not parts[0] or not parts[1]:
+            raise WashInputError(
+                f"malformed provider spec '{text}' (expected MODEL:SCHEME:KEY[:param=value,...], "
+                "e.g. smollm2:kgw:15485863)")
+        model, scheme = parts[0].strip(), parts[1].strip().lower()
+        scheme_cls = scheme_class(scheme)
+        if len(parts) < 3 or parts[2].strip() == "":
+            if scheme != "none":
+                raise WashInputError(f"provider spec '{text}' needs a KEY (an integer) after the scheme")
+            key = 0
+        else:
+            try:
+                key = int(parts[2].strip())
+            except ValueError:
+                raise WashInputError(f"key '{parts[2]}' in provider spec '{text}' is not an integer") from None
+        params: dict[str, str] = {}
+        if len(parts) == 4 and parts[3].strip():
+            for item in parts[3].split(","):
+                if "=" not in item:
+                    raise WashInputError(f"scheme parameter '{item}' in '{text}' is not of the form name=value")
+                k, v = item.split("=", 1)
+                params[k.strip()] = v.strip()
+        coordinated = params.pop("coordinated", "false").lower() in ("1", "true", "yes", "on")
+        scheme_cls.parse_params(params)  # validates names and types now, not mid-generation
+        return cls(model=model, scheme=scheme, key=key, params=tuple(sorted(params.items())),
+                   coordinated=coordinated)
+
+    def __str__(self) -> str:
+        extra = [f"{k}={v}" for k, v in self.params] + (["coordinated=true"] if self.coordinated else [])
+        return f"{self.model}:{self.scheme}:{self.key}" + (":" + ",".join(extra) if extra else "")
+
+    def label(self, index: int) -> str:
+        """Short name for tables and legends, e.g. ``P1 smollm2/kgw#42``."""
+        return f"P{index + 1} {self.model}/{self.scheme}#{self.key}" + (" (coord.)" if self.coordinated else "")
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["params"] = dict(self.params)
+        return d
+
+
+@dataclass
+class GenerationConfig:
+    """Everything one generation depends on; the same config and seed give the same text.
+
+    Order of operations on each provider's base logits: special tokens masked, then
+    temperature, then top-p, THEN the watermark (as a provider would serve it).
+    """
+
+    providers: list[ProviderSpec]
+    prompt: str
+    mode: str = "wash"
+    max_new_tokens: int = 128
+    temperature: float = 1.0
+    top_p: float = 1.0
+    seed: int = 0
+    #: How many candidates each step event reports per distribution.
+    top_k: int = 8
+    #: Compute each provider's detection z on the ids it has seen, every step.
+    live_detection: bool = True
+    z_threshold: float = 4.0
+    max_routed_span: int = MAX_ROUTED_SPAN
+    #: Feed the whole context every step instead of using KV caches (the slow reference).
+    reencode_every_step: bool = False
+    extra: dict = field(default_factory=dict)
+
+    def validate(self) -> None:
+        if self.mode not in MODES:
+            raise WashInputError(f"unknown mode '{self.mode}' (accepted: {', '.join(MODES)})")
+        if not self.providers:
+            raise WashInputError("no provider given (add at least one MODEL:SCHEME:KEY)")
+        if len(self.providers) > MAX_PROVIDERS:
+            raise WashInputError(f"{len(self.providers)} providers given; at most {MAX_PROVIDERS} are supported")
+        from wash.models import check_model_name
+
+        for spec in self.providers:
+            check_model_name(spec.model)
+        if not self.prompt or not self.prompt.strip():
+            raise WashInputError("the prompt is empty")
+        if not isinstance(self.max_new_tokens, int) or not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS_CAP:
+            raise WashInputError(
+                f"max new tokens must be an integer from 1 to {MAX_NEW_TOKENS_CAP}, got {self.max_new_tokens}")
+        if not 0.0 <= float(self.temperature) <= 5.0:
+            raise WashInputError(f"temperature must be between 0 and 5, got {self.temperature}")
+        if not 0.0 < float(self.top_p) <= 1.0:
+            raise WashInputError(f"top-p must be in (0, 1], got {self.top_p}")
+        if not 1 <= self.top_k <= 50:
+            raise WashInputError(f"top-k for the distribution view must be 1..50, got {self.top_k}")
+        try:
+            self.seed = int(self.seed)
+        except (TypeError, ValueError):
+            raise WashInputError(f"seed must be an integer, got {self.seed!r}") from None

@@ -1,0 +1,135 @@
+"""The event stream: what the engine tells its consumers (the app, the CLI, experiments).
+
+``wash.ensemble.generate_stream`` yields these dataclasses in order: ``LoadEvent``
+while models load, one ``StepEvent`` per committed token, a ``ResyncEvent`` after
+each routed span, and a final ``FinishedEvent`` carrying the ``RunResult``. All of
+them turn into plain JSON with ``to_dict``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class LoadEvent:
+    message: str
+
+    def to_dict(self) -> dict:
+        return {"event": "load", "message": self.message}
+
+
+@dataclass
+class StepEvent:
+    """One committed token.
+
+    ``candidates`` are the tokens worth plotting (top-k of p̄ and of p*), and each
+    distribution is given on them: every provider's watermarked p_i, the average
+    p̄ and the consensus p* (mean of the providers' unwatermarked base
+    distributions), with ``linf`` = ‖p̄ − p*‖∞ over the whole union vocabulary.
+    For a routed step only the chosen specialist's distribution exists: the
+    candidates are its top-k and the other entries are ``None``.
+    """
+
+    step: int
+    token: str
+    union_id: int
+    routed: bool
+    span_id: int | None
+    specialists: list[int]
+    chosen: int | None
+    candidates: list[str]
+    candidate_ids: list[int]
+    provider_probs: list[list[float] | None]
+    average_probs: list[float] | None
+    consensus_probs: list[float] | None
+    linf: float | None
+    live_z: list[float | None]
+    elapsed_ms: float
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["event"] = "step"
+        return d
+
+
+@dataclass
+class ResyncEvent:
+    """A routed span finished and was re-tokenised by every model."""
+
+    span_id: int
+    text: str
+    specialists: list[int]
+    tokens_per_model: dict[str, list[str]]
+    ids_replaced: dict[str, int]
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["event"] = "resync"
+        return d
+
+
+@dataclass
+class ProviderDetection:
+    provider: str
+    model: str
+    scheme: str
+    key: int
+    z: float
+    p: float
+    tokens_scored: int
+    detected: bool
+    per_token: list[float | None] = field(default_factory=list)
+    tokens: list[str] = field(default_factory=list)
+
+    def to_dict(self, with_tokens: bool = False) -> dict:
+        d = asdict(self)
+        if not with_tokens:
+            d.pop("per_token")
+            d.pop("tokens")
+        return d
+
+
+@dataclass
+class RunResult:
+    text: str
+    prompt: str
+    mode: str
+    seed: int
+    providers: list[dict]
+    tokens: list[dict]
+    spans: list[dict]
+    routing: dict
+    detection: list[ProviderDetection]
+    timing: dict
+    model_ids: dict[str, list[int]]
+    finish_reason: str
+    settings: dict = field(default_factory=dict)
+
+    def marked_text(self) -> str:
+        """The text with routed spans in ⟦brackets⟧, for terminals."""
+        out, open_span = [], None
+        for t in self.tokens:
+            if t["span_id"] != open_span:
+                if open_span is not None:
+                    out.append("⟧")
+                if t["span_id"] is not None:
+                    out.append("⟦")
+                open_span = t["span_id"]
+            out.append(t["text"])
+        if open_span is not None:
+            out.append("⟧")
+        return "".join(out)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["detection"] = [x.to_dict() for x in self.detection]
+        return d
+
+
+@dataclass
+class FinishedEvent:
+    result: RunResult
+
+    def to_dict(self) -> dict:
+        return {"event": "finished", "result": self.result.to_dict()}

