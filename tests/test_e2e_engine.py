@@ -1,0 +1,82 @@
+"""End to end on the real offline models: SmolLM2-135M and Gemma-3-270M."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from wash.config import GenerationConfig, ProviderSpec
+from wash.ensemble import generate, model_vocab
+
+pytestmark = pytest.mark.e2e
+
+PROVIDERS = ["smollm2:kgw:15485863", "gemma3:kgw:15485864", "smollm2:aar:42"]
+PROMPT = "The city council voted on Monday to approve a new plan for the public library, which"
+
+
+def _readable(text: str) -> bool:
+    words = text.split()
+    alpha = [w for w in words if re.fullmatch(r"[A-Za-z][A-Za-z'’-]*[.,;:!?]?", w)]
+    return len(words) >= 20 and len(alpha) / len(words) >= 0.7
+
+
+@pytest.fixture(scope="module")
+def result(smollm2, gemma3):
+    cfg = GenerationConfig(providers=[ProviderSpec.parse(s) for s in PROVIDERS], prompt=PROMPT,
+                           max_new_tokens=64, seed=0)
+    return generate(cfg)
+
+
+def test_wash_text_is_readable_english(result):
+    assert len(result.tokens) == 64 or result.finish_reason == "eos"
+    assert _readable(result.text), result.text
+
+
+def test_every_context_spells_prompt_plus_text(result, smollm2, gemma3):
+    for lm in (smollm2, gemma3):
+        vocab = model_vocab(lm)
+        prompt_ids = lm.encode_prompt(PROMPT)
+        ids = prompt_ids + result.model_ids[lm.name]
+        spelled = b"".join(vocab.token_bytes[i] for i in ids if vocab.token_bytes[i] is not None)
+        assert spelled.decode("utf-8") == PROMPT + result.text, lm.name
+
+
+def test_detection_covers_every_provider(result):
+    assert [d.scheme for d in result.detection] == ["kgw", "kgw", "aar"]
+    assert all(d.tokens_scored > 30 for d in result.detection)
+
+
+def test_cli_json_has_the_documented_fields(smollm2, gemma3):
+    cmd = [sys.executable, "-m", "wash", "generate", "--json", "--max-new-tokens", "16", "--seed", "1",
+           "--prompt", PROMPT] + [a for s in PROVIDERS for a in ("--provider", s)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "[wash]" in proc.stderr  # progress lines while models load
+    out = json.loads(proc.stdout)
+    for key in ("text", "mode", "seed", "providers", "tokens", "routing", "detection", "timing"):
+        assert key in out
+    assert set(out["providers"][0]) >= {"model", "scheme", "key"}
+    assert set(out["tokens"][0]) >= {"text", "routed", "specialists"}
+    assert set(out["routing"]) >= {"routed_token_fraction", "mean_routed_span_length"}
+    assert set(out["detection"][0]) >= {"provider", "scheme", "key", "z", "p", "tokens_scored"}
+    assert set(out["timing"]) >= {"per_token_ms", "total_s", "load_s"}
+    assert out["mode"] == "wash" and out["seed"] == 1
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--provider", "nosuch:kgw:1"], "unknown model"),
+    (["--provider", "smollm2:kgw:1.5"], "not an integer"),
+    ([], "no provider"),
+])
+def test_cli_bad_input_exits_2_with_one_line(args, needle):
+    proc = subprocess.run([sys.executable, "-m", "wash", "generate", "--prompt", "hi", *args],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in proc.stderr

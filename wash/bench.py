@@ -1,0 +1,134 @@
+"""Speed and memory benchmark of the WASH loop (``python -m wash bench``).
+
+What it measures, all in ONE run so ratios are comparable on a noisy machine:
+
+* each base model's plain decode latency (KV cache, one forward per token, no
+  watermark, no averaging), and their sum: the floor for an ensemble that must run
+  both models every step;
+* ``wash`` mode over the two models with N = 2, 3, 5 providers (KGW on every
+  provider); providers on one base model share its forward pass, so N = 5 should
+  cost about what N = 2 costs;
+* the same ensemble with the whole context re-fed every step (mixing methods
+  without KV caches), at the longest length;
+* peak resident memory of a process that only loads the two models, against one
+  that also runs WASH with N = 5 (separate child processes, ``ru_maxrss``).
+
+Latencies are medians over decoded tokens (the first token, which includes the
+prompt's forward pass, is excluded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+
+import torch
+
+PROMPT = ("The committee published its annual report on the state of the regional railways, and the "
+          "first chapter explains")
+
+
+def _median_ms(samples: list[float]) -> float:
+    return statistics.median(samples[1:] if len(samples) > 2 else samples)
+
+
+def plain_decode_ms(name: str, tokens: int) -> float:
+    """Median per-token latency of one model decoding alone (greedy, KV cache)."""
+    from wash.models import load_model
+    from wash.resync import ModelContext
+
+    lm = load_model(name)
+    ctx = ModelContext(lm, lm.encode_prompt(PROMPT))
+    times = []
+    for _ in range(tokens):
+        t0 = time.perf_counter()
+        nxt = int(torch.argmax(ctx.next_logits()))
+        ctx.append([nxt])
+        times.append((time.perf_counter() - t0) * 1000)
+    return _median_ms(times)
+
+
+def wash_ms(specs: list[str], tokens: int, reencode: bool = False) -> dict:
+    from wash.config import GenerationConfig, ProviderSpec
+    from wash.ensemble import generate
+
+    cfg = GenerationConfig(providers=[ProviderSpec.parse(s) for s in specs], prompt=PROMPT,
+                           max_new_tokens=tokens, seed=0, live_detection=False,
+                           reencode_every_step=reencode)
+    result = generate(cfg)
+    return {"median_token_ms": result.timing["median_token_ms"], "mean_token_ms": result.timing["per_token_ms"],
+            "tokens": len(result.tokens), "routed_fraction": result.routing["routed_token_fraction"]}
+
+
+def providers_for(n: int, models: tuple[str, str]) -> list[str]:
+    return [f"{models[i % 2]}:kgw:{1000 + i}" for i in range(n)]
+
+
+def _child_rss(code: str) -> float:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def peak_rss_mb(models: tuple[str, str], tokens: int) -> dict:
+    load = (f"import resource\nfrom wash.models import load_model\n"
+            f"[load_model(m) for m in {list(models)!r}]\n"
+            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
+    run = (f"import resource\nfrom wash.bench import wash_ms, providers_for\n"
+           f"wash_ms(providers_for(5, {tuple(models)!r}), {tokens})\n"
+           "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
+    base, wash = _child_rss(load), _child_rss(run)
+    return {"models_loaded_mb": base, "wash_n5_mb": wash, "ratio": wash / base}
+
+
+def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int) -> dict:
+    from wash.models import load_model
+
+    for m in models:
+        load_model(m)
+    report: dict = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                    "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads, "
+                               f"{'cuda' if torch.cuda.is_available() else 'cpu'}",
+                    "models": list(models), "tokens": tokens}
+    plain = {m: plain_decode_ms(m, tokens) for m in models}
+    report["plain_decode_ms"] = plain
+    report["sum_plain_ms"] = sum(plain.values())
+    report["wash"] = {}
+    for n in (2, 3, 5):
+        r = wash_ms(providers_for(n, models), tokens)
+        r["overhead_vs_sum"] = r["median_token_ms"] / report["sum_plain_ms"] - 1
+        report["wash"][str(n)] = r
+        print(f"[bench] N={n}: {r['median_token_ms']:.1f} ms/token", file=sys.stderr)
+    report["n5_vs_n2"] = report["wash"]["5"]["median_token_ms"] / report["wash"]["2"]["median_token_ms"]
+    cached = wash_ms(providers_for(3, models), reencode_tokens)
+    slow = wash_ms(providers_for(3, models), reencode_tokens, reencode=True)
+    report["reencode"] = {"tokens": reencode_tokens, "kv_cache_mean_ms": cached["mean_token_ms"],
+                          "reencode_mean_ms": slow["mean_token_ms"],
+                          "speedup": slow["mean_token_ms"] / cached["mean_token_ms"]}
+    report["memory"] = peak_rss_mb(models, min(tokens, 32))
+    return report
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    report = run_bench(tuple(args.models), args.tokens, args.reencode_tokens)
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(text + "\n")
+    return 0
+
+
+def add_parser(sub) -> None:
+    b = sub.add_parser("bench", help="per-token latency and memory of WASH against plain decoding")
+    b.add_argument("--models", nargs=2, default=["smollm2", "gemma3"])
+    b.add_argument("--tokens", type=int, default=64)
+    b.add_argument("--reencode-tokens", type=int, default=256)
+    b.add_argument("--out", help="also write the JSON report here")
+    b.set_defaults(func=cmd_bench)
+
