@@ -195,25 +195,40 @@ def test_reencoding_every_step_gives_the_same_text():
     assert a.text == b.text
 
 
-def test_end_of_text_stops_generation():
-    """A provider whose scheme always ends the text stops the ensemble at once."""
+def _register_always_end() -> None:
+    """A test scheme that ends the text whenever end-of-text is allowed at all."""
     from wash.watermarks import SCHEMES, register
+    from wash.watermarks.base import softmax
     from wash.watermarks.none import NoWatermark
 
-    if "test-eos" not in SCHEMES:
-        @register
-        class AlwaysEnd(NoWatermark):
-            name = "test-eos"
+    if "test-eos" in SCHEMES:
+        return
 
-            def distribution(self, logits, ids, prompt_len, state):
-                from wash.models import load_model
+    @register
+    class AlwaysEnd(NoWatermark):
+        name = "test-eos"
 
-                out = torch.zeros_like(logits, dtype=torch.float64)
-                out[min(load_model("tiny-smollm2").eos_ids)] = 1.0
-                return out
+        def distribution(self, logits, ids, prompt_len, state):
+            from wash.models import load_model
 
+            eos = min(load_model("tiny-smollm2").eos_ids)
+            if not torch.isfinite(logits[eos]):
+                return softmax(logits)
+            out = torch.zeros_like(logits, dtype=torch.float64)
+            out[eos] = 1.0
+            return out
+
+
+def test_end_of_text_stops_generation():
+    _register_always_end()
     result = contexts_after(run(["tiny-smollm2:test-eos:1"], n=20))
     assert result.finish_reason == "eos" and result.text == ""
+
+
+def test_min_new_tokens_masks_end_of_text():
+    _register_always_end()
+    result = contexts_after(run(["tiny-smollm2:test-eos:1"], n=20, min_new_tokens=5))
+    assert result.finish_reason == "eos" and len(result.tokens) == 5
 
 
 def test_stop_callback_stops_within_one_step():

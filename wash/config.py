@@ -13,8 +13,9 @@ from wash.errors import WashInputError
 
 MODES = ("wash", "naive", "single", "unwatermarked")
 MAX_PROVIDERS = 8
-#: Longest generation accepted: keeps a CPU demo responsive and contexts inside
-#: Gemma 3's 512-token sliding window together with a typical prompt.
+#: Longest generation accepted: keeps a CPU demo responsive. (Contexts longer than a
+#: sliding-window model's window stay correct: re-synchronisation then re-encodes
+#: that model's context instead of cropping its cache; see resync.ModelContext._crop.)
 MAX_NEW_TOKENS_CAP = 400
 #: Longest routed span before the word is declared complete anyway (scripts without
 #: spaces would otherwise hand a whole sentence to one watermarked specialist).
@@ -97,6 +98,8 @@ class GenerationConfig:
     prompt: str
     mode: str = "wash"
     max_new_tokens: int = 128
+    #: End-of-text is masked until this many tokens exist (fixed-length experiments).
+    min_new_tokens: int = 0
     temperature: float = 1.0
     top_p: float = 1.0
     seed: int = 0
@@ -126,6 +129,10 @@ class GenerationConfig:
         if not isinstance(self.max_new_tokens, int) or not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS_CAP:
             raise WashInputError(
                 f"max new tokens must be an integer from 1 to {MAX_NEW_TOKENS_CAP}, got {self.max_new_tokens}")
+        if not 0 <= self.min_new_tokens <= self.max_new_tokens:
+            raise WashInputError(
+                f"min new tokens must be between 0 and max new tokens ({self.max_new_tokens}), "
+                f"got {self.min_new_tokens}")
         if not 0.0 <= float(self.temperature) <= 5.0:
             raise WashInputError(f"temperature must be between 0 and 5, got {self.temperature}")
         if not 0.0 < float(self.top_p) <= 1.0:

@@ -21,6 +21,8 @@ returns the final ``RunResult``.
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
 from typing import Callable, Iterator
 
@@ -68,16 +70,31 @@ def prepare(config: GenerationConfig, progress: Callable[[str], None] | None = N
 
 def generate_stream(config: GenerationConfig, should_stop: Callable[[], bool] | None = None,
                     ) -> Iterator[Event]:
-    """Run one generation, yielding an event per loaded model, token and routed span."""
-    messages: list[str] = []
+    """Run one generation, yielding an event per loading step, token and routed span.
+
+    Models load in a helper thread so that their progress messages reach the
+    consumer as they happen (a first load takes a minute on a CPU).
+    """
     config.validate()
-    for name in dict.fromkeys(s.model for s in config.providers):
-        yield LoadEvent(f"loading model {name}")
+    messages: queue.Queue = queue.Queue()
+    outcome: dict = {}
+
+    def load() -> None:
+        try:
+            outcome["prepared"] = prepare(config, messages.put)
+        except BaseException as err:  # re-raised in the consumer's thread below
+            outcome["error"] = err
+        finally:
+            messages.put(None)
+
     t_load = time.perf_counter()
-    providers, lms, alignment = prepare(config, messages.append)
+    threading.Thread(target=load, name="wash-load", daemon=True).start()
+    while (message := messages.get()) is not None:
+        yield LoadEvent(message)
+    if "error" in outcome:
+        raise outcome["error"]
+    providers, lms, alignment = outcome["prepared"]
     load_s = time.perf_counter() - t_load
-    for m in messages:
-        yield LoadEvent(m)
     yield from _decode(config, providers, lms, alignment, load_s, should_stop or (lambda: False))
 
 
@@ -97,6 +114,11 @@ def _decode(config: GenerationConfig, providers: list[Provider], lms: dict[str, 
     prov_model = [p.model for p in providers]
     vocabs = {m: model_vocab(lms[m]) for m in models}
     invalid = {m: alignment.to_union[m] < 0 for m in models}
+    # Until min_new_tokens exist, end-of-text rows are masked like special tokens.
+    no_eos = {m: invalid[m] | (alignment.to_union[m] == alignment.eos_index) for m in models}
+
+    def mask(m: str) -> torch.Tensor:
+        return no_eos[m] if len(tokens) < config.min_new_tokens else invalid[m]
     count = {m: prov_model.count(m) for m in models}
     contexts: dict[str, ModelContext] = {}
     for m in models:
@@ -141,7 +163,7 @@ def _decode(config: GenerationConfig, providers: list[Provider], lms: dict[str, 
             finish = "stopped"
             break
         t0 = time.perf_counter()
-        base = {m: process_logits(contexts[m].next_logits(), invalid[m], config.temperature, config.top_p)
+        base = {m: process_logits(contexts[m].next_logits(), mask(m), config.temperature, config.top_p)
                 for m in models}
         dists = [p.distribution(base[p.model], contexts[p.model].ids, contexts[p.model].prompt_len)
                  for p in providers]
@@ -198,7 +220,7 @@ def _decode(config: GenerationConfig, providers: list[Provider], lms: dict[str, 
             k = pick_specialist(current, gen)
             prov = providers[k]
             ctx = contexts[prov.model]
-            logits = process_logits(ctx.next_logits(), invalid[prov.model], config.temperature, config.top_p)
+            logits = process_logits(ctx.next_logits(), mask(prov.model), config.temperature, config.top_p)
             dist = to_union(prov.distribution(logits, ctx.ids, ctx.prompt_len),
                             alignment.scatter_index[prov.model], alignment.size)
             y = sample(dist, gen)

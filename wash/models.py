@@ -138,6 +138,7 @@ def load_model(name: str, progress: Progress | None = None, device_index: int | 
     with lock:
         if name not in _LOADED:
             say = progress or (lambda _msg: None)
+            say(f"{name}: loading")
             start = time.perf_counter()
             index = len(_LOADED) if device_index is None else device_index
             loaded = _load(name, say, index)
@@ -161,10 +162,18 @@ def _load(name: str, say: Progress, device_index: int) -> LoadedModel:
         model = _tiny_model(entry.tiny_of, tokenizer).to(device=device, dtype=dtype)
     elif entry is not None:
         directory = _cached_copy(name, say)
-        say(f"{name}: loading weights from {directory}")
-        tokenizer = AutoTokenizer.from_pretrained(directory)
-        model = AutoModelForCausalLM.from_pretrained(directory, dtype=dtype,
-                                                     device_map={"": str(device)})
+        try:
+            say(f"{name}: loading weights from {directory}")
+            tokenizer = AutoTokenizer.from_pretrained(directory)
+            model = AutoModelForCausalLM.from_pretrained(directory, dtype=dtype,
+                                                         device_map={"": str(device)})
+        except Exception as err:  # a copy that passed the size check but does not load
+            say(f"{name}: cached copy does not load ({type(err).__name__}), rebuilding it")
+            shutil.rmtree(directory, ignore_errors=True)
+            directory = _cached_copy(name, say)
+            tokenizer = AutoTokenizer.from_pretrained(directory)
+            model = AutoModelForCausalLM.from_pretrained(directory, dtype=dtype,
+                                                         device_map={"": str(device)})
     else:
         say(f"{name}: loading from {'directory' if os.path.isdir(name) else 'the hub'}")
         tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=False)

@@ -58,7 +58,7 @@ def base_permutation(key: int, size: int) -> torch.Tensor:
     return torch.randperm(size, generator=generator(key))
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=128)
 def green_mask(seed: int, size: int, gamma: float) -> torch.Tensor:
     """Boolean mask of the first floor(gamma * size) entries of a seeded permutation."""
     perm = torch.randperm(size, generator=generator(seed))
@@ -67,13 +67,13 @@ def green_mask(seed: int, size: int, gamma: float) -> torch.Tensor:
     return mask
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=16)
 def permutation(seed: int, size: int) -> torch.Tensor:
     """A seeded permutation of range(size) (DiPMark's token order, ITS's key)."""
     return torch.randperm(size, generator=generator(seed))
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=32)
 def uniforms(seed: int, size: int) -> torch.Tensor:
     """``size`` seeded uniforms in [0, 1) (AAR's r vector), float32 as torch draws them."""
     return torch.rand(size, generator=generator(seed))

@@ -1,0 +1,77 @@
+"""Model catalog, the dequantised cache and one-copy-per-process loading."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from wash import models
+from wash.errors import WashInputError
+
+
+def test_unknown_and_external_names(monkeypatch):
+    with pytest.raises(WashInputError, match="unknown model 'gpt-9'.*accepted: smollm2, gemma3"):
+        models.check_model_name("gpt-9")
+    monkeypatch.delenv(models.ALLOW_EXTERNAL_ENV, raising=False)
+    with pytest.raises(WashInputError, match="WASH_ALLOW_EXTERNAL_MODELS"):
+        models.check_model_name("Qwen/Qwen2.5-0.5B-Instruct")
+    monkeypatch.setenv(models.ALLOW_EXTERNAL_ENV, "1")
+    assert models.check_model_name("Qwen/Qwen2.5-0.5B-Instruct") == "Qwen/Qwen2.5-0.5B-Instruct"
+
+
+def test_concurrent_loads_share_one_copy():
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(models.load_model("tiny-gemma3"))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 4 and all(m is got[0] for m in got)
+
+
+def test_tiny_models_are_deterministic_and_use_the_real_vocabulary(tiny_smollm2, tiny_gemma3):
+    assert tiny_smollm2.vocab_size == 49152 and tiny_gemma3.vocab_size == 262144
+    assert tiny_gemma3.bos_id == 2 and tiny_smollm2.bos_id is None
+    w = tiny_smollm2.model.get_output_embeddings().weight
+    again = models._tiny_model("smollm2", tiny_smollm2.tokenizer).get_output_embeddings().weight
+    assert bool((w == again).all())
+
+
+def _logits(loaded, text="Hello there"):
+    import torch
+
+    with torch.no_grad():
+        return loaded.model(torch.tensor([loaded.encode_prompt(text)])).logits
+
+
+@pytest.mark.e2e
+def test_corrupt_or_partial_cache_is_rebuilt(tmp_path, monkeypatch):
+    """A copy that fails to load, or whose files do not match the marker, is rebuilt.
+
+    Loaded weights are memory-mapped from the cache, so each copy is released
+    before its files are damaged (as a separate, later process would find them).
+    """
+    import gc
+
+    monkeypatch.setenv("WASH_CACHE_DIR", str(tmp_path))
+    messages: list[str] = []
+    loaded = models._load("smollm2", messages.append, 0)
+    reference = _logits(loaded)
+    del loaded
+    gc.collect()
+    weights = tmp_path / "models" / "smollm2" / "model.safetensors"
+    size = weights.stat().st_size
+    weights.write_bytes(b"\0" * size)  # right size, garbage content
+    messages.clear()
+    loaded = models._load("smollm2", messages.append, 0)
+    assert any("does not load" in m for m in messages), messages
+    assert bool((_logits(loaded) == reference).all())
+    del loaded
+    gc.collect()
+    with open(weights, "r+b") as fh:  # a partial copy: truncated
+        fh.truncate(size // 2)
+    messages.clear()
+    loaded = models._load("smollm2", messages.append, 0)
+    assert any("incomplete or corrupt" in m for m in messages), messages
+    assert bool((_logits(loaded) == reference).all())

@@ -1,0 +1,140 @@
+"""AAR: Aaronson's Gumbel-max watermark (MarkLLM calls it EXP).
+
+Why it is a point mass: at each step the provider draws a keyed vector r of V
+uniforms, seeded by ``key * (product of the last 4 ids mod V)`` (MarkLLM's "time"
+context reduction, ``hashing.reduce_context``), and emits
+``argmax_t r_t ** (1 / p_t)`` over the (temperature / top-p processed) base
+distribution p. Given the key and the context that choice is deterministic, so the
+provider's next-token law p_i is a one-hot vector on that token
+(``point_mass = True``). Over a uniformly random key the r_t are i.i.d. uniform and
+``argmax r_t ** (1/p_t) = argmin E_t / p_t`` with E_t = -log r_t ~ Exp(1): an
+exponential race that token t wins with probability exactly p_t. The scheme is
+therefore unbiased over keys, and an average of several independently keyed AAR
+providers tends to the base distribution, which is what WASH exploits.
+
+We evaluate the rule as ``argmax log(r_t) / p_t`` in float64 (the same argmax as
+MarkLLM's ``r ** (1/p)``, without float32 underflow for small p); tokens with p = 0
+(``-inf`` logits) score ``-inf`` and are never picked.
+
+Detection (MarkLLM's and Aaronson's): each token with at least ``context_width``
+ids before it scores ``-log(1 - r_token)``, which is Exp(1) under the null, so the
+sum S of n scores is Gamma(n, 1) and ``p = P(Gamma(n, 1) >= S)``
+(``scoring.gamma_sum_p``), ``z = Phi^-1(1 - p)``. ``push`` costs O(1) in the text
+length (one keyed draw, running sums).
+
+Deviation from MarkLLM, on by default (``skip_repeated``): a (seed, token) pair
+that was already scored is not scored again. Its score is a deterministic
+function of that pair, so a repeated pair adds a copy of an earlier score, not
+fresh evidence; counting it breaks the i.i.d. Exp(1) null and looping text (small
+models loop) would otherwise reach large |z| without any watermark. Generation is
+unaffected, so MarkLLM's detector still reads our text and ours reads MarkLLM's;
+``skip_repeated=false`` gives MarkLLM's exact score.
+
+Known property inherited from MarkLLM's seeding: when the context product is
+0 mod V (a 0 id in the context, or a product divisible by V) the seed is 0 for
+every key, so all AAR providers share r at that step. It is rare and kept for
+interoperability.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from wash.watermarks import hashing, register
+from wash.watermarks.base import Detection, Detector, WatermarkScheme, softmax
+from wash.watermarks.scoring import gamma_sum_p
+
+#: Reduction of the last ``context_width`` ids, as MarkLLM's EXP.
+_REDUCTION = "time"
+
+
+@register
+class AAR(WatermarkScheme):
+    name = "aar"
+    summary = "Aaronson / EXP: keyed Gumbel-max sampling; Gamma-tail detection"
+    point_mass = True
+
+    @dataclass(frozen=True)
+    class Params:
+        #: Ids hashed into each step's seed (MarkLLM's ``prefix_length``).
+        context_width: int = 4
+        #: Detector: score each (seed, token) pair once (see module docstring).
+        skip_repeated: bool = True
+
+    def __init__(self, key: int, vocab_size: int, params: "AAR.Params | None" = None) -> None:
+        super().__init__(key, vocab_size, params)
+        if self.params.context_width < 1:
+            raise ValueError("context_width must be >= 1")
+
+    def seed_for(self, ids: Sequence[int]) -> int | None:
+        """This step's seed, or ``None`` when fewer than ``context_width`` ids precede it."""
+        width = self.params.context_width
+        if len(ids) < width:
+            return None
+        return self.key * hashing.reduce_context(ids, width, _REDUCTION, self.vocab_size)
+
+    def keyed_uniforms(self, ids: Sequence[int]) -> torch.Tensor:
+        """The r vector the rule uses after ``ids``.
+
+        With a too-short context (the first tokens of a prompt-less generation) the
+        draw is seeded from the key and the whole context instead, so the step is
+        still a keyed point mass, unbiased over keys; the detector never scores it.
+        """
+        seed = self.seed_for(ids)
+        if seed is None:
+            return hashing.uniforms(hashing.derive_seed(self.name, "short", self.key, *ids), self.vocab_size)
+        return hashing.uniforms(seed, self.vocab_size)
+
+    def distribution(self, logits: torch.Tensor, ids: Sequence[int], prompt_len: int,
+                     state: Any) -> torch.Tensor:
+        if logits.shape[-1] != self.vocab_size:
+            raise ValueError(f"aar: logits have {logits.shape[-1]} entries, scheme expects {self.vocab_size}")
+        probs = softmax(logits)
+        r = self.keyed_uniforms(ids).to(torch.float64)
+        # log(r)/p: -inf where p == 0 (log r < 0 for r in [0, 1)), so masked tokens lose.
+        token = int(torch.argmax(torch.log(r) / probs))
+        out = torch.zeros_like(probs)
+        out[token] = 1.0
+        return out
+
+    def make_detector(self, prefix: Sequence[int] = ()) -> Detector:
+        return _AARDetector(self, prefix)
+
+
+class _AARDetector(Detector):
+    scheme: AAR
+
+    def __init__(self, scheme: AAR, prefix: Sequence[int] = ()) -> None:
+        super().__init__(scheme, prefix)
+        self.total = 0.0
+        self.n = 0
+        self.seen: set[tuple[int, int]] = set()
+
+    def _score(self, token_id: int) -> float | None:
+        seed = self.scheme.seed_for(self.ids)
+        if seed is None:
+            return None
+        if self.scheme.params.skip_repeated:
+            if (seed, token_id) in self.seen:
+                return None
+            self.seen.add((seed, token_id))
+        r = float(hashing.uniforms(seed, self.scheme.vocab_size)[token_id])
+        score = -math.log1p(-r)
+        self.total += score
+        self.n += 1
+        return score
+
+    def result(self) -> Detection:
+        if self.n == 0:
+            return Detection.from_z(self.scheme.name, 0.0, tokens_scored=0, per_token=list(self.per_token),
+                                    note="no token with a full context yet")
+        p = gamma_sum_p(self.total, self.n)
+        return Detection.from_p(
+            self.scheme.name, p, tokens_scored=self.n, per_token=list(self.per_token),
+            statistic=self.total,
+            note=f"sum of -log(1-r) over {self.n} tokens; null Gamma({self.n}, 1)",
+        )

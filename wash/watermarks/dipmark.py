@@ -1,0 +1,134 @@
+"""DiPMark (Wu et al. 2023, "A resilient and accessible distribution-preserving watermark").
+
+KGW skews every distribution toward its green list, which costs quality and is
+the bias WASH's averaging removes only on average over keys. DiPMark instead
+reweights so that, averaged over its keyed permutations, the distribution is
+exactly the model's own ("distribution-preserving"): for a given key it still
+prefers some tokens, which is what the detector finds.
+
+Per step:
+  1. a permutation pi of the vocabulary is drawn from the key and the last
+     ``context_width`` ids (``hashing.permutation`` seeded by
+     ``hashing.derive_seed("dipmark", key, *ngram)``: the whole n-gram, so distinct
+     contexts get independent permutations, which the repeated-context rule below
+     and the detector's "seen context" bookkeeping rely on);
+  2. with F the CDF of the probabilities taken in pi's order, the reweighted CDF
+     is F'(x) = max(F(x) - alpha, 0) + max(F(x) - (1 - alpha), 0): the first alpha of
+     probability mass in pi's order is removed and the last alpha doubled; each
+     token's new probability is the increment of F' over its own slice.
+Averaged over a uniformly random pi every token keeps its probability: that is
+the unbiasedness WASH's theory assumes, and a test checks it by Monte Carlo.
+
+Repeated-context rule: if the current n-gram already served as the context of an
+earlier *generated* token (positions >= prompt_len), the distribution is left
+unchanged, so a repeated context does not keep pushing the same tokens (that
+would bias the text and, in the detector, count the same evidence twice). This
+is computed from ``ids`` alone, so ``distribution`` stays pure.
+
+Detection (Wu et al.'s green-token test): a token is green when its index in pi
+is >= gamma V (the tail whose mass was doubled); without the key that happens
+with probability 1 - gamma, so the green count gets a binomial z with rate
+1 - gamma. Tokens whose context was already seen in the pushed sequence, or with
+fewer than ``context_width`` previous ids, are not scored (``None``).
+Defaults follow the WASH paper's release: alpha 0.45, context width 4, gamma 0.5.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from wash.errors import WashInputError
+from wash.watermarks import hashing, register
+from wash.watermarks.base import Detector, WatermarkScheme, softmax
+from wash.watermarks.greenlist import GreenCountDetector, check_fraction
+
+
+def alpha_reweight(probs: torch.Tensor, order: torch.Tensor, alpha: float) -> torch.Tensor:
+    """DiPMark's alpha-reweight of ``probs`` (float64) along the permutation ``order``."""
+    in_order = probs[order]
+    cdf = torch.cumsum(in_order, dim=-1)
+    new_cdf = (cdf - alpha).clamp_min(0.0) + (cdf - (1.0 - alpha)).clamp_min(0.0)
+    increments = torch.diff(new_cdf, prepend=new_cdf.new_zeros(1))
+    out = torch.empty_like(probs)
+    out[order] = increments
+    return out / out.sum()
+
+
+class _DiPMarkDetector(GreenCountDetector):
+    scheme: "DiPMark"
+
+    def __init__(self, scheme: "DiPMark", prefix: Sequence[int]) -> None:
+        super().__init__(scheme, prefix, null_rate=scheme.null_green_rate)
+        self.seen: set[tuple[int, ...]] = set()
+
+    def _is_green(self, token_id: int) -> bool | None:
+        w = self.scheme.context_width
+        if len(self.ids) < w:
+            return None
+        context = tuple(self.ids[len(self.ids) - w:])
+        if context in self.seen:
+            return None
+        self.seen.add(context)
+        return self.scheme.is_green(context, token_id)
+
+
+@register
+class DiPMark(WatermarkScheme):
+    name = "dipmark"
+    summary = "Wu et al. distribution-preserving alpha-reweight along a keyed permutation"
+
+    @dataclass(frozen=True)
+    class Params:
+        alpha: float = 0.45
+        context_width: int = 4
+        gamma: float = 0.5
+
+    def __init__(self, key: int, vocab_size: int, params: "DiPMark.Params | None" = None) -> None:
+        super().__init__(key, vocab_size, params)
+        p = self.params
+        if not (0.0 <= p.alpha <= 0.5):
+            raise WashInputError(
+                f"parameter 'alpha' of scheme '{self.name}' must lie in [0, 0.5], got {p.alpha}")
+        if p.context_width < 1:
+            raise WashInputError(
+                f"parameter 'context_width' of scheme '{self.name}' must be >= 1, got {p.context_width}")
+        check_fraction(self.name, "gamma", p.gamma)
+        self.alpha = float(p.alpha)
+        self.context_width = int(p.context_width)
+        #: permutation indices below this are red, the rest green.
+        self.red_count = math.ceil(p.gamma * self.vocab_size)
+        self.null_green_rate = (self.vocab_size - self.red_count) / self.vocab_size
+
+    def order(self, context: Sequence[int]) -> torch.Tensor:
+        """The keyed permutation for a context n-gram (exactly ``context_width`` ids)."""
+        seed = hashing.derive_seed("dipmark", self.key, *(int(t) for t in context))
+        return hashing.permutation(seed, self.vocab_size)
+
+    def is_green(self, context: Sequence[int], token_id: int) -> bool:
+        """Whether ``token_id`` sits in the doubled tail of the context's permutation."""
+        hits = np.flatnonzero(self.order(context).numpy() == token_id)
+        return bool(hits.size) and int(hits[0]) >= self.red_count
+
+    def repeated_context(self, ids: Sequence[int], prompt_len: int) -> bool:
+        """Whether the last n-gram of ``ids`` was already the context of a generated token."""
+        w = self.context_width
+        seq = [int(t) for t in ids]
+        current = seq[len(seq) - w:]
+        return any(seq[j - w:j] == current for j in range(max(prompt_len, w), len(seq)))
+
+    def distribution(
+        self, logits: torch.Tensor, ids: Sequence[int], prompt_len: int, state: Any
+    ) -> torch.Tensor:
+        probs = softmax(logits)
+        if len(ids) < self.context_width or self.repeated_context(ids, prompt_len):
+            return probs
+        context = [int(t) for t in ids[len(ids) - self.context_width:]]
+        return alpha_reweight(probs, self.order(context), self.alpha)
+
+    def make_detector(self, prefix: Sequence[int] = ()) -> Detector:
+        return _DiPMarkDetector(self, prefix)

@@ -1,0 +1,58 @@
+"""EXP-Edit (Kuditipudi et al. 2023): exponential-minimum sampling with a fixed key sequence.
+
+Key element k is a vector xi_k of V uniforms. The provider emits
+``argmax_t log(xi_k[t]) / p_t`` (= argmax xi_k[t] ** (1/p_t), evaluated in logs so
+small p do not underflow; p_t = 0 never wins). Like AAR this is an exponential
+race: deterministic given key and position, so p_i is a point mass
+(``point_mass = True``), and over a random key token t wins with probability
+exactly p_t, so the scheme is unbiased over keys. Unlike AAR the randomness is
+indexed by the position in the generation (plus a per-generation offset), not by
+the context; see ``keyseq`` for the key sequence and the alignment test.
+
+Matching cost (their ``gumbel_edit_score``): cost(y, xi_l) = log(1 - xi_l[y]) <= 0,
+very negative when the token was chosen because its uniform was large. Gap
+penalty gamma = 0.0, the value their experiments use for EXP-edit (and MarkLLM's
+EXPEdit). Under random keys xi_l[y] is uniform, independently for each (l, distinct
+token), which is how ``null_cost`` draws it.
+
+Not interoperable with MarkLLM's EXPEdit on purpose: MarkLLM draws all 420 x V
+uniforms from a pure-Python Mersenne twister seeded with the key (minutes for a
+large vocabulary); we derive each row from ``hashing`` instead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from wash.watermarks import hashing, register
+from wash.watermarks.keyseq import EditScheme
+
+
+@register
+class EXPEdit(EditScheme):
+    name = "exp-edit"
+    summary = "Kuditipudi EXP-edit: exponential-minimum sampling on a 420-long key sequence"
+
+    @dataclass(frozen=True)
+    class Params(EditScheme.Params):
+        keylen: int = 420
+        gamma: float = 0.0
+        n_permutations: int = 100
+
+    def _draw_row(self, k: int) -> torch.Tensor:
+        return hashing.draw_uniforms(self.row_seed(k), self.vocab_size)
+
+    def _row_values(self, row: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        return row[tokens]
+
+    def _pick(self, probs: torch.Tensor, k: int) -> int:
+        xi = self.row(k).to(torch.float64)
+        return int(torch.argmax(torch.log(xi) / probs))
+
+    def observed_cost(self, unique_tokens: torch.Tensor) -> torch.Tensor:
+        return torch.log1p(-self.key_values(unique_tokens.tolist()))
+
+    def null_cost(self, n_unique: int, n_keys: int, gen: torch.Generator) -> torch.Tensor:
+        return torch.log1p(-torch.rand(n_keys, self.params.keylen, n_unique, generator=gen))

@@ -1,0 +1,109 @@
+"""KGW (Kirchenbauer et al. 2023): a green list hashed from the last few context ids.
+
+At each position the last ``context_width`` ids are folded into one number
+(``reduction``: additive | time | skip | min), which seeds a random split of the
+vocabulary into a green fraction gamma and a red rest; green logits get +delta.
+Someone holding the key recomputes each position's list and counts green tokens:
+watermarked text over-uses green, ordinary text hits it at rate gamma.
+
+The derivation is MarkLLM's KGW with the "left" window, so either side's text is
+detectable by the other's detector for the same key and parameters:
+
+    prf  = randperm(V) seeded with the key            (hashing.base_permutation)
+    f    = prf[reduce(last context_width ids) mod V]  ("min": min of prf[id])
+    seed = (key * f) mod V
+    green = first floor(gamma V) of randperm(V) seeded with seed   (hashing.green_mask)
+
+V is the width of the provider's logits, which is what MarkLLM's
+``TransformersConfig.vocab_size`` must be set to. Defaults are the WASH paper's
+release: gamma 0.5, delta 2.0, additive reduction over 4 ids. Positions with
+fewer than ``context_width`` previous ids (prompt ids count) are neither boosted
+nor scored, as in MarkLLM.
+
+Under WASH each provider's key is secret and independent, so each token is green
+for a provider with probability gamma whatever its id: the boosts average to a
+constant shift across tokens (no systematic preference), which is the paper's
+zero-mean assumption (contrast ``biased_kgw``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from wash.errors import WashInputError
+from wash.watermarks import hashing, register
+from wash.watermarks.greenlist import GreenListScheme, check_finite, check_fraction
+
+
+def check_context(scheme: str, context_width: int, reduction: str) -> None:
+    """Reject an unknown reduction, or a width it cannot work with (skip/min need >= 1 id)."""
+    if reduction not in hashing.CONTEXT_REDUCTIONS:
+        raise WashInputError(
+            f"parameter 'reduction' of scheme '{scheme}' must be one of "
+            f"{', '.join(hashing.CONTEXT_REDUCTIONS)}, got '{reduction}'"
+        )
+    lowest = 1 if reduction in ("skip", "min") else 0
+    if context_width < lowest:
+        raise WashInputError(
+            f"parameter 'context_width' of scheme '{scheme}' must be >= {lowest} "
+            f"with reduction '{reduction}', got {context_width}"
+        )
+
+
+@register
+class KGW(GreenListScheme):
+    name = "kgw"
+    summary = "Kirchenbauer et al. green/red list hashed from the last context ids (+delta on green)"
+
+    @dataclass(frozen=True)
+    class Params:
+        gamma: float = 0.5
+        delta: float = 2.0
+        context_width: int = 4
+        reduction: str = "additive"
+
+    def __init__(self, key: int, vocab_size: int, params: "KGW.Params | None" = None) -> None:
+        super().__init__(key, vocab_size, params)
+        p = self.params
+        self._configure(gamma=p.gamma, delta=p.delta, context_width=p.context_width, reduction=p.reduction)
+
+    def _configure(self, gamma: float, delta: float, context_width: int, reduction: str) -> None:
+        """Validate and store the list parameters (shared with the variants built on KGW)."""
+        check_fraction(self.name, "gamma", gamma)
+        check_finite(self.name, "delta", delta)
+        check_context(self.name, context_width, reduction)
+        self.gamma = float(gamma)
+        self.delta = float(delta)
+        self.context_width = int(context_width)
+        self.reduction = reduction
+        # numpy view: indexing it per token is ~50x cheaper than indexing the tensor.
+        self._prf = hashing.base_permutation(self.key, self.vocab_size).numpy()
+
+    def context_seed(self, ids: Sequence[int]) -> int:
+        """MarkLLM's left-hash seed ``(key * f) mod V`` for the list after ``ids``.
+
+        Callers ensure ``len(ids) >= context_width``.
+        """
+        v = self.vocab_size
+        w = self.context_width
+        if self.reduction == "min":
+            # MarkLLM takes the minimum of the *permuted* ids, and uses it unpermuted.
+            mapped = [int(self._prf[int(t) % v]) for t in ids[len(ids) - w:]]
+            f = hashing.reduce_context(mapped, w, "min", v)
+        else:
+            f = int(self._prf[hashing.reduce_context(ids, w, self.reduction, v)])
+        return (self.key * f) % v
+
+    def green_mask(self, ids: Sequence[int], state: Any = None) -> torch.Tensor | None:
+        if len(ids) < self.context_width:
+            return None
+        return hashing.green_mask(self.context_seed(ids), self.vocab_size, self.gamma)
+
+    def green_ids(self, ids: Sequence[int]) -> np.ndarray | None:
+        """The green token ids after ``ids`` (for inspection and interop tests)."""
+        mask = self.green_mask(ids)
+        return None if mask is None else np.flatnonzero(mask.numpy())

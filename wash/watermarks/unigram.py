@@ -1,0 +1,57 @@
+"""Unigram (Zhao et al. 2023, "Provable robust watermarking"): one green list per key.
+
+KGW's list changes with the context, so editing a word also scrambles the lists
+of the next few tokens. Unigram drops the context: one fixed green list (a
+fraction gamma of the vocabulary, default 0.5) gets +delta (default 2.0) at every
+position. Detection counts green tokens with KGW's binomial z (no context needed, so even
+the first token is scored); robustness to edits is what it buys, at the price of
+a list an observer can learn from enough text. Because the list is fixed, a
+recurring word is green (or red) at every occurrence, which inflates the
+all-token count's variance on ordinary text (null sd about 1.3 at 50 tokens);
+so by default each distinct token id is counted once, as in the authors' later
+``unidetect``. ``unique=false`` counts every token, exactly like MarkLLM's
+detector (our z then equals MarkLLM's score for the same token ids).
+
+The list is derived exactly as MarkLLM's Unigram does it (``hashing.shuffled_mask``:
+numpy's default_rng seeded from sha256 of the int64 key shuffles a mask), so
+MarkLLM's detector recognises our providers' text for the same key and gamma,
+and ours recognises MarkLLM's.
+
+Unlike ``biased-kgw`` the key is secret per provider, so across independent
+providers each token is green with probability gamma: still zero-mean for WASH.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import torch
+
+from wash.watermarks import hashing, register
+from wash.watermarks.greenlist import GreenListScheme, check_finite, check_fraction
+
+
+@register
+class Unigram(GreenListScheme):
+    name = "unigram"
+    summary = "Zhao et al. fixed green list per key (+delta on green), context-free"
+
+    @dataclass(frozen=True)
+    class Params:
+        gamma: float = 0.5
+        delta: float = 2.0
+        #: count each distinct token once (Zhao et al.'s unidetect); false = MarkLLM's all-token count
+        unique: bool = True
+
+    def __init__(self, key: int, vocab_size: int, params: "Unigram.Params | None" = None) -> None:
+        super().__init__(key, vocab_size, params)
+        check_fraction(self.name, "gamma", self.params.gamma)
+        check_finite(self.name, "delta", self.params.delta)
+        self.gamma = float(self.params.gamma)
+        self.delta = float(self.params.delta)
+        self.unique_tokens = bool(self.params.unique)
+        self._mask = hashing.shuffled_mask(self.key, self.vocab_size, self.gamma)
+
+    def green_mask(self, ids: Sequence[int], state: Any = None) -> torch.Tensor:
+        return self._mask

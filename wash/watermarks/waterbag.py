@@ -1,0 +1,175 @@
+"""Water-Bag (Liu et al., ICLR 2025, "Can watermarked LLMs be identified by users via crafted prompts?").
+
+Why it exists: a user who can query a KGW model repeatedly can spot the watermark
+from its fixed preference (the same tokens boosted after the same context).
+Water-Bag hides that preference: the provider holds a *bag* of ``bag_size`` keys
+and, for each generation, draws one key and one of the two complementary splits
+of that key's KGW list (indicator 0: the list itself; indicator 1: its
+complement). Averaged over generations every token is boosted as often as it is
+suppressed, so the provider has no stable bias to observe.
+
+Here: the bag keys are ``hashing.derive_seed("waterbag", key, i)``; each one
+drives an ordinary KGW list (same context hashing as ``kgw``, reused through KGW
+objects, defaults gamma 0.5, delta 2.0, additive over 4 ids); the per-generation
+draw of (key index, indicator) is ``new_state(generation_seed)``.
+
+Detection. The paper's rule "a token is green if it is green under any (key,
+indicator)" is trivially true with complementary splits (every token is green
+under one of the two), so it cannot give a calibrated test. Instead, for each bag
+key k we count the tokens green under its indicator-0 list, g_k of n; a
+watermark drawn with indicator 1 shows up as a deficit, so the per-key test is
+two-sided: p_k = P(|X - n gamma| >= |g_k - n gamma|), X ~ Binomial(n, gamma),
+as a mid-p value (half the probability of the observed deviation itself counts),
+which keeps the discrete statistic centred on uniform instead of piling mass at
+p = 1 for short texts. The bag_size keys are tested at once, so the smallest p_k
+is Sidak-corrected: p = 1 - (1 - min_k p_k)^bag_size, and z = Phi^-1(1 - p).
+Under the null the p_k are independent and near-uniform, so z stays close to
+N(0, 1) (checked by the null-calibration tests). ``per_token`` reports 1/0 with
+respect to the best (key, indicator) at ``result`` time. ``result`` is O(n)
+(an exact binomial tail and the per-token relabelling); ``push`` is O(bag_size).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+from scipy import stats
+
+from wash.errors import WashInputError
+from wash.watermarks import hashing, register
+from wash.watermarks.base import Detection, Detector
+from wash.watermarks.greenlist import GreenListScheme, check_finite, check_fraction, is_green
+from wash.watermarks.kgw import KGW, check_context
+
+
+@dataclass(frozen=True)
+class WaterBagDraw:
+    """One generation's choice: which bag key, and whether its list is complemented."""
+
+    key_index: int
+    complement: bool
+
+
+def two_sided_mid_p(hits: int, n: int, gamma: float) -> float:
+    """Mid-p of P(|X - n gamma| >= |hits - n gamma|) for X ~ Binomial(n, gamma)."""
+    if n <= 0:
+        return 1.0
+    xs = np.arange(n + 1)
+    pmf = stats.binom.pmf(xs, n, gamma)
+    dev = np.abs(xs - n * gamma)
+    d = abs(hits - n * gamma)
+    tol = 1e-9 * max(1.0, n)
+    beyond = pmf[dev > d + tol].sum()
+    at = pmf[np.abs(dev - d) <= tol].sum()
+    return float(min(1.0, beyond + 0.5 * at))
+
+
+def sidak(p_min: float, m: int) -> float:
+    """Family-wise p of the smallest of m independent p-values: 1 - (1 - p_min)^m, stably."""
+    if p_min >= 1.0:
+        return 1.0
+    return float(-np.expm1(m * np.log1p(-p_min)))
+
+
+class _WaterBagDetector(Detector):
+    scheme: "WaterBag"
+
+    def __init__(self, scheme: "WaterBag", prefix: Sequence[int]) -> None:
+        super().__init__(scheme, prefix)
+        k = len(scheme.bag)
+        self.hits = [0] * k
+        self.scored = 0
+        #: per pushed token: a tuple of green flags under each bag key, or None.
+        self.flags: list[tuple[bool, ...] | None] = []
+
+    def _score(self, token_id: int) -> float | None:
+        masks = [kgw.green_mask(self.ids) for kgw in self.scheme.bag]
+        if masks[0] is None:
+            self.flags.append(None)
+            return None
+        flags = tuple(is_green(m, token_id) for m in masks)
+        self.flags.append(flags)
+        self.scored += 1
+        for i, g in enumerate(flags):
+            self.hits[i] += int(g)
+        best, complement = self._leader()
+        return 1.0 if flags[best] != complement else 0.0
+
+    def _leader(self) -> tuple[int, bool]:
+        """The (key index, indicator) whose count deviates most from the null."""
+        gamma = self.scheme.gamma
+        devs = [abs(h - gamma * self.scored) for h in self.hits]
+        best = int(np.argmax(devs))
+        return best, self.hits[best] < gamma * self.scored
+
+    def result(self) -> Detection:
+        gamma = self.scheme.gamma
+        m = len(self.scheme.bag)
+        if self.scored == 0:
+            # no evidence either way: z = 0 like the binomial detectors (not Phi^-1(0) = -inf)
+            return Detection.from_z(self.scheme.name, 0.0, tokens_scored=0,
+                                    per_token=list(self.per_token), note="no token scored")
+        p_keys = [two_sided_mid_p(h, self.scored, gamma) for h in self.hits]
+        p = sidak(min(p_keys), m)
+        best, complement = self._leader()
+        per_token: list[float | None] = [
+            None if f is None else (1.0 if f[best] != complement else 0.0) for f in self.flags
+        ]
+        hits = self.hits[best] if not complement else self.scored - self.hits[best]
+        return Detection.from_p(
+            self.scheme.name, p, tokens_scored=self.scored, per_token=per_token,
+            statistic=float(hits),
+            note=(f"bag key {best}{' (complement)' if complement else ''}: {hits}/{self.scored} green; "
+                  f"Sidak over {m} keys"),
+        )
+
+
+@register
+class WaterBag(GreenListScheme):
+    name = "waterbag"
+    summary = "Water-Bag: per generation one of a bag of KGW keys and one of its two complementary lists"
+
+    @dataclass(frozen=True)
+    class Params:
+        gamma: float = 0.5
+        delta: float = 2.0
+        bag_size: int = 4
+        context_width: int = 4
+        reduction: str = "additive"
+
+    def __init__(self, key: int, vocab_size: int, params: "WaterBag.Params | None" = None) -> None:
+        super().__init__(key, vocab_size, params)
+        p = self.params
+        check_fraction(self.name, "gamma", p.gamma)
+        check_finite(self.name, "delta", p.delta)
+        check_context(self.name, p.context_width, p.reduction)
+        if p.bag_size < 1:
+            raise WashInputError(
+                f"parameter 'bag_size' of scheme '{self.name}' must be >= 1, got {p.bag_size}")
+        self.gamma = float(p.gamma)
+        self.delta = float(p.delta)
+        list_params = KGW.Params(gamma=p.gamma, delta=p.delta, context_width=p.context_width,
+                                 reduction=p.reduction)
+        self.bag: list[KGW] = [
+            KGW(hashing.derive_seed("waterbag", self.key, i), vocab_size, list_params)
+            for i in range(p.bag_size)
+        ]
+
+    def new_state(self, generation_seed: int) -> WaterBagDraw:
+        draw = hashing.derive_seed("waterbag-draw", self.key, generation_seed)
+        size = len(self.bag)
+        return WaterBagDraw(key_index=draw % size, complement=bool((draw // size) % 2))
+
+    def green_mask(self, ids: Sequence[int], state: Any) -> torch.Tensor | None:
+        """The drawn key's KGW list, or its complement. A ``None`` state means generation seed 0's draw."""
+        draw: WaterBagDraw = state if state is not None else self.new_state(0)
+        mask = self.bag[draw.key_index].green_mask(ids)
+        if mask is None:
+            return None
+        return ~mask if draw.complement else mask
+
+    def make_detector(self, prefix: Sequence[int] = ()) -> Detector:
+        return _WaterBagDetector(self, prefix)
