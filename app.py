@@ -1,0 +1,223 @@
+"""WASH demo app: lay out the four tabs and connect widgets to ``wash.ui.handlers``.
+
+Run ``python app.py`` (or ``make run``): the server listens on 0.0.0.0:7860 unless
+``GRADIO_SERVER_NAME`` / ``GRADIO_SERVER_PORT`` (or a platform's ``PORT``) say otherwise. ``WASH_APP_MODELS``
+picks the offered models (default: the real offline smollm2 and gemma3),
+``WASH_APP_CONCURRENCY`` how many generations run at once (default 2). Models load
+once per process and are shared by every session; everything a session shows is
+kept in its own ``gr.State``.
+
+No engine logic lives here: every handler is in ``wash/ui/handlers.py`` and every
+figure, table and simulation in the other ``wash/ui`` modules.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Callable
+
+import gradio as gr
+
+from wash.config import MAX_NEW_TOKENS_CAP, MODES
+from wash.ui import handlers, plots, tables, texts
+from wash.ui.providers import HEADERS, preset_names, preset_rows
+from wash.ui.run import SINGLE_LABEL_SUFFIX
+from wash.ui.settings import app_models, concurrency_limit
+from wash.ui.theory import KINDS, MAX_N, MAX_VOCAB
+from wash.ui.tokens import colour_map
+from wash.watermarks import scheme_names
+
+try:  # on Hugging Face ZeroGPU Spaces a GPU is attached only inside spaces.GPU calls
+    import spaces
+
+    on_gpu: Callable = spaces.GPU(duration=120)
+except ImportError:
+    def on_gpu(fn: Callable) -> Callable:
+        return fn
+
+CSS = """
+#wash-text, #single-text { min-height: 120px; }
+#status { min-height: 2.2em; }
+"""
+
+
+def _providers_table(rows: list[list[str]], elem_id: str, label: str) -> gr.Dataframe:
+    return gr.Dataframe(value=rows, headers=HEADERS, datatype="str", type="array", column_count=4,
+                        interactive=True, label=label, elem_id=elem_id, wrap=True)
+
+
+def _generate_tab(models: list[str]) -> dict:
+    """Widgets of the Generate tab, returned by name for wiring."""
+    w: dict = {}
+    first_rows, _ = preset_rows(preset_names()[0], models)
+    with gr.Row():
+        with gr.Column(scale=3):
+            gr.Markdown("**Presets**")
+            with gr.Row():
+                w["presets"] = [gr.Button(name, size="sm", elem_id=f"preset-{i}")
+                                for i, name in enumerate(preset_names())]
+            w["table"] = _providers_table(first_rows, "providers",
+                                          "Providers: one row each (model, scheme, integer key, "
+                                          "optional name=value params; coordinated=true for the control)")
+            with gr.Row():
+                w["new_model"] = gr.Dropdown(models, value=models[0], label="model", allow_custom_value=True,
+                                             min_width=120)
+                w["new_scheme"] = gr.Dropdown(scheme_names(), value="kgw", label="scheme", min_width=120)
+                w["new_key"] = gr.Textbox("12345", label="key (integer)", min_width=100)
+                w["new_params"] = gr.Textbox("", label="params", placeholder="delta=2.0", min_width=100)
+                w["new_coord"] = gr.Checkbox(False, label="coordinated", min_width=80)
+            with gr.Row():
+                w["add"] = gr.Button("Add provider", size="sm", elem_id="add-provider")
+                w["remove"] = gr.Button("Remove last", size="sm", elem_id="remove-provider")
+        with gr.Column(scale=2):
+            w["prompt"] = gr.Textbox(label="Prompt", lines=3, elem_id="prompt",
+                                     value=texts.example_prompts(1)[0])
+            gr.Examples([[t] for t in texts.example_prompts(10)], inputs=[w["prompt"]],
+                        label="Example prompts", examples_per_page=5)
+            with gr.Row():
+                w["max_new"] = gr.Slider(1, MAX_NEW_TOKENS_CAP, value=48, step=1, label="max new tokens",
+                                         elem_id="max-new-tokens")
+                w["temperature"] = gr.Slider(0.0, 2.0, value=1.0, step=0.05, label="temperature")
+            with gr.Row():
+                w["seed"] = gr.Number(0, precision=0, label="seed", elem_id="seed")
+                w["mode"] = gr.Radio(list(MODES), value="wash", label="mode", elem_id="mode")
+            w["compare"] = gr.Checkbox(False, label="compare with the single watermarked model "
+                                       "(provider 1 alone, same prompt and seed)", elem_id="compare")
+            with gr.Row():
+                w["go"] = gr.Button("Generate", variant="primary", elem_id="generate-btn")
+                w["stop"] = gr.Button("Stop", variant="stop", elem_id="stop-btn")
+    w["status"] = gr.Markdown("", label="status", elem_id="status")
+    with gr.Row():
+        with gr.Column():
+            cmap = colour_map(plots.PALETTE, 8)
+            w["text"] = gr.HighlightedText(label="WASH output (coloured: routed spans; click a token)",
+                                           color_map=cmap, show_legend=True, combine_adjacent=False,
+                                           elem_id="wash-text", interactive=False)
+            w["single_text"] = gr.HighlightedText(label=f"P1{SINGLE_LABEL_SUFFIX}", color_map=cmap,
+                                                  show_legend=False, elem_id="single-text",
+                                                  interactive=False, visible=False)
+        with gr.Column():
+            w["zplot"] = gr.Plot(plots.empty_figure("the live z-scores appear here"), label="Live detection",
+                                 show_label=False, elem_id="z-plot")
+    with gr.Row():
+        with gr.Column():
+            w["step"] = gr.Slider(1, 2, value=1, step=1, label="token (step) for the distribution view",
+                                  interactive=False, elem_id="step-slider")
+            w["info"] = gr.Markdown("", label="token details", elem_id="token-info")
+        with gr.Column():
+            w["dist"] = gr.Plot(plots.empty_figure("pick a token to see its distributions"),
+                                label="Per-token distributions", show_label=False, elem_id="dist-plot")
+    w["detection"] = gr.Dataframe(tables.empty_detection_frame(), label="Detection on the final text",
+                                  interactive=False, elem_id="detection-table")
+    w["routing"] = gr.Markdown("", label="routing and speed", elem_id="routing")
+    with gr.Row():
+        w["json"] = gr.DownloadButton("Download run (JSON)", interactive=False, elem_id="download-json")
+        w["csv"] = gr.DownloadButton("Download table (CSV)", interactive=False, elem_id="download-csv")
+        w["to_detect"] = gr.Button("Send text to Detect", elem_id="send-to-detect")
+    with gr.Accordion("Plain text", open=False):
+        w["plain"] = gr.Textbox(label="generated text", lines=4, buttons=["copy"], elem_id="plain-text")
+    w["state"] = gr.State(None)
+    return w
+
+
+def _detect_tab(models: list[str]) -> dict:
+    w: dict = {}
+    rows, _ = preset_rows(preset_names()[0], models)
+    gr.Markdown("Score any text with chosen providers' own detectors (each re-tokenises it with its "
+                "own tokenizer). Coordinated providers must be listed with the same models as in "
+                "generation, since their token space is the union of those vocabularies.")
+    w["text"] = gr.Textbox(label="Text to score", lines=6, elem_id="detect-text")
+    w["table"] = _providers_table(rows, "detect-providers", "Providers to test")
+    with gr.Row():
+        w["threshold"] = gr.Number(4.0, label="z threshold", elem_id="detect-threshold")
+        w["go"] = gr.Button("Score", variant="primary", elem_id="detect-btn")
+    w["result"] = gr.Dataframe(label="Verdicts", interactive=False, elem_id="detect-table")
+    w["provider"] = gr.Dropdown([], label="colour the tokens by this provider's detector",
+                                elem_id="detect-provider")
+    w["tokens"] = gr.HighlightedText(label="Per-token detector scores (green: counts for the watermark)",
+                                     show_legend=True, elem_id="detect-tokens", interactive=False)
+    w["rows"] = gr.State([])
+    return w
+
+
+def _theory_tab() -> dict:
+    w: dict = {}
+    gr.Markdown(texts.theory_markdown())
+    with gr.Row():
+        w["vocab"] = gr.Slider(10, MAX_VOCAB, value=5000, step=10, label="vocabulary size |V|")
+        w["xi"] = gr.Slider(0.05, 1.0, value=0.5, step=0.05, label="perturbation size ξ")
+        w["max_n"] = gr.Slider(2, MAX_N, value=MAX_N, step=1, label="largest N")
+        w["trials"] = gr.Slider(1, 20, value=6, step=1, label="trials")
+    w["kinds"] = gr.CheckboxGroup(list(KINDS), value=list(KINDS), label="perturbations")
+    w["go"] = gr.Button("Simulate", variant="primary", elem_id="theory-btn")
+    w["plot"] = gr.Plot(label="Theorem 1, simulated", show_label=False, elem_id="theory-plot")
+    w["summary"] = gr.Markdown(label="simulation summary", elem_id="theory-summary")
+    return w
+
+
+def _wire_generate(g: dict, d: dict, tabs: gr.Tabs, models: list[str]) -> None:
+    for button, name in zip(g["presets"], preset_names()):
+        button.click(handlers.make_preset_handler(name, models), None, [g["table"], g["mode"]],
+                     api_visibility="undocumented")
+    g["add"].click(handlers.add_provider, [g["table"], g["new_model"], g["new_scheme"], g["new_key"],
+                                           g["new_params"], g["new_coord"]], g["table"],
+                   api_visibility="undocumented")
+    g["remove"].click(handlers.remove_provider, g["table"], g["table"], api_visibility="undocumented")
+    g["compare"].change(handlers.toggle_compare, g["compare"], g["single_text"],
+                        api_visibility="undocumented")
+    outputs = [g["status"], g["text"], g["single_text"], g["zplot"], g["dist"], g["step"], g["info"],
+               g["detection"], g["routing"], g["json"], g["csv"], g["plain"], g["state"]]
+    g["go"].click(on_gpu(handlers.generate),
+                  [g["table"], g["prompt"], g["max_new"], g["temperature"], g["seed"], g["mode"],
+                   g["compare"]],
+                  outputs, api_name="generate", show_progress="hidden")
+    g["stop"].click(handlers.stop, None, None, queue=False, api_name="stop")
+    g["text"].select(handlers.select_token, g["state"], [g["step"], g["dist"], g["info"]],
+                     api_visibility="undocumented")
+    g["step"].input(handlers.show_step, [g["state"], g["step"]], [g["dist"], g["info"]],
+                    trigger_mode="always_last", api_visibility="undocumented")
+    g["to_detect"].click(handlers.send_to_detect, [g["plain"], g["table"]], [d["text"], d["table"], tabs],
+                         api_visibility="undocumented")
+
+
+def _wire_detect(d: dict) -> None:
+    d["go"].click(handlers.run_detect, [d["text"], d["table"], d["threshold"]],
+                  [d["result"], d["provider"], d["tokens"], d["rows"]], api_name="detect")
+    d["provider"].input(handlers.choose_detect_provider, [d["rows"], d["provider"]], d["tokens"],
+                        api_visibility="undocumented")
+
+
+def build_demo() -> gr.Blocks:
+    models = app_models()
+    with gr.Blocks(title="WASH: watermarks wash out") as demo:
+        gr.Markdown("# WASH: averaging watermarked LLMs washes their watermarks out\n"
+                    "Several providers, each a model with its own watermark and secret key, are "
+                    "averaged token by token. Watch each provider's detector lose its signal.")
+        with gr.Tabs(selected="generate") as tabs:
+            with gr.Tab("Generate", id="generate"):
+                g = _generate_tab(models)
+            with gr.Tab("Detect", id="detect"):
+                d = _detect_tab(models)
+            with gr.Tab("Theory", id="theory"):
+                t = _theory_tab()
+            with gr.Tab("About", id="about"):
+                gr.Markdown(texts.about_markdown())
+        _wire_generate(g, d, tabs, models)
+        _wire_detect(d)
+        theory_inputs = [t["vocab"], t["xi"], t["max_n"], t["trials"], t["kinds"]]
+        t["go"].click(handlers.run_theory, theory_inputs, [t["plot"], t["summary"]], api_name="theory")
+        demo.load(handlers.run_theory, theory_inputs, [t["plot"], t["summary"]],
+                  api_visibility="undocumented")
+    demo.queue(default_concurrency_limit=concurrency_limit())
+    return demo
+
+
+def main() -> None:
+    demo = build_demo()
+    port = int(os.environ.get("GRADIO_SERVER_PORT") or os.environ.get("PORT") or 7860)
+    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"), server_port=port, css=CSS,
+                ssr_mode=False, show_error=True)
+
+
+if __name__ == "__main__":
+    main()

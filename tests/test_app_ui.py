@@ -1,0 +1,273 @@
+"""Unit tests of the app's pure helpers (``wash/ui``): no server, no browser.
+
+They pin what the widgets are fed: providers-table parsing and its error
+messages, presets, figures with the expected traces, the Theorem 1 simulation's
+qualitative behaviour, token colouring, tables, and the generation driver
+(throttling, lock-step comparison, Stop) on the tiny models.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from wash.config import MAX_NEW_TOKENS_CAP, MAX_PROVIDERS
+from wash.errors import WashInputError
+from wash.ui import plots, tables, theory, tokens
+from wash.ui.providers import (PRESETS, add_row, build_config, preset_names, preset_rows, remove_last_row,
+                               rows_to_specs)
+from wash.ui.run import RunRecord, Throttle, drive, lockstep, single_config
+from wash.ui.settings import app_models, check_app_model
+
+TINY = ["tiny-smollm2", "tiny-gemma3"]
+ROWS = [["tiny-smollm2", "kgw", "1", ""], ["tiny-gemma3", "aar", "2", ""],
+        ["tiny-smollm2", "dipmark", "3", ""]]
+
+
+# -- providers table, presets, settings ----------------------------------------------
+def test_rows_parse_into_specs_and_skip_blank_rows():
+    specs = rows_to_specs(ROWS + [["", "", "", ""]], TINY)
+    assert [str(s) for s in specs] == ["tiny-smollm2:kgw:1", "tiny-gemma3:aar:2", "tiny-smollm2:dipmark:3"]
+    api_payload = {"headers": ["model", "scheme", "key", "params"],
+                   "data": [["tiny-gemma3", "kgw", 42.0, ""]]}
+    assert str(rows_to_specs(api_payload, TINY)[0]) == "tiny-gemma3:kgw:42"
+    coordinated = rows_to_specs([["tiny-gemma3", "kgw", "5", "coordinated=true"]], TINY)[0]
+    assert coordinated.coordinated
+
+
+@pytest.mark.parametrize("row, fragment", [
+    (["tiny-smollm2", "kgw", "abc", ""], "not an integer"),
+    (["tiny-smollm2", "kgw", "1.5", ""], "not an integer"),
+    (["mystery-model", "kgw", "1", ""], "unknown model 'mystery-model'"),
+    (["smollm2", "kgw", "1", ""], "this app offers: tiny-smollm2, tiny-gemma3"),
+    (["tiny-smollm2", "nope", "1", ""], "unknown watermark scheme"),
+    (["tiny-smollm2", "kgw", "1", "gamma=x"], "must be float"),
+    (["", "kgw", "1", ""], "choose a model"),
+])
+def test_bad_rows_name_their_row_and_problem(row, fragment):
+    with pytest.raises(WashInputError, match="provider row 2") as err:
+        rows_to_specs([ROWS[0], row], TINY)
+    assert fragment in str(err.value)
+
+
+def test_hub_ids_need_the_external_switch(monkeypatch):
+    monkeypatch.delenv("WASH_ALLOW_EXTERNAL_MODELS", raising=False)
+    with pytest.raises(WashInputError, match="WASH_ALLOW_EXTERNAL_MODELS"):
+        check_app_model("org/some-model", TINY)
+    monkeypatch.setenv("WASH_ALLOW_EXTERNAL_MODELS", "1")
+    assert check_app_model("org/some-model", TINY) == "org/some-model"
+
+
+def test_app_models_come_from_the_environment(monkeypatch):
+    monkeypatch.delenv("WASH_APP_MODELS", raising=False)
+    assert app_models() == ["smollm2", "gemma3"]
+    monkeypatch.setenv("WASH_APP_MODELS", "tiny-smollm2, tiny-gemma3")
+    assert app_models() == TINY
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    ({"prompt": "   "}, "the prompt is empty"),
+    ({"prompt": "x" * 5000}, "the prompt is too long"),
+    ({"table": []}, "no provider given"),
+    ({"table": ROWS * 3}, f"at most {MAX_PROVIDERS}"),
+    ({"max_new": MAX_NEW_TOKENS_CAP + 1}, f"1 to {MAX_NEW_TOKENS_CAP}"),
+    ({"max_new": 0}, f"1 to {MAX_NEW_TOKENS_CAP}"),
+    ({"seed": 1.5}, "seed must be an integer"),
+    ({"mode": "turbo"}, "unknown mode"),
+])
+def test_build_config_rejects_bad_input(kwargs, fragment):
+    args = {"table": ROWS, "prompt": "Hello", "max_new": 8, "temperature": 1.0, "seed": 0, "mode": "wash"}
+    args.update(kwargs)
+    with pytest.raises(WashInputError) as err:
+        build_config(args["table"], args["prompt"], args["max_new"], args["temperature"], args["seed"],
+                     args["mode"], TINY)
+    assert fragment in str(err.value)
+
+
+def test_build_config_accepts_widget_values():
+    config = build_config(ROWS, "Hello", 12.0, 0.7, 3.0, "naive", TINY)
+    assert (config.max_new_tokens, config.seed, config.mode, len(config.providers)) == (12, 3, "naive", 3)
+
+
+def test_add_and_remove_rows():
+    rows = add_row(ROWS, "tiny-gemma3", "kgw", "9", "", True)
+    assert rows[-1] == ["tiny-gemma3", "kgw", "9", "coordinated=true"]
+    assert remove_last_row(rows) == ROWS
+    with pytest.raises(WashInputError, match="at most 8"):
+        add_row([ROWS[0]] * MAX_PROVIDERS, "tiny-gemma3", "kgw", "1")
+
+
+def test_presets_resolve_to_offered_models_and_parse():
+    assert len(preset_names()) == 4
+    for name in preset_names():
+        rows, mode = preset_rows(name, TINY)
+        specs = rows_to_specs(rows, TINY)
+        assert 1 <= len(specs) <= MAX_PROVIDERS and mode in ("wash", "single")
+    paper, _ = preset_rows(PRESETS[0].name, TINY)
+    assert {r[0] for r in paper} == set(TINY) and len(paper) == 3
+    keys, _ = preset_rows("One model, 5 independent keys", TINY)
+    assert len({r[2] for r in keys}) == 5 and {r[0] for r in keys} == {"tiny-smollm2"}
+    coordinated, _ = preset_rows("Coordinated watermark (control)", TINY)
+    assert all(s.coordinated for s in rows_to_specs(coordinated, TINY))
+    single = preset_rows("Single watermarked model", ["smollm2"])
+    assert single == ([["smollm2", "kgw", "15485863", ""]], "single")
+
+
+# -- figures ------------------------------------------------------------------------
+def _step(i: int, routed: bool = False, chosen: int | None = None, n: int = 3) -> dict:
+    probs = [0.5, 0.3, 0.2]
+    return {"step": i, "token": f" t{i}", "union_id": 10, "routed": routed, "span_id": 0 if routed else None,
+            "specialists": [1] if routed else [], "chosen": chosen, "candidates": [" a", " b", " a"],
+            "candidate_ids": [10, 11, 12],
+            "provider_probs": [probs if chosen in (None, k) else None for k in range(n)],
+            "average_probs": None if chosen is not None else probs,
+            "consensus_probs": None if chosen is not None else probs,
+            "linf": None if chosen is not None else 0.0123, "live_z": [0.1 * i, None, 4.5], "elapsed_ms": 1.0}
+
+
+LABELS = ["P1 a/kgw#1", "P2 b/aar#2", "P3 a/dipmark#3"]
+
+
+def test_z_figure_has_a_line_per_provider_and_both_thresholds():
+    steps = [_step(i) for i in range(5)]
+    fig = plots.z_figure(LABELS, steps)
+    assert [t.name for t in fig.data] == LABELS
+    assert list(fig.data[0].x) == [1, 2, 3, 4, 5] and fig.data[1].y[0] is None
+    assert sorted(s.y0 for s in fig.layout.shapes) == [2.0, 4.0]
+    compared = plots.z_figure(LABELS, steps, steps[:3], "P1 alone (single mode)")
+    assert len(compared.data) == 4 and compared.data[-1].line.dash == "dash"
+
+
+def test_distribution_figure_groups_providers_average_and_consensus():
+    fig = plots.distribution_figure(_step(2), LABELS)
+    assert len(fig.data) == 5 and fig.layout.barmode == "group"
+    assert fig.data[3].name.startswith("p̄") and fig.data[4].name.startswith("p*")
+    assert "‖p̄ − p*‖∞ = 0.0123" in fig.layout.title.text
+    assert fig.data[0].x[0] == "→ ␣a" and len(set(fig.data[0].x)) == 3  # duplicates kept apart
+    routed = plots.distribution_figure(_step(3, routed=True, chosen=1), LABELS)
+    assert [t.name for t in routed.data] == ["p2: P2 b/aar#2"] and "routed" in routed.layout.title.text
+
+
+# -- theory ---------------------------------------------------------------------------
+def test_theory_independent_shrinks_coordinated_and_biased_do_not():
+    result = theory.simulate(vocab_size=2000, xi=0.5, max_n=64, trials=6, seed=1)
+    ind, coord, biased = (result.mean[k] for k in ("independent", "coordinated", "biased"))
+    assert ind[-1] < 0.3 * ind[0]
+    assert all(b <= a * 1.15 for a, b in zip(ind[::8], ind[8::8]))  # falls (up to noise)
+    assert coord[-1] == pytest.approx(coord[0], rel=1e-6)
+    assert biased[-1] > 0.75 * biased[15] and biased[-1] > 2 * ind[-1]  # a plateau above independent
+    assert result.seconds < 2.0
+    assert len(result.reference) == 64 and result.reference[0] > result.reference[-1]
+    fig = plots.theory_figure(result.ns, result.mean, None, result.reference, "shape")
+    assert [t.name for t in fig.data] == ["independent", "coordinated", "biased", "shape"]
+
+
+def test_theory_rejects_out_of_range_settings():
+    with pytest.raises(WashInputError, match="ξ"):
+        theory.simulate(xi=1.5)
+    with pytest.raises(WashInputError, match="largest N"):
+        theory.simulate(max_n=200)
+
+
+def test_theory_tail_shortcut_is_exact():
+    import numpy as np
+
+    p_star = theory.consensus(3000).astype(np.float32)
+    delta = theory._perturbations("independent", np.random.default_rng(0), 2, 16, 3000, 0.8, 0.5)
+    fast = theory._distances(p_star, delta)
+    full = np.abs(np.cumsum(p_star * np.exp(delta) / (p_star * np.exp(delta)).sum(-1, keepdims=True), axis=1)
+                  / np.arange(1, 17)[None, :, None] - p_star).max(-1)
+    assert np.allclose(fast, full, rtol=1e-4)
+
+
+# -- tokens and tables ---------------------------------------------------------------------
+def test_highlight_segments_label_routed_tokens_only():
+    steps = [_step(0), _step(1, routed=True), _step(2, routed=True, chosen=1)]
+    assert tokens.highlight_segments(steps) == [(" t0", None), (" t1", tokens.ROUTED_FROM_AVERAGE),
+                                                (" t2", "routed: P2")]
+    assert "specialist **P2 b/aar#2**" in tokens.describe_step(steps[2], LABELS)
+    assert set(tokens.colour_map(plots.PALETTE, 3)) == {tokens.ROUTED_FROM_AVERAGE, "routed: P1",
+                                                         "routed: P2", "routed: P3"}
+
+
+def test_score_segments_binary_and_continuous():
+    assert tokens.score_segments(["a", "b", "c"], [1.0, 0.0, None]) == [("a", 1.0), ("b", -1.0), ("c", None)]
+    cont = tokens.score_segments(["a", "b", "c"], [3.0, 1.0, 2.0])
+    assert cont[0][1] > 0 > cont[1][1] and cont[2][1] == 0.0
+
+
+def _result(text: str = "hello") -> dict:
+    det = {"provider": "P1 a/kgw#1", "model": "a", "scheme": "kgw", "key": 1, "z": 5.123, "p": 1.5e-7,
+           "tokens_scored": 30, "detected": True}
+    return {"text": text, "mode": "wash", "finish_reason": "length", "detection": [det],
+            "routing": {"tokens": 10, "routed_token_fraction": 0.2, "routed_spans": 1,
+                        "mean_routed_span_length": 2.0},
+            "timing": {"total_s": 2.0, "per_token_ms": 200.0, "median_token_ms": 190.0}, "settings": {}}
+
+
+def test_detection_table_and_routing_summary(tmp_path):
+    frame = tables.combined_detection(_result(), _result())
+    assert list(frame.columns) == tables.DETECTION_COLUMNS and len(frame) == 2
+    assert frame.loc[0, "detected (z > 4)"] == "yes" and frame.loc[1, "run"].startswith("single")
+    text = tables.routing_markdown(_result(), first_token_s=1.25)
+    assert "5.00 tokens/s" in text and "20.0%" in text and "first token 1.2" in text
+    path = tables.write_csv(frame)
+    assert open(path, encoding="utf-8").readline().startswith("run,provider,model")
+
+
+# -- the generation driver --------------------------------------------------------------
+def test_throttle_fires_every_n_tokens_or_after_the_interval():
+    now = [0.0]
+    t = Throttle(every_tokens=4, every_seconds=0.25, clock=lambda: now[0])
+    assert [t.tick() for _ in range(8)] == [False, False, False, True] * 2
+    now[0] = 1.0
+    assert t.tick()
+
+
+def test_lockstep_alternates_until_every_stream_ends():
+    out = list(lockstep({"a": iter([1, 2, 3]), "b": iter([10])}))
+    assert out == [("a", 1), ("b", 10), ("a", 2), ("a", 3)]
+
+
+def _config(max_new: int = 10, mode: str = "wash"):
+    return build_config(ROWS, "The lighthouse keeper", max_new, 1.0, 3, mode, TINY)
+
+
+def test_drive_matches_the_engine_and_records_every_event(tiny_smollm2, tiny_gemma3):
+    from wash.ensemble import generate
+
+    config = _config()
+    views = list(drive(config, compare=True, stop=threading.Event()))
+    record = views[-1].record
+    assert views[-1].finished and record.finished and record.first_token_s is not None
+    assert record.results["wash"]["text"] == generate(_config()).text
+    assert record.results["single"]["text"] == generate(single_config(_config())).text
+    assert len(record.steps["wash"]) == record.results["wash"]["routing"]["tokens"]
+    dumped = json.loads(open(tables.write_run_json(record.to_json()), encoding="utf-8").read())
+    assert dumped["events"][-1]["event"] == "finished" and dumped["single_events"][0]["event"] == "step"
+    assert any(v.refresh for v in views[:-1])
+
+
+def test_drive_stops_within_one_step(tiny_smollm2, tiny_gemma3):
+    stop = threading.Event()
+    steps = 0
+    record: RunRecord | None = None
+    for view in drive(_config(max_new=200), compare=False, stop=stop):
+        record = view.record
+        steps = len(record.steps["wash"])
+        if steps >= 3:
+            stop.set()
+    assert record is not None and record.results["wash"]["finish_reason"] == "stopped"
+    assert record.results["wash"]["routing"]["tokens"] <= 4
+
+
+def test_drive_reports_bad_input_found_by_the_engine(tiny_smollm2):
+    from wash.config import GenerationConfig
+
+    # Past the app's own character cap: the engine's token-level check must still surface.
+    config = GenerationConfig(providers=rows_to_specs([ROWS[0]], TINY), prompt="word " * 3000,
+                              max_new_tokens=8)
+    with pytest.raises(WashInputError, match="prompt too long"):
+        list(drive(config, compare=False, stop=threading.Event()))

@@ -1,0 +1,207 @@
+"""Event handlers: widget values in, widget updates out, engine errors as gr.Error.
+
+Each handler is a thin translation between Gradio and the pure helpers of
+``wash.ui``; ``app.py`` only places widgets and connects them to these. Bad input
+of any kind (``WashInputError``, from the app's checks or from the engine) is
+re-raised as ``gr.Error`` with the same message, which Gradio shows in the page
+while the server keeps serving.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from typing import Any, Callable, Iterator
+
+import gradio as gr
+
+from wash.errors import WashInputError
+from wash.ui import plots, tables, tokens
+from wash.ui.detect import detect
+from wash.ui.providers import add_row, build_config, preset_rows, remove_last_row
+from wash.ui.run import SINGLE, WASH, RunRecord, RunView, StopRegistry, drive
+from wash.ui.theory import simulate, summary
+
+log = logging.getLogger("wash.app")
+STOPS = StopRegistry()
+
+
+def _as_gr_error(err: Exception) -> gr.Error:
+    if isinstance(err, WashInputError):
+        return gr.Error(str(err), title="Invalid input", print_exception=False)
+    log.exception("unexpected error in the app")
+    return gr.Error(f"internal error ({type(err).__name__}): {err}")
+
+
+def reports_errors(fn: Callable) -> Callable:
+    """Turn WashInputError (and any crash) into a visible gr.Error."""
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except gr.Error:
+            raise
+        except Exception as err:  # noqa: BLE001 - shown to the user, logged with traceback
+            raise _as_gr_error(err) from err
+    return wrapper
+
+
+# -- providers table ----------------------------------------------------------------
+def make_preset_handler(name: str, models: list[str]) -> Callable[[], tuple[list[list[str]], str]]:
+    @reports_errors
+    def apply() -> tuple[list[list[str]], str]:
+        return preset_rows(name, models)
+    return apply
+
+
+@reports_errors
+def add_provider(table: Any, model: str, scheme: str, key: Any, params: str, coordinated: bool) -> list:
+    return add_row(table, model, scheme, key, params, coordinated)
+
+
+@reports_errors
+def remove_provider(table: Any) -> list:
+    return remove_last_row(table)
+
+
+# -- generation ---------------------------------------------------------------------
+def _single_segments(record: RunRecord) -> Any:
+    return tokens.highlight_segments(record.steps[SINGLE]) if record.compare else gr.skip()
+
+
+def _plot_outputs(record: RunRecord) -> tuple[Any, Any, Any, Any]:
+    """z chart, distribution of the latest token, step slider, token description."""
+    steps = record.steps[WASH]
+    single = record.steps[SINGLE] if record.compare else None
+    zfig = plots.z_figure(record.labels, steps, single, record.single_label)
+    if not steps:
+        return zfig, gr.skip(), gr.skip(), gr.skip()
+    last = steps[-1]
+    return (zfig, plots.distribution_figure(last, record.labels),
+            gr.update(minimum=1, maximum=max(2, len(steps)), value=len(steps), interactive=True),
+            tokens.describe_step(last, record.labels))
+
+
+def _final_outputs(record: RunRecord) -> tuple[Any, Any, Any, Any, Any]:
+    """Detection table, routing stats, JSON and CSV downloads, plain text."""
+    result, single = record.results[WASH], record.results[SINGLE]
+    frame = tables.combined_detection(result, single)
+    return (frame, tables.routing_markdown(result, single, record.first_token_s),
+            gr.update(value=tables.write_run_json(record.to_json()), interactive=True),
+            gr.update(value=tables.write_csv(frame), interactive=True), result["text"])
+
+
+def _view_outputs(view: RunView) -> tuple:
+    record = view.record
+    wash_text = tokens.highlight_segments(record.steps[WASH])
+    plot_part = _plot_outputs(record) if view.refresh else (gr.skip(),) * 4
+    final_part = _final_outputs(record) if view.finished and record.finished else (gr.skip(),) * 5
+    return (view.status, wash_text, _single_segments(record), *plot_part, *final_part, record)
+
+
+def _reset_outputs(record: RunRecord) -> tuple:
+    """The first update of a run: clear everything the previous run left."""
+    waiting = plots.empty_figure("waiting for the first token…")
+    colours = tokens.colour_map(plots.PALETTE, len(record.labels))
+    return ("**Starting…**", gr.update(value=[], color_map=colours),
+            gr.update(value=[], color_map=colours),
+            plots.z_figure(record.labels, []), waiting,
+            gr.update(minimum=1, maximum=2, value=1, interactive=False), "",
+            tables.empty_detection_frame(), "", gr.update(value=None, interactive=False),
+            gr.update(value=None, interactive=False), "", record)
+
+
+def generate(table: Any, prompt: str, max_new_tokens: Any, temperature: Any, seed: Any, mode: str,
+             compare: bool, request: gr.Request) -> Iterator[tuple]:
+    """Stream one generation (two with the comparison switch) into the Generate tab."""
+    try:
+        config = build_config(table, prompt, max_new_tokens, temperature, seed, mode)
+    except WashInputError as err:
+        raise _as_gr_error(err) from err
+    session = getattr(request, "session_hash", None) or "anonymous"
+    stop = STOPS.start(session)
+    views = drive(config, bool(compare), stop)
+    try:
+        first = True
+        for view in views:
+            if first:
+                yield _reset_outputs(view.record)
+                first = False
+            yield _view_outputs(view)
+    except gr.Error:
+        raise
+    except Exception as err:  # noqa: BLE001
+        raise _as_gr_error(err) from err
+    finally:
+        views.close()
+
+
+def stop(request: gr.Request) -> None:
+    session = getattr(request, "session_hash", None) or "anonymous"
+    if STOPS.stop(session):
+        gr.Info("Stopping after the current token…")
+
+
+def _step_view(record: RunRecord | None, number: int) -> tuple[Any, str]:
+    if record is None or not record.steps[WASH]:
+        raise WashInputError("generate some text first")
+    steps = record.steps[WASH]
+    index = min(max(int(number) - 1, 0), len(steps) - 1)
+    step = steps[index]
+    return plots.distribution_figure(step, record.labels), tokens.describe_step(step, record.labels)
+
+
+@reports_errors
+def select_token(record: RunRecord | None, evt: gr.SelectData) -> tuple[Any, Any, str]:
+    """Clicking a token: jump the step slider there and show its distribution."""
+    index = evt.index if isinstance(evt.index, int) else int(evt.index[0])
+    fig, info = _step_view(record, index + 1)
+    return gr.update(value=index + 1), fig, info
+
+
+@reports_errors
+def show_step(record: RunRecord | None, number: float) -> tuple[Any, str]:
+    return _step_view(record, int(number))
+
+
+def toggle_compare(compare: bool) -> Any:
+    return gr.update(visible=bool(compare))
+
+
+def send_to_detect(text: str, table: Any) -> tuple[str, Any, Any]:
+    if not text:
+        gr.Warning("Nothing to send yet: generate some text first.")
+    return text or "", table, gr.Tabs(selected="detect")
+
+
+# -- detect -------------------------------------------------------------------------
+def _detect_highlight(rows: list[dict], label: str | None) -> list:
+    chosen = next((r for r in rows if r["provider"] == label), rows[0] if rows else None)
+    if chosen is None:
+        return []
+    return tokens.score_segments(chosen["tokens"], chosen["per_token"])
+
+
+@reports_errors
+def run_detect(text: str, table: Any, threshold: float) -> tuple[Any, Any, list, list[dict]]:
+    rows = detect(text, table, threshold)
+    frame = tables.detection_frame(rows, run="pasted text", threshold=float(threshold)).drop(columns="run")
+    labels = [r["provider"] for r in rows]
+    return (frame, gr.update(choices=labels, value=labels[0] if labels else None),
+            _detect_highlight(rows, labels[0] if labels else None), rows)
+
+
+def choose_detect_provider(rows: list[dict] | None, label: str) -> list:
+    return _detect_highlight(rows or [], label)
+
+
+# -- theory -------------------------------------------------------------------------
+@reports_errors
+def run_theory(vocab_size: float, xi: float, max_n: float, trials: float,
+               kinds: list[str]) -> tuple[Any, str]:
+    result = simulate(vocab_size=int(vocab_size), xi=float(xi), max_n=int(max_n), trials=int(trials),
+                      kinds=tuple(kinds or ()))
+    bands = {k: (result.low[k], result.high[k]) for k in result.mean}
+    fig = plots.theory_figure(result.ns, result.mean, bands, result.reference,
+                              "theorem shape: c·(√(log|V|/N) + η²)")
+    return fig, summary(result)

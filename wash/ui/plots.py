@@ -1,0 +1,132 @@
+"""Plotly figures for the app, built from plain event dictionaries (no widgets).
+
+* ``z_figure``: each provider's live detection z against tokens generated, with
+  the detection threshold (z = 4) and the "washed out" level (z = 2);
+* ``distribution_figure``: one step's candidates, grouped bars of every
+  provider's p_i, the average p̄ and the consensus p*, with ‖p̄ − p*‖∞;
+* ``theory_figure``: the Theorem 1 simulation, distance against N.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import plotly.graph_objects as go
+
+PALETTE = ("#2563eb", "#16a34a", "#dc2626", "#9333ea", "#0891b2", "#db2777", "#65a30d", "#ea580c")
+AVERAGE_COLOUR = "#111827"
+CONSENSUS_COLOUR = "#9ca3af"
+Z_DETECTED = 4.0
+Z_WASHED = 2.0
+
+
+def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, height: int = 340) -> go.Figure:
+    fig.update_layout(title=dict(text=title, x=0.01, y=0.98, yref="container", yanchor="top",
+                                 font=dict(size=14)),
+                      height=height, margin=dict(l=50, r=20, t=95, b=45), template="plotly_white",
+                      xaxis_title=x_title, yaxis_title=y_title,
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0.0,
+                                  font=dict(size=11)),
+                      uirevision="keep")
+    return fig
+
+
+def empty_figure(message: str, height: int = 300) -> go.Figure:
+    """A blank figure carrying a hint, shown before there is anything to plot."""
+    fig = go.Figure()
+    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
+                       font=dict(size=13, color="#6b7280"))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    fig.update_layout(height=height, template="plotly_white", margin=dict(l=10, r=10, t=10, b=10))
+    return fig
+
+
+def _z_series(steps: Sequence[dict], index: int) -> tuple[list[int], list[float | None]]:
+    xs = [s["step"] + 1 for s in steps]
+    ys = [(s["live_z"][index] if index < len(s["live_z"]) else None) for s in steps]
+    return xs, ys
+
+
+def z_figure(labels: Sequence[str], steps: Sequence[dict], single_steps: Sequence[dict] | None = None,
+             single_label: str | None = None, z_detected: float = Z_DETECTED,
+             z_washed: float = Z_WASHED) -> go.Figure:
+    """One line per provider (and a dashed one for the single-model run, if any)."""
+    fig = go.Figure()
+    for i, label in enumerate(labels):
+        xs, ys = _z_series(steps, i)
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=label, connectgaps=False,
+                                 line=dict(color=PALETTE[i % len(PALETTE)], width=2)))
+    if single_steps is not None:
+        xs, ys = _z_series(single_steps, 0)
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=single_label or "P1 alone",
+                                 line=dict(color=PALETTE[0], width=2, dash="dash")))
+    fig.add_hline(y=z_detected, line=dict(color="#dc2626", dash="dash", width=1),
+                  annotation_text=f"detected (z = {z_detected:g})", annotation_position="top left")
+    fig.add_hline(y=z_washed, line=dict(color="#16a34a", dash="dot", width=1),
+                  annotation_text=f"washed out (z = {z_washed:g})", annotation_position="bottom left")
+    return _layout(fig, "Each provider's detector z-score, live", "tokens generated", "z-score")
+
+
+def _shown(token: str) -> str:
+    """A candidate token made visible on an axis: spaces and newlines marked."""
+    return token.replace("\n", "⏎").replace("\t", "⇥").replace(" ", "␣") or "∅"
+
+
+def _candidate_names(step: dict) -> list[str]:
+    names, seen = [], set()
+    for text, uid in zip(step["candidates"], step["candidate_ids"]):
+        name = _shown(text)
+        if name in seen:
+            name = f"{name} #{uid}"
+        seen.add(name)
+        names.append(("→ " if uid == step.get("union_id") else "") + name)
+    return names
+
+
+def distribution_figure(step: dict, labels: Sequence[str]) -> go.Figure:
+    """Grouped bars over one step's candidates; → marks the token actually sampled."""
+    names = _candidate_names(step)
+    fig = go.Figure()
+    for i, probs in enumerate(step["provider_probs"]):
+        if probs is None:
+            continue
+        fig.add_trace(go.Bar(x=names, y=probs, name=f"p{i + 1}: {labels[i]}",
+                             marker_color=PALETTE[i % len(PALETTE)]))
+    if step.get("average_probs") is not None:
+        fig.add_trace(go.Bar(x=names, y=step["average_probs"], name="p̄ (average)",
+                             marker_color=AVERAGE_COLOUR))
+    if step.get("consensus_probs") is not None:
+        fig.add_trace(go.Bar(x=names, y=step["consensus_probs"], name="p* (consensus)",
+                             marker_color=CONSENSUS_COLOUR))
+    if step.get("linf") is not None:
+        title = f"Token {step['step'] + 1} {step['token']!r}: ‖p̄ − p*‖∞ = {step['linf']:.4f}"
+    else:
+        k = step.get("chosen")
+        who = labels[k] if k is not None else "a specialist"
+        title = f"Token {step['step'] + 1} {step['token']!r}: routed, only {who}'s distribution is used"
+    fig.update_layout(barmode="group", bargap=0.2)
+    return _layout(fig, title, "candidate token", "probability", height=360)
+
+
+def theory_figure(ns: Sequence[int], curves: dict[str, Sequence[float]],
+                  bands: dict[str, tuple[Sequence[float], Sequence[float]]] | None,
+                  reference: Sequence[float], reference_label: str) -> go.Figure:
+    """Mean ‖p̄_N − p*‖∞ per perturbation kind against N, with the theorem's shape."""
+    colours = {"independent": PALETTE[0], "coordinated": PALETTE[2], "biased": PALETTE[3]}
+    fig = go.Figure()
+    for kind, ys in curves.items():
+        colour = colours.get(kind, AVERAGE_COLOUR)
+        if bands and kind in bands:
+            lo, hi = bands[kind]
+            fig.add_trace(go.Scatter(x=list(ns) + list(ns)[::-1], y=list(hi) + list(lo)[::-1],
+                                     fill="toself", fillcolor=colour, opacity=0.15, line=dict(width=0),
+                                     hoverinfo="skip", showlegend=False, name=f"{kind} range"))
+        fig.add_trace(go.Scatter(x=list(ns), y=list(ys), mode="lines+markers", name=kind,
+                                 line=dict(color=colour, width=2), marker=dict(size=4)))
+    fig.add_trace(go.Scatter(x=list(ns), y=list(reference), mode="lines", name=reference_label,
+                             line=dict(color=AVERAGE_COLOUR, dash="dash", width=1.5)))
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(type="log")
+    return _layout(fig, "Distance of the average from the consensus, ‖p̄_N − p*‖∞",
+                   "number of providers N (log)", "‖p̄_N − p*‖∞ (log)", height=420)

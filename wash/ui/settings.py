@@ -1,0 +1,57 @@
+"""What this app instance offers, read from the environment once per call.
+
+``WASH_APP_MODELS`` (comma-separated, e.g. ``tiny-smollm2,tiny-gemma3``) replaces
+the model choices so tests and small machines can use fast models; by default
+the app offers the two real offline models. A model outside the choices is
+refused with a message naming them, except hub ids or directories when
+``WASH_ALLOW_EXTERNAL_MODELS`` allows them (the engine's own rule).
+"""
+
+from __future__ import annotations
+
+import os
+
+from wash.errors import WashInputError
+from wash.models import ALLOW_EXTERNAL_ENV, CATALOG, OFFLINE_DEFAULTS, check_model_name
+
+APP_MODELS_ENV = "WASH_APP_MODELS"
+CONCURRENCY_ENV = "WASH_APP_CONCURRENCY"
+#: Longest prompt the app accepts before even tokenising it (the engine then checks
+#: each model's context window in tokens).
+MAX_PROMPT_CHARS = 2000
+#: Longest text the Detect tab scores.
+MAX_DETECT_CHARS = 20000
+
+
+def app_models() -> list[str]:
+    """The model names offered in the providers table, in display order."""
+    raw = os.environ.get(APP_MODELS_ENV, "").strip()
+    if not raw:
+        return list(OFFLINE_DEFAULTS)
+    names = [n.strip() for n in raw.split(",") if n.strip()]
+    for name in names:
+        check_model_name(name)  # raises WashInputError for an unknown name at start-up
+    return list(dict.fromkeys(names))
+
+
+def external_allowed() -> bool:
+    return os.environ.get(ALLOW_EXTERNAL_ENV, "") not in ("", "0", "false")
+
+
+def check_app_model(name: str, choices: list[str] | None = None) -> str:
+    """Accept a model the app offers (or an allowed external one), else say which are."""
+    choices = app_models() if choices is None else choices
+    if name in choices:
+        return name
+    if name not in CATALOG and external_allowed():
+        return check_model_name(name, allow_external=True)
+    hint = "" if external_allowed() else f" (hub ids need {ALLOW_EXTERNAL_ENV}=1)"
+    raise WashInputError(f"unknown model '{name}' (this app offers: {', '.join(choices)}){hint}")
+
+
+def concurrency_limit() -> int:
+    """How many generations run at once (each event listener gets this many slots)."""
+    try:
+        return max(1, int(os.environ.get(CONCURRENCY_ENV, "2")))
+    except ValueError:
+        return 2

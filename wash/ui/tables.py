@@ -1,0 +1,109 @@
+"""End-of-run summaries: the detection table, routing statistics, download files.
+
+The detection table is a pandas DataFrame (one row per provider and run) so the
+widget shows it and the CSV download writes exactly the same columns.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Sequence
+
+import pandas as pd
+
+DETECTION_COLUMNS = ["run", "provider", "model", "scheme", "key", "tokens scored", "z", "p",
+                     "detected (z > 4)"]
+
+
+def detection_frame(rows: Sequence[dict], run: str = "WASH", threshold: float = 4.0) -> pd.DataFrame:
+    """Rows of ``ProviderDetection.to_dict()`` -> the table's DataFrame."""
+    records = [{
+        "run": run,
+        "provider": d["provider"],
+        "model": d["model"],
+        "scheme": d["scheme"],
+        "key": int(d["key"]),
+        "tokens scored": int(d["tokens_scored"]),
+        "z": round(float(d["z"]), 3),
+        "p": float(f"{float(d['p']):.3g}"),
+        "detected (z > 4)": "yes" if d["detected"] else "no",
+    } for d in rows]
+    frame = pd.DataFrame.from_records(records, columns=DETECTION_COLUMNS)
+    if threshold != 4.0:
+        frame = frame.rename(columns={"detected (z > 4)": f"detected (z > {threshold:g})"})
+    return frame
+
+
+def empty_detection_frame() -> pd.DataFrame:
+    return pd.DataFrame(columns=DETECTION_COLUMNS)
+
+
+def combined_detection(result: dict, single_result: dict | None) -> pd.DataFrame:
+    """The WASH run's rows, then the single-model run's rows when it was compared."""
+    threshold = float(result.get("settings", {}).get("z_threshold", 4.0))
+    frames = [detection_frame(result["detection"], run=result["mode"], threshold=threshold)]
+    if single_result is not None:
+        frames.append(detection_frame(single_result["detection"], run="single (P1 alone)",
+                                      threshold=threshold))
+    return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+
+
+def tokens_per_second(result: dict) -> float:
+    tokens = result["routing"]["tokens"]
+    total = result["timing"]["total_s"]
+    return tokens / total if total > 0 else 0.0
+
+
+def routing_markdown(result: dict, single_result: dict | None = None,
+                     first_token_s: float | None = None) -> str:
+    """Routing statistics and speed of the finished run(s)."""
+    r, t = result["routing"], result["timing"]
+    first = "" if first_token_s is None else f" · first token {first_token_s:.1f} s after the click"
+    lines = [
+        f"**{r['tokens']} tokens** ({result['mode']} mode, finish: {result['finish_reason']}) · "
+        f"**{tokens_per_second(result):.2f} tokens/s** · {t['per_token_ms']:.0f} ms per token "
+        f"(median {t['median_token_ms']:.0f}){first}",
+        f"Routed tokens: **{r['routed_token_fraction']:.1%}** in {r['routed_spans']} span(s), "
+        f"mean span length {r['mean_routed_span_length']:.2f} tokens.",
+    ]
+    if single_result is not None:
+        lines.append(f"Single-model comparison: {single_result['routing']['tokens']} tokens at "
+                     f"{tokens_per_second(single_result):.2f} tokens/s.")
+    return "  \n".join(lines)
+
+
+#: Download files older than this are deleted when new ones are written.
+KEEP_DOWNLOADS_S = 6 * 3600
+
+
+def _out_dir() -> Path:
+    directory = Path(tempfile.gettempdir()) / "wash-app"
+    directory.mkdir(parents=True, exist_ok=True)
+    cutoff = time.time() - KEEP_DOWNLOADS_S
+    for old in directory.glob("wash-*"):
+        try:
+            if old.stat().st_mtime < cutoff:
+                old.unlink()
+        except OSError:
+            pass
+    return directory
+
+
+def write_run_json(record: dict) -> str:
+    """The whole run (settings and every event) as a JSON file; returns its path."""
+    handle = tempfile.NamedTemporaryFile("w", suffix=".json", prefix="wash-run-", dir=_out_dir(),
+                                         delete=False, encoding="utf-8")
+    with handle:
+        json.dump(record, handle, ensure_ascii=False, indent=1)
+    return handle.name
+
+
+def write_csv(frame: pd.DataFrame, prefix: str = "wash-detection-") -> str:
+    handle = tempfile.NamedTemporaryFile("w", suffix=".csv", prefix=prefix, dir=_out_dir(),
+                                         delete=False, encoding="utf-8", newline="")
+    with handle:
+        frame.to_csv(handle, index=False)
+    return handle.name
