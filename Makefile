@@ -1,5 +1,5 @@
 # Two commands set up a fresh machine from nothing:
-#   make run   - create .venv, install everything (offline models included), start the app
+#   make run   - create .venv, install everything (offline models included), start the app (:7860)
 #   make test  - same set-up, then the whole test suite
 PYTHON ?= python3
 VENV   ?= .venv
@@ -22,14 +22,20 @@ $(STAMP): requirements.txt requirements-nodeps.txt requirements-dev.txt
 setup: $(STAMP)
 
 run: setup
-	@if [ -f app.py ]; then $(PY) app.py; else $(MAKE) --no-print-directory demo; fi
+	$(PY) app.py
 
 demo: setup
 	$(PY) -m wash generate --provider smollm2:kgw:15485863 --provider gemma3:aar:42 \
 	  --provider smollm2:dipmark:7 --max-new-tokens 64 --seed 0 \
 	  --prompt "The old lighthouse keeper had kept a diary for forty years, and in it"
 
-test: setup
+# Browser tests drive Debian's Chromium (never a downloaded browser).
+chromium:
+	@test -x /usr/bin/chromium || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  { echo "browser tests need /usr/bin/chromium: run 'sudo apt-get install chromium'" >&2; exit 1; }
+
+test: setup chromium
 	$(PY) -m pytest
 
 bench: setup

