@@ -109,178 +109,201 @@ def generate(config: GenerationConfig, should_stop: Callable[[], bool] | None = 
 
 def _decode(config: GenerationConfig, providers: list[Provider], lms: dict[str, LoadedModel],
             alignment: VocabAlignment, load_s: float, should_stop: Callable[[], bool]) -> Iterator[Event]:
-    n = len(providers)
-    models = list(lms)
-    prov_model = [p.model for p in providers]
-    vocabs = {m: model_vocab(lms[m]) for m in models}
-    invalid = {m: alignment.to_union[m] < 0 for m in models}
-    # Until min_new_tokens exist, end-of-text rows are masked like special tokens.
-    no_eos = {m: invalid[m] | (alignment.to_union[m] == alignment.eos_index) for m in models}
+    run = _Run(config, providers, lms, alignment)
+    t_start = time.perf_counter()
+    while len(run.tokens) < config.max_new_tokens and run.finish == "length":
+        if should_stop():
+            run.finish = "stopped"
+            break
+        x, event = run.ensemble_step()
+        if event is None:
+            break  # end of text drawn from the average
+        yield event
+        if not event.routed:
+            continue
+        yield from run.route(x, should_stop)
+        yield run.resync()
+    yield FinishedEvent(run.result(load_s, time.perf_counter() - t_start))
 
-    def mask(m: str) -> torch.Tensor:
-        return no_eos[m] if len(tokens) < config.min_new_tokens else invalid[m]
-    count = {m: prov_model.count(m) for m in models}
-    contexts: dict[str, ModelContext] = {}
-    for m in models:
-        prompt_ids = lms[m].encode_prompt(config.prompt)
-        budget = lms[m].max_context - config.max_new_tokens
-        if len(prompt_ids) > budget:
-            raise WashInputError(
-                f"prompt too long for model {m}: {len(prompt_ids)} tokens plus {config.max_new_tokens} "
-                f"new ones exceed its context of {lms[m].max_context} tokens")
-        contexts[m] = ModelContext(lms[m], prompt_ids, use_cache=not config.reencode_every_step)
-    for p in providers:
-        p.start_generation(config.seed)
-    gen = torch.Generator()
-    gen.manual_seed(config.seed)
-    live = [LiveDetector(p, contexts[p.model].ids) for p in providers] if config.live_detection else []
-    fed = {m: contexts[m].prompt_len for m in models}
 
-    def feed_live() -> None:
-        for m in models:
-            new = contexts[m].ids[fed[m]:]
-            for d in live:
+class _Run:
+    """The state of one generation: every model's context, the detectors, the record."""
+
+    def __init__(self, config: GenerationConfig, providers: list[Provider], lms: dict[str, LoadedModel],
+                 alignment: VocabAlignment) -> None:
+        self.config = config
+        self.providers = providers
+        self.lms = lms
+        self.alignment = alignment
+        self.n = len(providers)
+        self.models = list(lms)
+        self.prov_model = [p.model for p in providers]
+        self.vocabs = {m: model_vocab(lms[m]) for m in self.models}
+        self.count = {m: self.prov_model.count(m) for m in self.models}
+        self.invalid = {m: alignment.to_union[m] < 0 for m in self.models}
+        # Until min_new_tokens exist, end-of-text rows are masked like special tokens.
+        self.no_eos = {m: self.invalid[m] | (alignment.to_union[m] == alignment.eos_index)
+                       for m in self.models}
+        self.contexts: dict[str, ModelContext] = {}
+        for m in self.models:
+            prompt_ids = lms[m].encode_prompt(config.prompt)
+            if len(prompt_ids) > lms[m].max_context - config.max_new_tokens:
+                raise WashInputError(
+                    f"prompt too long for model {m}: {len(prompt_ids)} tokens plus {config.max_new_tokens} "
+                    f"new ones exceed its context of {lms[m].max_context} tokens")
+            self.contexts[m] = ModelContext(lms[m], prompt_ids, use_cache=not config.reencode_every_step)
+        for p in providers:
+            p.start_generation(config.seed)
+        self.gen = torch.Generator()
+        self.gen.manual_seed(config.seed)
+        self.live = ([LiveDetector(p, self.contexts[p.model].ids) for p in providers]
+                     if config.live_detection else [])
+        self.fed = {m: self.contexts[m].prompt_len for m in self.models}
+        self.tokens: list[dict] = []
+        self.spans: list[dict] = []
+        self.step_ms: list[float] = []
+        self.finish = "length"
+        # The open routed span: its union ids, where each context stood before it, its specialists.
+        self.span: list[int] = []
+        self.span_starts: dict[str, int] = {}
+        self.span_specialists: list[int] = []
+
+    # -- helpers ---------------------------------------------------------------------
+    def _logits(self, m: str) -> torch.Tensor:
+        mask = self.no_eos[m] if len(self.tokens) < self.config.min_new_tokens else self.invalid[m]
+        return process_logits(self.contexts[m].next_logits(), mask, self.config.temperature, self.config.top_p)
+
+    def _feed_live(self) -> None:
+        """Push every model's newly settled ids to the live detectors of its providers."""
+        for m in self.models:
+            new = self.contexts[m].ids[self.fed[m]:]
+            for d in self.live:
                 if d.provider.model == m:
                     d.feed(new)
-            fed[m] = len(contexts[m].ids)
+            self.fed[m] = len(self.contexts[m].ids)
 
-    def live_z() -> list[float | None]:
-        return [d.z() for d in live] if live else [None] * n
+    def _record(self, u: int, routed: bool, specialists: list[int], chosen: int | None, t0: float,
+                view: list[int], provider_probs: list, average: torch.Tensor | None,
+                consensus: torch.Tensor | None) -> StepEvent:
+        text = self.alignment.token_text(u)
+        span_id = len(self.spans) if routed else None
+        self.tokens.append({"text": text, "union_id": u, "routed": routed, "span_id": span_id,
+                            "specialists": list(specialists), "chosen": chosen})
+        self.step_ms.append((time.perf_counter() - t0) * 1000)
+        return StepEvent(
+            step=len(self.tokens) - 1, token=text, union_id=u, routed=routed, span_id=span_id,
+            specialists=list(specialists), chosen=chosen,
+            candidates=[self.alignment.token_text(v) for v in view], candidate_ids=view,
+            provider_probs=provider_probs,
+            average_probs=probs_at(average, view) if average is not None else None,
+            consensus_probs=probs_at(consensus, view) if consensus is not None else None,
+            linf=linf(average, consensus) if average is not None else None,
+            live_z=[d.z() for d in self.live] if self.live else [None] * self.n,
+            elapsed_ms=self.step_ms[-1])
 
-    def text_of(u: int) -> str:
-        return alignment.token_text(u)
-
-    tokens: list[dict] = []
-    spans: list[dict] = []
-    step_ms: list[float] = []
-    finish = "length"
-    route = config.mode == "wash"
-    t_start = time.perf_counter()
-    k_view = config.top_k
-
-    while len(tokens) < config.max_new_tokens:
-        if should_stop():
-            finish = "stopped"
-            break
+    # -- the three moves of the algorithm ---------------------------------------------
+    def ensemble_step(self) -> tuple[int, StepEvent | None]:
+        """Average every provider's distribution over the union and draw one token."""
         t0 = time.perf_counter()
-        base = {m: process_logits(contexts[m].next_logits(), mask(m), config.temperature, config.top_p)
-                for m in models}
-        dists = [p.distribution(base[p.model], contexts[p.model].ids, contexts[p.model].prompt_len)
-                 for p in providers]
-        summed = {m: sum(d for d, pm in zip(dists, prov_model) if pm == m) for m in models}
-        p_bar = mixture([(alignment.scatter_index[m], summed[m]) for m in models], alignment.size, n)
-        p_star = mixture([(alignment.scatter_index[m], softmax(base[m]) * count[m]) for m in models],
-                         alignment.size, n)
-        x = sample(p_bar, gen)
-        if x == alignment.eos_index:
-            finish = "eos"
-            break
-        view = candidates([p_bar, p_star], k_view)
-        shared = bool(alignment.intersection[x])
+        a = self.alignment
+        base = {m: self._logits(m) for m in self.models}
+        dists = [p.distribution(base[p.model], self.contexts[p.model].ids, self.contexts[p.model].prompt_len)
+                 for p in self.providers]
+        summed = {m: sum(d for d, pm in zip(dists, self.prov_model) if pm == m) for m in self.models}
+        p_bar = mixture([(a.scatter_index[m], summed[m]) for m in self.models], a.size, self.n)
+        p_star = mixture([(a.scatter_index[m], softmax(base[m]) * self.count[m]) for m in self.models],
+                         a.size, self.n)
+        x = sample(p_bar, self.gen)
+        if x == a.eos_index:
+            self.finish = "eos"
+            return x, None
+        view = candidates([p_bar, p_star], self.config.top_k)
+        provider_probs = [model_probs_at(d, a.rows_of[pm], a.from_union[pm], view)
+                          for d, pm in zip(dists, self.prov_model)]
+        if bool(a.intersection[x]) or self.config.mode != "wash":
+            # Every vocabulary has x (or routing is off: naive re-tokenises it at once).
+            for m in self.models:
+                mid = int(a.from_union[m][x])
+                self.contexts[m].append([mid] if mid >= 0 else
+                                        encode_bytes(a.token_bytes(x), self.lms[m].encode, self.vocabs[m]))
+            self._feed_live()
+            return x, self._record(x, False, [], None, t0, view, provider_probs, p_bar, p_star)
+        # x is missing from some vocabularies: open a routed span with its specialists.
+        self.span = [x]
+        self.span_starts = {m: len(self.contexts[m].ids) for m in self.models}
+        self.span_specialists = specialists(range(self.n), self.prov_model, a.from_union, x)
+        self._commit_to_specialists(x, self.span_specialists)
+        return x, self._record(x, True, self.span_specialists, None, t0, view, provider_probs, p_bar, p_star)
 
-        if shared or not route:
-            for m in models:
-                mid = int(alignment.from_union[m][x])
-                contexts[m].append([mid] if mid >= 0 else
-                                   encode_bytes(alignment.token_bytes(x), lms[m].encode, vocabs[m]))
-            feed_live()
-            tokens.append({"text": text_of(x), "union_id": x, "routed": False, "span_id": None, "specialists": [],
-                           "chosen": None})
-            step_ms.append((time.perf_counter() - t0) * 1000)
-            yield StepEvent(step=len(tokens) - 1, token=text_of(x), union_id=x, routed=False, span_id=None,
-                            specialists=[], chosen=None, candidates=[text_of(u) for u in view],
-                            candidate_ids=view, provider_probs=[model_probs_at(d, alignment.rows_of[pm], alignment.from_union[pm], view)
-                                            for d, pm in zip(dists, prov_model)],
-                            average_probs=probs_at(p_bar, view), consensus_probs=probs_at(p_star, view),
-                            linf=linf(p_bar, p_star), live_z=live_z(), elapsed_ms=step_ms[-1])
-            continue
+    def _commit_to_specialists(self, u: int, current: list[int]) -> None:
+        for m in dict.fromkeys(self.prov_model[i] for i in current):
+            self.contexts[m].append([int(self.alignment.from_union[m][u])])
 
-        # -- fluency-aware routing: x is missing from some vocabularies ---------------
-        span_id = len(spans)
-        starts = {m: len(contexts[m].ids) for m in models}
-        current = specialists(range(n), prov_model, alignment.from_union, x)
-        for m in dict.fromkeys(prov_model[i] for i in current):
-            contexts[m].append([int(alignment.from_union[m][x])])
-        span = [x]
-        used = set(current)
-        tokens.append({"text": text_of(x), "union_id": x, "routed": True, "span_id": span_id,
-                       "specialists": list(current), "chosen": None})
-        step_ms.append((time.perf_counter() - t0) * 1000)
-        yield StepEvent(step=len(tokens) - 1, token=text_of(x), union_id=x, routed=True, span_id=span_id,
-                        specialists=list(current), chosen=None, candidates=[text_of(u) for u in view],
-                        candidate_ids=view, provider_probs=[model_probs_at(d, alignment.rows_of[pm], alignment.from_union[pm], view)
-                                            for d, pm in zip(dists, prov_model)],
-                        average_probs=probs_at(p_bar, view), consensus_probs=probs_at(p_star, view),
-                        linf=linf(p_bar, p_star), live_z=live_z(), elapsed_ms=step_ms[-1])
-        while len(tokens) < config.max_new_tokens and len(span) < config.max_routed_span:
+    def route(self, x: int, should_stop: Callable[[], bool]) -> Iterator[StepEvent]:
+        """Fluency-aware routing: uniformly chosen specialists finish the word."""
+        a = self.alignment
+        current = list(self.span_specialists)
+        while len(self.tokens) < self.config.max_new_tokens and len(self.span) < self.config.max_routed_span:
             if should_stop():
-                finish = "stopped"
-                break
+                self.finish = "stopped"
+                return
             t0 = time.perf_counter()
-            k = pick_specialist(current, gen)
-            prov = providers[k]
-            ctx = contexts[prov.model]
-            logits = process_logits(ctx.next_logits(), mask(prov.model), config.temperature, config.top_p)
-            dist = to_union(prov.distribution(logits, ctx.ids, ctx.prompt_len),
-                            alignment.scatter_index[prov.model], alignment.size)
-            y = sample(dist, gen)
-            if y == alignment.eos_index:
-                finish = "eos"
-                break
-            if starts_new_word(alignment.token_bytes(y)):
-                break  # the word is complete; the boundary token is not committed
-            current = specialists(current, prov_model, alignment.from_union, y)
-            for m in dict.fromkeys(prov_model[i] for i in current):
-                contexts[m].append([int(alignment.from_union[m][y])])
-            span.append(y)
-            view = candidates([dist], k_view)
-            tokens.append({"text": text_of(y), "union_id": y, "routed": True, "span_id": span_id,
-                           "specialists": list(current), "chosen": k})
-            step_ms.append((time.perf_counter() - t0) * 1000)
-            yield StepEvent(step=len(tokens) - 1, token=text_of(y), union_id=y, routed=True,
-                            span_id=span_id, specialists=list(current), chosen=k,
-                            candidates=[text_of(u) for u in view], candidate_ids=view,
-                            provider_probs=[probs_at(dist, view) if i == k else None for i in range(n)],
-                            average_probs=None, consensus_probs=None, linf=None, live_z=live_z(),
-                            elapsed_ms=step_ms[-1])
-        # -- context re-synchronisation --------------------------------------------
-        span_bytes = b"".join(alignment.token_bytes(u) for u in span)
-        before = {m: contexts[m].ids[starts[m]:] for m in models}
-        new_ids = resynchronise(span_bytes, contexts, starts, vocabs)
-        feed_live()
-        span_text = span_bytes.decode("utf-8", errors="replace")
-        spans.append({"span_id": span_id, "text": span_text, "start": len(tokens) - len(span),
-                      "length": len(span), "specialists": sorted(used)})
-        yield ResyncEvent(span_id=span_id, text=span_text, specialists=sorted(used),
-                          tokens_per_model={m: [lms[m].tokenizer.decode([i]) for i in new_ids[m]]
-                                            for m in models},
-                          ids_replaced={m: sum(1 for a, b in zip(before[m], new_ids[m]) if a != b)
-                                        + abs(len(before[m]) - len(new_ids[m])) for m in models})
-        if finish in ("eos", "stopped"):
-            break
+            k = pick_specialist(current, self.gen)
+            prov = self.providers[k]
+            ctx = self.contexts[prov.model]
+            dist = to_union(prov.distribution(self._logits(prov.model), ctx.ids, ctx.prompt_len),
+                            a.scatter_index[prov.model], a.size)
+            y = sample(dist, self.gen)
+            if y == a.eos_index:
+                self.finish = "eos"
+                return
+            if starts_new_word(a.token_bytes(y)):
+                return  # the word is complete; the boundary token is not committed
+            current = specialists(current, self.prov_model, a.from_union, y)
+            self._commit_to_specialists(y, current)
+            self.span.append(y)
+            view = candidates([dist], self.config.top_k)
+            probs = [probs_at(dist, view) if i == k else None for i in range(self.n)]
+            yield self._record(y, True, current, k, t0, view, probs, None, None)
 
-    total_s = time.perf_counter() - t_start
-    text = b"".join(alignment.token_bytes(t["union_id"]) for t in tokens).decode("utf-8", errors="replace")
-    routed = sum(1 for t in tokens if t["routed"])
-    detection = detect_text(providers, text, config.z_threshold) if text else []
-    result = RunResult(
-        text=text, prompt=config.prompt, mode=config.mode, seed=config.seed,
-        providers=[{**p.spec.to_dict(), "label": p.label} for p in providers],
-        tokens=tokens, spans=spans,
-        routing={"routed_token_fraction": routed / len(tokens) if tokens else 0.0,
-                 "mean_routed_span_length": (sum(s["length"] for s in spans) / len(spans)) if spans else 0.0,
-                 "routed_spans": len(spans), "tokens": len(tokens)},
-        detection=detection,
-        timing={"per_token_ms": (sum(step_ms) / len(step_ms)) if step_ms else 0.0,
-                "median_token_ms": sorted(step_ms)[len(step_ms) // 2] if step_ms else 0.0,
-                "total_s": total_s, "load_s": load_s,
-                "forward_calls": {m: contexts[m].forward_calls for m in models},
-                "ids_fed": {m: contexts[m].ids_fed for m in models}},
-        model_ids={m: contexts[m].generated_ids() for m in models},
-        finish_reason=finish,
-        settings={"max_new_tokens": config.max_new_tokens, "temperature": config.temperature,
-                  "top_p": config.top_p, "z_threshold": config.z_threshold,
-                  "live_z_final": [d.z(force=True) for d in live] if live else []},
-    )
-    yield FinishedEvent(result)
+    def resync(self) -> ResyncEvent:
+        """Context re-synchronisation: every model re-tokenises the finished span."""
+        a = self.alignment
+        span_bytes = b"".join(a.token_bytes(u) for u in self.span)
+        new = resynchronise(span_bytes, self.contexts, self.span_starts, self.vocabs)
+        self._feed_live()
+        text = span_bytes.decode("utf-8", errors="replace")
+        span_id = len(self.spans)
+        self.spans.append({"span_id": span_id, "text": text, "start": len(self.tokens) - len(self.span),
+                           "length": len(self.span), "specialists": list(self.span_specialists)})
+        self.span = []
+        return ResyncEvent(span_id=span_id, text=text, specialists=list(self.span_specialists),
+                           tokens_per_model={m: [self.lms[m].tokenizer.decode([i]) for i in ids]
+                                             for m, (ids, _) in new.items()},
+                           ids_replaced={m: replaced for m, (_, replaced) in new.items()})
 
+    def result(self, load_s: float, total_s: float) -> RunResult:
+        a = self.alignment
+        text = b"".join(a.token_bytes(t["union_id"]) for t in self.tokens).decode("utf-8", errors="replace")
+        routed = sum(1 for t in self.tokens if t["routed"])
+        ms = self.step_ms
+        return RunResult(
+            text=text, prompt=self.config.prompt, mode=self.config.mode, seed=self.config.seed,
+            providers=[{**p.spec.to_dict(), "label": p.label} for p in self.providers],
+            tokens=self.tokens, spans=self.spans,
+            routing={"routed_token_fraction": routed / len(self.tokens) if self.tokens else 0.0,
+                     "mean_routed_span_length": (sum(s["length"] for s in self.spans) / len(self.spans)
+                                                 if self.spans else 0.0),
+                     "routed_spans": len(self.spans), "tokens": len(self.tokens)},
+            detection=detect_text(self.providers, text, self.config.z_threshold) if text else [],
+            timing={"per_token_ms": sum(ms) / len(ms) if ms else 0.0,
+                    "median_token_ms": sorted(ms)[len(ms) // 2] if ms else 0.0,
+                    "total_s": total_s, "load_s": load_s,
+                    "forward_calls": {m: c.forward_calls for m, c in self.contexts.items()},
+                    "ids_fed": {m: c.ids_fed for m, c in self.contexts.items()}},
+            model_ids={m: c.generated_ids() for m, c in self.contexts.items()},
+            finish_reason=self.finish,
+            settings={"max_new_tokens": self.config.max_new_tokens, "temperature": self.config.temperature,
+                      "top_p": self.config.top_p, "z_threshold": self.config.z_threshold,
+                      "live_z_final": [d.z(force=True) for d in self.live]},
+        )

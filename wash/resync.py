@@ -98,11 +98,15 @@ class ModelContext:
 
 
 def resynchronise(span: bytes, contexts: dict[str, ModelContext], starts: dict[str, int],
-                  vocabs: dict[str, ModelVocab]) -> dict[str, list[int]]:
-    """Re-tokenise a finished span for every model; returns each model's new span ids."""
-    new_ids: dict[str, list[int]] = {}
+                  vocabs: dict[str, ModelVocab]) -> dict[str, tuple[list[int], int]]:
+    """Re-tokenise a finished span for every model.
+
+    Returns, per model, the span's ids in that model's own tokenisation and how
+    many ids the model held after the span start that had to be replaced.
+    """
+    out: dict[str, tuple[list[int], int]] = {}
     for name, ctx in contexts.items():
         ids = encode_bytes(span, ctx.lm.encode, vocabs[name])
-        ctx.sync_to(ctx.ids[: starts[name]] + ids)
-        new_ids[name] = ids
-    return new_ids
+        replaced = ctx.sync_to(ctx.ids[: starts[name]] + ids)
+        out[name] = (ids, replaced)
+    return out

@@ -19,7 +19,8 @@ def process_logits(logits: torch.Tensor, invalid: torch.Tensor, temperature: flo
         keep = torch.zeros_like(valid)
         keep[int(torch.argmax(x))] = True
         return x.masked_fill(~keep, float("-inf")).masked_fill(keep, 0.0)
-    x.div_(temperature)
+    if temperature != 1.0:
+        x.div_(temperature)
     if top_p < 1.0:
         probs = torch.softmax(x, dim=-1)
         sorted_p, order = torch.sort(probs, descending=True)
