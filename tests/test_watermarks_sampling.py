@@ -14,7 +14,8 @@ What is checked, and why each check can fail:
 * null calibration: >= 500 sequences per scheme, half uniform random ids, half real
   English (Python standard-library docstrings, always present offline) tokenised by
   the real SmolLM2 tokenizer: mean z ~ 0, sd ~ 1, z > 4 in under 0.5 % of them. The
-  edit schemes use 24-token texts and T = 99 random keys there to stay affordable.
+  edit schemes use 24-token texts and T = 99 random keys there to stay affordable, and
+  their p-value (a Gumbel tail fitted to the null statistics) must be < 0.05 for ~5 %.
 * power (e2e, real SmolLM2-135M through ``wash.ensemble.generate`` mode "single"):
   200 watermarked tokens give z > 4 for every scheme, on the ids and on the text.
 """
@@ -35,7 +36,7 @@ from scipy import stats
 
 from wash.watermarks import build_scheme, hashing
 from wash.watermarks.aar import AAR
-from wash.watermarks.keyseq import EditState, min_alignment_cost
+from wash.watermarks.keyseq import EditState, gumbel_min_cdf, gumbel_min_fit, min_alignment_cost
 from wash.watermarks.its_edit import _random_injections
 from wash.watermarks.synthid import SynthID
 
@@ -299,17 +300,28 @@ def test_null_calibration_edit_schemes(name: str, tiny_smollm2) -> None:
     texts = _null_texts(lm, 500, 24, seed=2)
     scheme.key_values(sorted({t for text in texts for t in text}))  # one pass over the key rows
     detections = [scheme.detect(t) for t in texts]
-    # z is studentised against T = 99 draws of a right-skewed statistic (a minimum over
-    # 420 offsets, skewness 0.4-0.8): sd ~1.02, and P(z > 4) measured offline at
-    # 0.1-0.2 % (T -> infinity, 20,000 null draws) and 0.3-0.5 % (T = 49), not the
-    # Gaussian 0.003 %. 500 texts cannot resolve a 0.5 % bound on a ~0.2 % rate
-    # (Poisson(1) exceeds 2 in 8 % of runs), so the bound here is 1.2 % (6 of 500,
-    # exceeded with probability < 0.1 % at the measured rate).
-    _check_null([d.z for d in detections], mean_tol=0.2, sd_range=(0.85, 1.2), max_rate_above_4=0.012)
+    # z comes from a minimum-Gumbel law fitted to the T null statistics, which is
+    # conservative in the far tail (the statistic's skewness, 0.55-0.8, is below the
+    # Gumbel's 1.14): offline, 0 of 100,000 null draws and 0 of 2,700 English windows
+    # reached z > 4. The Gaussian standardisation it replaced had P(z > 4) = 0.1-0.3 %.
+    _check_null([d.z for d in detections], mean_tol=0.2, sd_range=(0.85, 1.2))
+    # the fitted p is calibrated where it is tested: P(p < 0.05) measured 4.6-5.0 %
+    low_fit = sum(d.p < 0.05 for d in detections)
+    assert 10 <= low_fit <= 42, f"{low_fit} of 500 fitted p-values < 0.05 (expected 25 +- 5)"
     # the exact permutation p-value is uniform on {1/100, ..., 1}: P(p <= 0.05) = 0.05
     p_perm = [float(re.search(r"permutation p=([0-9.e-]+)", d.note).group(1)) for d in detections]
     low = sum(p <= 0.05 + 1e-9 for p in p_perm)
     assert 10 <= low <= 42, f"{low} of 500 permutation p-values <= 0.05 (expected 25 +- 5)"
+
+
+def test_gumbel_min_tail_matches_scipy_and_the_moments() -> None:
+    loc, scale = gumbel_min_fit(-55.6, 2.7)
+    law = stats.gumbel_l(loc=loc, scale=scale)
+    assert law.mean() == pytest.approx(-55.6) and law.std() == pytest.approx(2.7)
+    for x in (-200.0, -80.0, -60.0, -55.6, -50.0, -45.0):
+        assert gumbel_min_cdf(x, loc, scale) == pytest.approx(law.cdf(x), rel=1e-9, abs=1e-300)
+    assert gumbel_min_cdf(-1e6, loc, scale) == 0.0 and gumbel_min_cdf(1e6, loc, scale) == 1.0
+    assert gumbel_min_fit(1.0, 0.0) is None and gumbel_min_fit(float("nan"), 1.0) is None
 
 
 # -- edit schemes on synthetic generations (fast) ----------------------------------------------
@@ -329,7 +341,7 @@ def test_edit_detector_finds_the_offset_and_survives_edits(name: str) -> None:
     scheme = build_scheme(name, 8, v, {"n_permutations": "49"})
     tokens, offset = _synthetic_generation(scheme, 60, seed=3, v=v)
     clean = scheme.detect(tokens)
-    assert clean.z > 8 and f"best offset {offset}" in clean.note
+    assert clean.z > 6 and f"best offset {offset}" in clean.note
     g = torch.Generator().manual_seed(4)
     edited = list(tokens)
     for _ in range(4):  # delete two tokens, insert two random ones
