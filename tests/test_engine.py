@@ -137,6 +137,11 @@ def test_after_routed_spans_every_context_decodes_to_the_same_text(mixed_run, ti
     assert [r.span_id for r in resyncs] == [s["span_id"] for s in result.spans]
 
 
+def test_token_texts_concatenate_to_the_text(mixed_run):
+    result = contexts_after(mixed_run)
+    assert "".join(t["text"] for t in result.tokens) == result.text
+
+
 def test_naive_mode_never_routes():
     result = contexts_after(run(MIXED, mode="naive", n=30, seed=3))
     assert result.routing["routed_spans"] == 0 and not any(t["routed"] for t in result.tokens)

@@ -21,6 +21,7 @@ returns the final ``RunResult``.
 
 from __future__ import annotations
 
+import codecs
 import queue
 import threading
 import time
@@ -163,6 +164,9 @@ class _Run:
         self.spans: list[dict] = []
         self.step_ms: list[float] = []
         self.finish = "length"
+        # Token texts are decoded incrementally, so a character split across tokens shows
+        # up whole on the token that completes it and the texts concatenate to the text.
+        self.decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         # The open routed span: its union ids, where each context stood before it, its specialists.
         self.span: list[int] = []
         self.span_starts: dict[str, int] = {}
@@ -185,7 +189,7 @@ class _Run:
     def _record(self, u: int, routed: bool, specialists: list[int], chosen: int | None, t0: float,
                 view: list[int], provider_probs: list, average: torch.Tensor | None,
                 consensus: torch.Tensor | None) -> StepEvent:
-        text = self.alignment.token_text(u)
+        text = self.decoder.decode(self.alignment.token_bytes(u))
         span_id = len(self.spans) if routed else None
         self.tokens.append({"text": text, "union_id": u, "routed": routed, "span_id": span_id,
                             "specialists": list(specialists), "chosen": chosen})
@@ -285,6 +289,8 @@ class _Run:
     def result(self, load_s: float, total_s: float) -> RunResult:
         a = self.alignment
         text = b"".join(a.token_bytes(t["union_id"]) for t in self.tokens).decode("utf-8", errors="replace")
+        if self.tokens:  # bytes of a character cut off by the end stay visible as U+FFFD
+            self.tokens[-1]["text"] += self.decoder.decode(b"", final=True)
         routed = sum(1 for t in self.tokens if t["routed"])
         ms = self.step_ms
         return RunResult(
