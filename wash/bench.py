@@ -10,6 +10,9 @@ What it measures, all in ONE run so ratios are comparable on a noisy machine:
   cost about what N = 2 costs;
 * the same ensemble with the whole context re-fed every step (mixing methods
   without KV caches), at the longest length;
+* the same WASH runs split into model forward time and everything else (averaging,
+  watermarks, sampling, routing, re-synchronisation), measured inside the same steps
+  so the ratio holds even on a loaded machine;
 * peak resident memory of a process that only loads the two models, against one
   that also runs WASH with N = 5 (separate child processes, ``ru_maxrss``).
 
@@ -62,8 +65,14 @@ def wash_ms(specs: list[str], tokens: int, reencode: bool = False) -> dict:
                            max_new_tokens=tokens, seed=0, live_detection=False,
                            reencode_every_step=reencode)
     result = generate(cfg)
+    steps_s = result.timing["per_token_ms"] * len(result.tokens) / 1000
+    forward_s = sum(result.timing["forward_s"].values())
     return {"median_token_ms": result.timing["median_token_ms"], "mean_token_ms": result.timing["per_token_ms"],
-            "tokens": len(result.tokens), "routed_fraction": result.routing["routed_token_fraction"]}
+            "tokens": len(result.tokens), "routed_fraction": result.routing["routed_token_fraction"],
+            "forward_share": forward_s / steps_s,
+            # Time beyond the forward passes themselves, relative to them: robust to a
+            # shared machine's load, since both are measured inside the same steps.
+            "overhead_vs_own_forwards": steps_s / forward_s - 1}
 
 
 def providers_for(n: int, models: tuple[str, str]) -> list[str]:

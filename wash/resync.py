@@ -13,6 +13,7 @@ cropped from its KV cache and fed again. The whole context is never re-encoded.
 
 from __future__ import annotations
 
+import time
 from typing import Sequence
 
 import torch
@@ -35,6 +36,7 @@ class ModelContext:
         #: Forward passes and ids fed, for the cost accounting of benchmarks.
         self.forward_calls = 0
         self.ids_fed = 0
+        self.forward_s = 0.0
 
     def append(self, new_ids: Sequence[int]) -> None:
         if new_ids:
@@ -85,12 +87,15 @@ class ModelContext:
             self.cache = DynamicCache(config=self.lm.model.config)
             self.n_cached = 0
         pending = torch.tensor([self.ids[self.n_cached:]], dtype=torch.long, device=self.lm.device)
+        t0 = time.perf_counter()
         out = self.lm.model(input_ids=pending, past_key_values=self.cache, use_cache=True,
                             logits_to_keep=1)
+        logits = out.logits[0, -1].float().cpu()
+        self.forward_s += time.perf_counter() - t0
         self.forward_calls += 1
         self.ids_fed += pending.shape[1]
         self.n_cached = len(self.ids)
-        self._logits = out.logits[0, -1].float().cpu()
+        self._logits = logits
         return self._logits
 
     def generated_ids(self) -> list[int]:
