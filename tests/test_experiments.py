@@ -1,0 +1,200 @@
+"""Experiments end to end on the tiny models, their resumability, and the shared statistics.
+
+Every experiment runs its ``tiny`` preset (tiny random models around the real
+tokenizers, a handful of tokens) through the same driver as ``python -m wash
+experiment``, and its CSVs are checked for the expected columns and sane values.
+The statistics helpers are checked against values computed independently with
+scipy or known from the literature.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sps
+
+from wash.experiments import EXPERIMENTS, load, stats
+from wash.experiments.runner import execute
+
+
+# -- statistics ------------------------------------------------------------------------
+def test_z_and_p_match_scipy():
+    for p in (0.5, 0.05, 1e-3, 1e-12):
+        assert stats.z_from_p(p) == pytest.approx(sps.norm.ppf(1 - p) if p > 1e-10 else sps.norm.isf(p), rel=1e-9)
+    assert stats.z_from_p(0.05) == pytest.approx(1.6448536269514722)
+    assert stats.p_from_z(1.959963984540054) == pytest.approx(0.025)
+    assert 37.0 < stats.z_from_p(0.0) <= stats.Z_CAP  # finite, not inf
+    assert math.isnan(stats.z_from_p(float("nan")))
+    assert stats.NOMINAL_Z_5PCT == pytest.approx(1.6448536269514722)
+
+
+def test_summary_matches_scipy_t_interval():
+    x = [1.0, 2.0, 3.0, 4.0, 10.0]
+    s = stats.summarize(x)
+    lo, hi = sps.t.interval(0.95, df=4, loc=np.mean(x), scale=sps.sem(x))
+    assert (s.n, s.mean, s.sd) == (5, pytest.approx(4.0), pytest.approx(np.std(x, ddof=1)))
+    assert (s.ci_low, s.ci_high) == (pytest.approx(lo), pytest.approx(hi))
+    assert stats.summarize([3.0, float("nan")]).n == 1 and math.isnan(stats.summarize([3.0]).sd)
+    assert stats.summarize([]).n == 0
+
+
+def test_threshold_and_tpr_at_fpr():
+    neg = list(range(1, 21))  # 20 null scores: 5% FPR lets exactly one through
+    assert stats.threshold_at_fpr(neg, 0.05) == 19
+    res = stats.tpr_at_fpr([18.5, 19.5, 25.0, 30.0], neg, 0.05)
+    assert res.threshold == 19 and res.tpr == pytest.approx(0.75) and res.fpr == pytest.approx(0.05)
+    assert stats.threshold_at_fpr([0.3], 0.05) == 0.3  # one negative: nothing may exceed it
+    assert stats.rate_above([1.0, float("nan"), 3.0], 2.0) == pytest.approx(1 / 3)
+    with pytest.raises(ValueError):
+        stats.threshold_at_fpr([], 0.05)
+
+
+def test_wilson_interval_known_values():
+    lo, hi = stats.wilson_interval(8, 10)  # the textbook example: 0.490 to 0.943
+    assert (lo, hi) == (pytest.approx(0.4902, abs=1e-4), pytest.approx(0.9433, abs=1e-4))
+    assert stats.wilson_interval(0, 5)[0] == 0.0
+
+
+def test_group_summary_is_tidy():
+    frame = pd.DataFrame({"g": ["a", "a", "b"], "n": [1, 1, 2], "z": [1.0, 3.0, 5.0]})
+    out = stats.group_summary(frame, ["g", "n"], "z")
+    assert list(out.columns) == ["g", "n", "count", "mean", "sd", "ci_low", "ci_high"]
+    assert out.loc[out["g"] == "a", "mean"].item() == pytest.approx(2.0)
+
+
+# -- assets ----------------------------------------------------------------------------
+def test_prompt_set_covers_every_domain(tiny_smollm2):
+    from wash.prompts import DOMAINS, load_prompts
+
+    prompts = load_prompts()
+    assert len(prompts) >= 60 and len({p.id for p in prompts}) == len(prompts)
+    for d in DOMAINS:
+        assert len(load_prompts(domain=d)) >= 12
+    assert [p.domain for p in load_prompts(limit=5)] == list(DOMAINS)  # interleaved
+    lengths = [len(tiny_smollm2.encode(p.text)) for p in prompts]
+    assert 20 <= min(lengths) and max(lengths) <= 40  # ~30-token prefixes, as in the paper
+
+
+def test_arithmetic_set_and_checker():
+    from wash.prompts import check_answer, extract_last_integer, load_arithmetic
+
+    problems = load_arithmetic()
+    assert len(problems) == 50 and all(isinstance(p.answer, int) for p in problems)
+    assert extract_last_integer("3 + 4 = 7, so the answer is 1,234.") == 1234
+    assert extract_last_integer("It is -5") == -5
+    assert extract_last_integer("no number") is None
+    assert check_answer(problems[0], f"He has {problems[0].answer} apples.")
+
+
+# -- every experiment end to end -------------------------------------------------------
+EXPECTED = {
+    "decay": {"setting", "scheme", "n", "count", "mean", "sd", "ci_low", "ci_high", "detected_rate"},
+    "coordinated": {"scheme", "condition", "mean", "ci_low", "ci_high", "detected_rate"},
+    "biased": {"bias", "mode", "z_mean", "detected_rate", "accuracy"},
+    "tpr": {"scheme", "mode", "n", "tpr", "threshold", "tpr_nominal", "fpr_calibration"},
+    "routing": {"domain", "routed_token_fraction", "mean_routed_span_length", "mean_z"},
+    "quality": {"task", "scheme", "mode", "scorer", "value", "metric"},
+    "cost": {"variant", "per_token_ms", "latency_ratio", "peak_rss_mb", "memory_ratio"},
+}
+#: Test-only overrides of the tiny presets that keep this file short.
+OVERRIDES = {
+    # one base model and two variants: the offloading path, in two worker processes
+    "cost": dict(models=("tiny-smollm2",), variants=("single", "wash-seq")),
+}
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory, tiny_smollm2, tiny_gemma3):
+    root = tmp_path_factory.mktemp("experiments")
+    done = {}
+    for name in EXPERIMENTS:
+        module = load(name)
+        config = module.Config.from_preset("tiny", out=root / name, **OVERRIDES.get(name, {}))
+        done[name] = (module, config, execute(module, config, command=f"test {name}"))
+    return done
+
+
+@pytest.mark.parametrize("name", list(EXPERIMENTS))
+def test_experiment_writes_tidy_outputs(outputs, name):
+    _module, _config, out = outputs[name]
+    assert out.jobs_run == out.jobs_total > 0
+    assert EXPECTED[name] <= set(out.summary.columns), set(out.summary.columns)
+    assert len(out.summary) > 0
+    assert out.runs_csv.exists() and out.summary_csv.exists()
+    assert out.figures["html"].exists() and out.figures["png"].stat().st_size > 1000
+    assert pd.read_csv(out.summary_csv).shape == out.summary.shape
+    runs = pd.read_csv(out.runs_csv)
+    assert runs["job"].nunique() == out.jobs_total
+    if "z" in runs:  # arithmetic rows carry no detection
+        scored = runs["z"][runs["provider"].notna()] if "provider" in runs else runs["z"]
+        assert len(scored) and np.isfinite(scored).all()
+    assert (out.out_dir / f"{name}_meta.json").exists()
+
+
+def test_values_are_sane(outputs):
+    decay = outputs["decay"][2].summary
+    assert np.isfinite(decay["mean"]).all() and decay["detected_rate"].between(0, 1).all()
+    tpr = outputs["tpr"][2].summary
+    assert tpr[["tpr", "tpr_nominal", "fpr_calibration"]].stack().between(0, 1).all()
+    assert (tpr["fpr_calibration"] <= 0.05 + 1e-9).all()
+    routing = outputs["routing"][2].summary
+    assert routing["routed_token_fraction"].between(0, 1).all()
+    assert routing.iloc[-1]["domain"] == "all" and routing.iloc[-1]["texts"] == 5
+    assert (routing["mean_routed_span_length"] >= 0).all()
+    quality = outputs["quality"][2].summary
+    ppl = quality[quality["task"] == "continuation"]["value"]
+    assert (ppl > 1).all()
+    acc = quality[quality["task"] == "arithmetic"]["value"]
+    assert acc.between(0, 1).all()
+    biased = outputs["biased"][2].summary
+    assert set(biased["mode"]) == {"single", "wash"} and np.isfinite(biased["z_mean"]).all()
+    cost = outputs["cost"][2].summary.set_index("variant")
+    assert cost.loc["single", "latency_ratio"] == pytest.approx(1.0)
+    assert (cost["per_token_ms"] > 0).all()
+    # offloaded weights leave (almost) nothing resident
+    assert cost.loc["wash-seq", "resident_weights_mb"] < 0.1 * cost.loc["single", "resident_weights_mb"]
+    coordinated = outputs["coordinated"][2].summary
+    assert set(coordinated["condition"]) == {"single", "independent", "coordinated"}
+
+
+def test_rerun_recomputes_nothing(outputs):
+    module, config, first = outputs["decay"]
+    again = execute(module, config, command="test again")
+    assert again.jobs_run == 0 and again.jobs_total == first.jobs_total
+    pd.testing.assert_frame_equal(again.summary.reset_index(drop=True), first.summary.reset_index(drop=True),
+                                  check_dtype=False)
+
+
+def test_resume_runs_only_missing_jobs(outputs):
+    module, config, first = outputs["coordinated"]
+    runs = pd.read_csv(first.runs_csv)
+    dropped = runs["job"].iloc[-1]
+    runs[runs["job"] != dropped].to_csv(first.runs_csv, index=False)
+    again = execute(module, config, command="test resume")
+    assert again.jobs_run == 1
+    assert pd.read_csv(first.runs_csv)["job"].nunique() == first.jobs_total
+
+
+def test_cli_show_and_bad_input(capsys, tmp_path):
+    from wash.cli import main
+
+    assert main(["experiment", "decay", "--tiny", "--out", str(tmp_path), "--show",
+                 "--set", "n_values=1,3"]) == 0
+    shown = capsys.readouterr().out
+    assert '"n_values": [\n    1,\n    3\n  ]' in shown and '"jobs": 6' in shown  # N = 1 shared by both settings
+    assert main(["experiment", "decay", "--tiny", "--set", "bogus=1", "--show"]) == 2
+    assert "unknown setting 'bogus'" in capsys.readouterr().err
+    assert main(["experiment", "tpr", "--tiny", "--schemes", "nosuch", "--show"]) == 2
+    assert main(["experiment", "tpr", "--tiny", "--tokens", "0", "--show"]) == 2
+
+
+def test_report_renders_markdown_from_outputs(outputs, tmp_path):
+    from wash.experiments.report import section
+
+    _module, _config, out = outputs["tpr"]
+    text = section(out.out_dir, tmp_path / "figures")
+    assert text.startswith("Command: `test tpr`") and "| scheme | mode | n |" in text
+    assert (tmp_path / "figures" / f"{out.out_dir.name}.png").exists()

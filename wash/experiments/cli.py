@@ -1,0 +1,137 @@
+"""``python -m wash experiment NAME``: run, resume or re-summarise one experiment.
+
+Settings come from the experiment's preset (full by default, ``--quick`` for a
+run of minutes, ``--tiny`` for the random test models), then the common options,
+then ``--set field=value`` for anything experiment-specific (``--show`` lists the
+fields and the number of jobs without running anything). Bad input ends in one
+line and exit code 2, like the rest of the CLI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from wash.errors import WashInputError
+from wash.experiments import EXPERIMENTS, load
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "experiment", help="run one of the paper's experiments (resumable CSV + figures)",
+        description="Experiments: " + "; ".join(f"{k}: {v}" for k, v in EXPERIMENTS.items()))
+    p.add_argument("name", choices=list(EXPERIMENTS))
+    preset = p.add_mutually_exclusive_group()
+    preset.add_argument("--quick", action="store_true", help="small preset (minutes on 2 CPU cores)")
+    preset.add_argument("--tiny", action="store_true", help="test preset on the tiny random models (seconds)")
+    p.add_argument("--out", type=Path, help="output directory (default runs/NAME, or runs/NAME-quick)")
+    p.add_argument("--models", nargs="+", help="base models; the first is the fixed/instruct model")
+    p.add_argument("--prompts", type=int, help="number of prompts (interleaved across domains)")
+    p.add_argument("--tokens", type=int, help="new tokens per generation")
+    p.add_argument("--seeds", type=int, nargs="+", help="generation seeds (each draws new keys)")
+    p.add_argument("--schemes", nargs="+", help="watermark schemes")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="any other config field, e.g. --set n_values=1,3,5 (repeatable)")
+    p.add_argument("--show", action="store_true", help="print the resolved config and job count, run nothing")
+    p.set_defaults(func=cmd_experiment)
+    return p
+
+
+def _parse_value(field: dataclasses.Field, default: Any, text: str) -> Any:
+    """Parse ``text`` as the type of ``default`` (tuples: comma-separated items)."""
+    type_text = str(field.type)
+    if isinstance(default, tuple) or type_text.startswith("tuple"):
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        sample = default[0] if default else ("" if "str" in type_text else 0.0 if "float" in type_text else 0)
+        return tuple(_scalar(sample, t, field.name) for t in items)
+    return _scalar(default, text, field.name)
+
+
+def _scalar(sample: Any, text: str, name: str) -> Any:
+    try:
+        if isinstance(sample, bool):
+            if text.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError
+            return text.lower() in ("true", "1", "yes")
+        if isinstance(sample, int):
+            return int(text)
+        if isinstance(sample, float):
+            return float(text)
+        if isinstance(sample, Path):
+            return Path(text)
+    except ValueError:
+        raise WashInputError(f"setting '{name}': cannot read '{text}' as {type(sample).__name__}") from None
+    return text
+
+
+def build_config(args: argparse.Namespace):
+    module = load(args.name)
+    cls = module.Config
+    preset = "quick" if args.quick else "tiny" if args.tiny else "full"
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    defaults = {**{f.name: f.default for f in fields.values()}, **cls.PRESETS.get(preset, {})}
+    overrides: dict[str, Any] = {
+        "models": tuple(args.models) if args.models else None, "prompts": args.prompts, "tokens": args.tokens,
+        "seeds": tuple(args.seeds) if args.seeds else None, "schemes": tuple(args.schemes) if args.schemes else None,
+    }
+    for item in args.set:
+        if "=" not in item:
+            raise WashInputError(f"--set '{item}' is not of the form FIELD=VALUE")
+        name, value = (s.strip() for s in item.split("=", 1))
+        if name not in fields or name in ("preset", "out"):
+            accepted = ", ".join(n for n in fields if n not in ("preset", "out"))
+            raise WashInputError(f"unknown setting '{name}' for experiment {args.name} (accepted: {accepted})")
+        overrides[name] = _parse_value(fields[name], defaults[name], value)
+    suffix = "" if preset == "full" else f"-{preset}"
+    overrides["out"] = args.out or Path("runs") / f"{args.name}{suffix}"
+    config = cls.from_preset(preset, **overrides)
+    validate(config)
+    return module, config
+
+
+def validate(config) -> None:
+    """Check models, schemes and sizes up front: one clear line instead of a failure mid-run."""
+    from wash.config import MAX_NEW_TOKENS_CAP
+    from wash.models import check_model_name
+    from wash.watermarks import scheme_class
+
+    for m in config.models:
+        check_model_name(m)
+    for s in config.schemes:
+        if s != "mix":
+            scheme_class(s)
+    if not 1 <= config.tokens <= MAX_NEW_TOKENS_CAP:
+        raise WashInputError(f"--tokens must be from 1 to {MAX_NEW_TOKENS_CAP}, got {config.tokens}")
+    if config.prompts < 1:
+        raise WashInputError(f"--prompts must be at least 1, got {config.prompts}")
+    if not config.seeds:
+        raise WashInputError("give at least one seed")
+
+
+def cmd_experiment(args: argparse.Namespace) -> int:
+    from wash.experiments.runner import execute
+
+    try:
+        module, config = build_config(args)
+    except (ValueError, KeyError) as err:
+        raise WashInputError(str(err).strip("'\"")) from None
+    if args.show:
+        jobs = module.jobs(config)
+        print(json.dumps({**config.to_dict(), "jobs": len({j.id for j in jobs})}, indent=2))
+        return 0
+    command = "python -m wash " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None
+    out = execute(module, config, command=command)
+    print(f"[wash] {module.NAME}: {out.jobs_run} of {out.jobs_total} jobs run now ({out.elapsed_s:.0f} s); "
+          f"outputs in {out.out_dir}", file=sys.stderr)
+    import pandas as pd
+
+    with pd.option_context("display.width", 160, "display.max_columns", 30, "display.precision", 3):
+        print(out.summary.to_string(index=False))
+    for kind, path in {"runs": out.runs_csv, "summary": out.summary_csv, **out.figures}.items():
+        print(f"{kind}: {path}", file=sys.stderr)
+    return 0

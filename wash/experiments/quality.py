@@ -1,0 +1,178 @@
+"""Does WASH cost quality? Perplexity and arithmetic accuracy per mode (paper Tables 3, 6).
+
+Watermarks distort the distribution (the paper sees up to 10% lower accuracy);
+WASH's averaging should recover the base distribution, and its routing should
+keep words intact where naive averaging of mismatched vocabularies breaks them.
+Two tasks, each under ``unwatermarked`` (models[0] alone), ``single`` (models[0]
+watermarked), ``naive`` and ``wash`` (N providers):
+
+* ``continuation``: continue the prompt set; perplexity of the continuation under
+  EACH unwatermarked base model (a mixed ensemble's text is judged by both);
+* ``arithmetic``: the project's integer word problems, answered by the instruct
+  model (``arith_models``, SmolLM2-Instruct by default, with its chat template);
+  correct when the last integer of the answer is the expected one. With one base
+  model naive and WASH coincide (no vocabulary mismatch), so naive is skipped;
+  pass two models in ``arith_models`` for the routing ablation (plain
+  "Question/Answer" format then).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, ClassVar
+
+import pandas as pd
+
+from wash.experiments import runner
+from wash.experiments.plots import FigureSpec, Panel, Series
+from wash.experiments.runner import ExperimentConfig, Job
+from wash.experiments.stats import group_summary, wilson_interval
+
+NAME = "quality"
+TASKS = ("continuation", "arithmetic")
+
+
+@dataclass
+class Config(ExperimentConfig):
+    schemes: tuple[str, ...] = ("kgw", "aar", "dipmark")
+    n: int = 3
+    modes: tuple[str, ...] = ("unwatermarked", "single", "naive", "wash")
+    tasks: tuple[str, ...] = TASKS
+    arith_problems: int = 50
+    arith_models: tuple[str, ...] = ("smollm2",)
+    arith_tokens: int = 96
+    arith_temperature: float = 0.7
+
+    PRESETS: ClassVar[dict] = {
+        "quick": dict(prompts=2, tokens=48, schemes=("kgw",), arith_problems=6, arith_tokens=64),
+        "tiny": dict(models=("tiny-smollm2", "tiny-gemma3"), prompts=1, tokens=4, schemes=("kgw",), n=2,
+                     arith_problems=2, arith_models=("tiny-smollm2",), arith_tokens=6),
+    }
+
+
+def _specs(mode: str, scheme: str, models, config: Config, seed: int, salt: int):
+    n = config.n if mode in ("naive", "wash") else 1
+    return runner.make_ensemble(n, models, [scheme], seed, salt)
+
+
+def arithmetic_prompt(question: str, models) -> str:
+    """The question in the instruct model's chat format, or a plain Q/A for mixed ensembles."""
+    from wash.models import load_model
+
+    if len(set(models)) == 1:
+        tok = load_model(models[0]).tokenizer
+        if getattr(tok, "chat_template", None):
+            return tok.apply_chat_template(
+                [{"role": "user", "content": f"{question} Give the final answer as a number."}],
+                tokenize=False, add_generation_prompt=True)
+    return f"Question: {question}\nAnswer (a number):"
+
+
+def jobs(config: Config) -> list[Job]:
+    from wash.prompts import load_arithmetic
+
+    out = []
+    for scheme in config.schemes:
+        for mode in config.modes:
+            label = "none" if mode == "unwatermarked" else scheme
+            for seed in config.seeds:
+                if "continuation" in config.tasks:
+                    for pi, prompt in enumerate(runner.prompt_set(config)):
+                        specs = _specs(mode, scheme, config.models, config, seed, pi)
+                        key = config.key(task="continuation", scheme=label, mode=mode, item=prompt.id, seed=seed,
+                                         providers=runner.specs_text(specs))
+                        out.append(Job(key, runner.generation_job(specs, prompt.text, mode, config, seed,
+                                                                  scorers=config.models)))
+                if "arithmetic" in config.tasks:
+                    if mode == "naive" and len(set(config.arith_models)) == 1:
+                        continue  # one vocabulary: naive averaging IS wash (same text), not run twice
+                    for qi, problem in enumerate(load_arithmetic(limit=config.arith_problems)):
+                        specs = _specs(mode, scheme, config.arith_models, config, seed, qi)
+                        key = arithmetic_key(config, config.arith_tokens, config.arith_temperature, scheme=label,
+                                             mode=mode, item=problem.id, seed=seed,
+                                             providers=runner.specs_text(specs))
+                        out.append(Job(key, arithmetic_job(specs, problem, mode, config, seed, config.arith_tokens,
+                                                           config.arith_temperature, config.arith_models)))
+    return out
+
+
+def arithmetic_job(specs, problem, mode: str, config: ExperimentConfig, seed: int, tokens: int,
+                   temperature: float, prompt_models) -> Callable[[], list[dict]]:
+    """A job body: answer one word problem in ``mode``; one row with the answer and verdict.
+
+    The prompt format follows ``prompt_models`` (the experiment's arithmetic
+    ensemble), not ``specs``, so that every mode of one experiment sees the same prompt.
+    """
+    from wash.prompts import extract_last_integer
+
+    def run() -> list[dict]:
+        prompt = arithmetic_prompt(problem.question, prompt_models)
+        result = runner.generate_run(specs, prompt, mode, config, seed, max_new_tokens=tokens,
+                                     temperature=temperature)
+        answer = extract_last_integer(result.text)
+        return [{**runner.run_fields(result), "expected": problem.answer, "answer": answer,
+                 "correct": answer == problem.answer}]
+    return run
+
+
+def arithmetic_key(config: Config | ExperimentConfig, tokens: int, temperature: float, **params) -> dict:
+    return {**config.key(task="arithmetic", **params), "tokens": tokens, "temperature": temperature}
+
+
+def accuracy_summary(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
+    """Accuracy with its Wilson interval per group of ``by``."""
+    records = []
+    for keys, g in rows.groupby(by, sort=False):
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        k, n = int(runner.as_bool(g["correct"]).sum()), len(g)
+        lo, hi = wilson_interval(k, n)
+        records.append({**dict(zip(by, keys)), "count": n, "accuracy": k / n, "ci_low": lo, "ci_high": hi})
+    return pd.DataFrame(records, columns=[*by, "count", "accuracy", "ci_low", "ci_high"])
+
+
+def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
+    """Long table: perplexity per (scheme, mode, scorer) and accuracy per (scheme, mode)."""
+    cols = ["task", "scheme", "mode", "scorer", "count", "value", "ci_low", "ci_high", "metric"]
+    parts = []
+    if "task" in rows:
+        cont = rows[rows["task"] == "continuation"]
+        if len(cont):
+            ppl = group_summary(runner.perplexity_long(cont, config.models, ["scheme", "mode"]),
+                                ["scheme", "mode", "scorer"], "ppl")
+            parts.append(ppl.rename(columns={"mean": "value"}).assign(
+                task="continuation", metric="perplexity (mean over texts)"))
+        arith = rows[rows["task"] == "arithmetic"]
+        if len(arith):
+            acc = accuracy_summary(arith, ["scheme", "mode"])
+            parts.append(acc.rename(columns={"accuracy": "value"}).assign(
+                task="arithmetic", scorer="exact integer", metric="accuracy"))
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    return pd.concat(parts, ignore_index=True)[cols]
+
+
+def figure(summary: pd.DataFrame, config: Config) -> FigureSpec:
+    panels = []
+    cont = summary[summary["task"] == "continuation"]
+    for scorer in dict.fromkeys(config.models):
+        panel = Panel(f"continuation perplexity under {scorer}", "mode", "perplexity (mean, 95% CI)", log_y=True)
+        for scheme in dict.fromkeys(cont["scheme"]):
+            s = cont[(cont["scorer"] == scorer) & ((cont["scheme"] == scheme) | (cont["scheme"] == "none"))]
+            s = s.set_index("mode").reindex([m for m in config.modes if m in set(s["mode"])]).reset_index()
+            if len(s) and scheme != "none":
+                panel.series.append(Series(scheme, s["mode"].tolist(), s["value"].tolist(),
+                                           (s["value"] - s["ci_low"]).tolist(), (s["ci_high"] - s["value"]).tolist(),
+                                           kind="bar"))
+        if panel.series:
+            panels.append(panel)
+    arith = summary[summary["task"] == "arithmetic"]
+    if len(arith):
+        panel = Panel(f"arithmetic accuracy ({', '.join(config.arith_models)})", "mode", "accuracy (Wilson 95% CI)")
+        for scheme in [s for s in dict.fromkeys(arith["scheme"]) if s != "none"]:
+            s = arith[(arith["scheme"] == scheme) | (arith["scheme"] == "none")]
+            s = s.set_index("mode").reindex([m for m in config.modes if m in set(s["mode"])]).reset_index()
+            panel.series.append(Series(scheme, s["mode"].tolist(), s["value"].tolist(),
+                                       (s["value"] - s["ci_low"]).tolist(), (s["ci_high"] - s["value"]).tolist(),
+                                       kind="bar"))
+        panels.append(panel)
+    return FigureSpec(f"Quality per mode (N = {config.n})", panels)

@@ -1,0 +1,76 @@
+"""Markdown sections for docs/RESULTS.md, generated from an experiment's own output files.
+
+``python -m wash.experiments.report runs/decay-quick runs/tpr-quick ... [--figures docs/figures]``
+prints, per output directory, the command, date, machine and compute time from
+``NAME_meta.json``, the summary CSV as a markdown table, and a link to the PNG
+(copied into ``--figures``), so that every number in RESULTS.md comes from a
+committed command's output rather than from hand copying.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import shutil
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+#: Columns left out of the markdown tables (kept in the CSVs).
+HIDDEN = {"metric"}
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "–"
+        if abs(value) >= 1000:
+            return f"{value:,.0f}"
+        return f"{value:.3g}" if abs(value) < 1 else f"{value:.2f}"
+    return str(value)
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    cols = [c for c in frame.columns if c not in HIDDEN]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in frame[cols].itertuples(index=False):
+        lines.append("| " + " | ".join(_fmt(v) for v in row) + " |")
+    return "\n".join(lines)
+
+
+def section(out_dir: Path, figures: Path | None, link_prefix: str = "figures") -> str:
+    meta_files = sorted(out_dir.glob("*_meta.json"))
+    if not meta_files:
+        raise FileNotFoundError(f"no *_meta.json in {out_dir}: run the experiment first")
+    meta = json.loads(meta_files[0].read_text())
+    name = meta["experiment"]
+    summary = pd.read_csv(out_dir / f"{name}_summary.csv")
+    parts = [f"Command: `{meta['command']}`  ",
+             f"Date: {meta['date']}; machine: {meta['machine']}; "
+             f"{meta['jobs_total']} jobs, {meta['elapsed_s_total']:.0f} s wall-clock running them.", "",
+             markdown_table(summary), ""]
+    png = out_dir / f"{name}.png"
+    if figures is not None and png.exists():
+        figures.mkdir(parents=True, exist_ok=True)
+        target = figures / f"{out_dir.name}.png"
+        shutil.copyfile(png, target)
+        parts.append(f"![{name}]({link_prefix}/{target.name})")
+    return "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("dirs", nargs="+", type=Path)
+    parser.add_argument("--figures", type=Path, help="copy each PNG here (e.g. docs/figures)")
+    args = parser.parse_args(argv)
+    for d in args.dirs:
+        print(f"### {d.name}\n")
+        print(section(d, args.figures))
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
