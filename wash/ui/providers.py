@@ -129,15 +129,19 @@ class Preset:
 
 PRESETS: tuple[Preset, ...] = (
     Preset("Paper setting: 3 providers, 2 model families",
-           "Two base models with different tokenizers, three independent schemes and keys: "
-           "routing and re-synchronisation at work, every watermark averaged away.",
+           "Two base models with different tokenizers and the paper's example mix of schemes "
+           "(KGW, AAR, DiPMark), each with its own key: routing and re-synchronisation at work. "
+           "KGW and DiPMark fall towards chance; AAR, whose provider keeps a point mass worth "
+           "1/N of the average, fades more slowly on these small high-entropy models (see "
+           "docs/RESULTS.md). Turn on the comparison to see provider 1 alone.",
            (("A", "kgw", 15485863, ""), ("B", "aar", 42, ""), ("A", "dipmark", 7, ""))),
     Preset("One model, 5 independent keys",
-           "The same base model and scheme served with five secret keys (paper Fig. 2a).",
+           "The same base model and scheme served with five secret keys (paper Fig. 3a): "
+           "averaging five independent green lists brings each detector close to z = 0.",
            tuple(("A", "kgw", k, "") for k in (101, 202, 303, 404, 505))),
     Preset("Coordinated watermark (control)",
            "Every provider shares one key applied in the union vocabulary: the perturbations "
-           "are identical, so averaging cannot cancel them and detection survives (Fig. 2c).",
+           "are identical, so averaging cannot cancel them and detection survives (Fig. 3c).",
            (("A", "kgw", 42, "coordinated=true"), ("B", "kgw", 42, "coordinated=true"),
             ("A", "kgw", 42, "coordinated=true"))),
     Preset("Single watermarked model",
