@@ -48,7 +48,7 @@ def section(out_dir: Path, figures: Path | None, link_prefix: str = "figures") -
     name = meta["experiment"]
     summary = pd.read_csv(out_dir / f"{name}_summary.csv")
     parts = [f"Command: `{meta['command']}`  ",
-             f"Date: {meta['date']}; machine: {meta['machine']}; "
+             f"Date: {meta['date']}; code: {meta.get('code', 'not recorded')}; machine: {meta['machine']}; "
              f"{meta['jobs_total']} jobs, {meta['elapsed_s_total']:.0f} s wall-clock running them.", "",
              markdown_table(summary), ""]
     png = out_dir / f"{name}.png"

@@ -187,6 +187,21 @@ def machine_description() -> str:
             f"torch {torch.__version__} threads={torch.get_num_threads()}")
 
 
+def code_version() -> str:
+    """The git commit of the working tree (with ``+dirty`` when it has changes), or ``unknown``."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                                text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (commit + ("+dirty" if dirty else "")) if commit else "unknown"
+
+
 def execute(experiment: Experiment, config: ExperimentConfig, command: str | None = None) -> Outputs:
     """Run (or resume) ``experiment`` under ``config``; write CSVs, figure and meta.json."""
     out = Path(config.out)
@@ -218,6 +233,7 @@ def _write_meta(path: Path, name: str, config: ExperimentConfig, command: str | 
         "command": command or " ".join(sys.argv),
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine_description(),
+        "code": code_version(),
         "config": config.to_dict(),
         "jobs_total": jobs_total,
         "jobs_run_now": ran,
