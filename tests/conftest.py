@@ -40,3 +40,15 @@ def gemma3():
     from wash.models import load_model
 
     return load_model("gemma3")
+
+
+@pytest.fixture(scope="module")
+def single_thread():
+    """Scheme tests run torch on one thread: small tensor ops on a shared 2-core machine
+    were 5-25x slower with two threads (randperm, softmax over 262k entries)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

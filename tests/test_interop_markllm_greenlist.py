@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Iterator
+
 
 import numpy as np
 import pytest
@@ -27,12 +27,7 @@ SMOLLM2_V = 49152
 GEMMA3_V = 262144
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def _kgw_config(path: Path, gamma: float = 0.5, delta: float = 2.0, prefix_length: int = 4,

@@ -21,7 +21,7 @@ import json
 import math
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Iterator
+
 
 import pytest
 import torch
@@ -33,12 +33,7 @@ SMOLLM2_V = 49152
 GEMMA3_V = 262144
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def _exp_utils(vocab_size: int, key: int = KEY):

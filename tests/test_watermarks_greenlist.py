@@ -21,7 +21,7 @@ per-token ops (randperm of the vocabulary, softmax) are ~20x slower with 2 threa
 from __future__ import annotations
 
 import math
-from typing import Iterator
+
 
 import numpy as np
 import pytest
@@ -37,12 +37,7 @@ GEMMA3_V = 262144
 KEY = 15485863
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread() -> Iterator[None]:
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def _logits(v: int, seed: int, masked: int = 0) -> torch.Tensor:

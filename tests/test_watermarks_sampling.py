@@ -28,7 +28,7 @@ import math
 import re
 import time
 from functools import lru_cache
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import pytest
 import torch
@@ -49,13 +49,7 @@ PROMPT = ("The old lighthouse keeper climbed the stairs one last time, and as th
 POWER_KEYS = {"aar": 15485863, "its-edit": 42, "exp-edit": 42, "synthid": 42}
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _single_thread() -> Iterator[None]:
-    """Small tensor ops run far faster on one thread on a shared 2-core machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("single_thread")
 
 
 def _logits(v: int, seed: int, scale: float = 2.0, masked: float = 0.5) -> torch.Tensor:
