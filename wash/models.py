@@ -299,6 +299,9 @@ def load_tokenizer(name: str, progress: Progress | None = None) -> object:
     """The real tokenizer of a catalog model, without loading its weights when avoidable."""
     from transformers import AutoTokenizer
 
+    entry = CATALOG.get(name)
+    if entry is not None and entry.tiny_of:
+        name = entry.tiny_of  # a tiny model uses its family's real tokenizer
     if name in _TOKENIZERS:
         return _TOKENIZERS[name]
     say = progress or (lambda _msg: None)
