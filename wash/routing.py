@@ -8,7 +8,8 @@ likelihood, which carries watermark signal) and samples from its own watermarked
 distribution; the set narrows to providers that also have the new token.
 
 When is a word complete? When the next token a specialist samples begins with
-whitespace (space, newline, tab) or punctuation, or is end-of-text, or the span
+whitespace (space, newline, tab), punctuation or a symbol (Unicode categories P*
+and S*: "." "," "$" "+"...), or is end-of-text, or the span
 reaches ``MAX_ROUTED_SPAN`` tokens. That boundary token is discarded, not
 committed: the next token is drawn from the full average again.
 """
@@ -24,7 +25,7 @@ from wash.sampling import uniform_choice
 
 
 def starts_new_word(token: bytes) -> bool:
-    """True when a token's text begins with whitespace or punctuation."""
+    """True when a token's text begins with whitespace, punctuation or a symbol."""
     if not token:
         return True
     text = token.decode("utf-8", errors="ignore")
