@@ -198,3 +198,75 @@ def test_report_renders_markdown_from_outputs(outputs, tmp_path):
     text = section(out.out_dir, tmp_path / "figures")
     assert text.startswith("Command: `test tpr`") and "| scheme | mode | n |" in text
     assert (tmp_path / "figures" / f"{out.out_dir.name}.png").exists()
+
+
+# -- shared generations and worker processes -------------------------------------------
+def _by_job(rows: pd.DataFrame) -> pd.DataFrame:
+    cols = ["job", "provider", "z", "text"]
+    return rows[cols].sort_values(["job", "provider"]).reset_index(drop=True)
+
+
+def test_stored_generations_are_shared_and_equal_fresh_ones(tmp_path, tiny_smollm2, tiny_gemma3):
+    from wash.experiments.runner import GenerationStore
+
+    tpr = load("tpr")
+    config = tpr.Config.from_preset("tiny", out=tmp_path / "tpr", schemes=("kgw", "unigram"))
+    first = execute(tpr, config, command="test store")
+    files = list((tmp_path / "generations").glob("*.json"))
+    # per scheme 6 watermarked texts (single, naive, wash x 2 prompts); the 4 unwatermarked
+    # texts (N = 1 and 2 x 2 prompts) do not depend on the scheme and are made once
+    assert first.jobs_total == 20 and len(files) == 2 * 6 + 4
+    unw = first.rows[first.rows["mode"] == "unwatermarked"]
+    assert unw.groupby(["n", "prompt_id"])["text"].nunique().eq(1).all()  # same text for both schemes
+    fresh = execute(tpr, tpr.Config.from_preset("tiny", out=tmp_path / "fresh", schemes=("kgw", "unigram"),
+                                                cache=False), command="test fresh")
+    pd.testing.assert_frame_equal(_by_job(first.rows), _by_job(fresh.rows), check_dtype=False)
+    assert len(list((tmp_path / "generations").glob("*.json"))) == len(files)  # cache=False writes nothing
+    store = GenerationStore(tmp_path / "generations")
+    assert store.get({"mode": "wash", "providers": "nothing"}) is None
+
+
+def test_workers_split_the_jobs_and_give_the_same_rows(tmp_path, outputs):
+    decay, config, one = outputs["decay"]
+    out = tmp_path / "decay"
+    two = execute(decay, dataclasses_replace(config, out=out, cache=False), command="test workers", workers=2)
+    assert two.jobs_run == two.jobs_total == one.jobs_total
+    assert not list(out.glob("*.shard-*.csv"))  # the workers' shards are folded into the main CSV
+    pd.testing.assert_frame_equal(_by_job(one.rows), _by_job(two.rows), check_dtype=False)
+    pd.testing.assert_frame_equal(one.summary.reset_index(drop=True), two.summary.reset_index(drop=True),
+                                  check_dtype=False)
+    assert json_load(out / "decay_meta.json")["workers"] == 2
+
+
+def test_shard_tables_merge_without_duplicates(tmp_path):
+    from wash.experiments.runner import Job, ResultTable
+
+    path = tmp_path / "x_runs.csv"
+    jobs = [Job({"i": i}, lambda i=i: [{"v": i}, {"v": -i}]) for i in range(3)]
+    a, b = ResultTable(path, shard=0), ResultTable(path, shard=1)
+    a.add(jobs[0], jobs[0].run())
+    b.add(jobs[1], jobs[1].run())
+    b.add(jobs[0], jobs[0].run())  # a job both workers ran (e.g. after a restart) counts once
+    merged = ResultTable(path)
+    assert merged.done == {j.id for j in jobs[:2]} and len(merged.frame) == 4
+    assert not list(tmp_path.glob("*.shard-*")) and len(pd.read_csv(path)) == 4
+    assert ResultTable(path, shard=0).done == merged.done  # a later worker sees the merged rows
+
+
+def test_cli_rejects_workers_for_timings(capsys, tmp_path):
+    from wash.cli import main
+
+    assert main(["experiment", "cost", "--tiny", "--out", str(tmp_path), "--workers", "2"]) == 2
+    assert "one worker" in capsys.readouterr().err
+
+
+def dataclasses_replace(config, **changes):
+    import dataclasses
+
+    return dataclasses.replace(config, **changes)
+
+
+def json_load(path):
+    import json
+
+    return json.loads(path.read_text())

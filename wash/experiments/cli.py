@@ -37,6 +37,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--schemes", nargs="+", help="watermark schemes")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="any other config field, e.g. --set n_values=1,3,5 (repeatable)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="worker processes sharing the jobs (default 1; 2 on a 2-core CPU halves the time)")
     p.add_argument("--show", action="store_true", help="print the resolved config and job count, run nothing")
     p.set_defaults(func=cmd_experiment)
     return p
@@ -125,7 +127,11 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         print(json.dumps({**config.to_dict(), "jobs": len({j.id for j in jobs})}, indent=2))
         return 0
     command = "python -m wash " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None
-    out = execute(module, config, command=command)
+    if not 1 <= args.workers <= 64:
+        raise WashInputError(f"--workers must be from 1 to 64, got {args.workers}")
+    if args.workers > 1 and not getattr(module, "PARALLEL", True):
+        raise WashInputError(f"experiment {module.NAME} measures time and memory: run it with one worker")
+    out = execute(module, config, command=command, workers=args.workers)
     print(f"[wash] {module.NAME}: {out.jobs_run} of {out.jobs_total} jobs run now ({out.elapsed_s:.0f} s); "
           f"outputs in {out.out_dir}", file=sys.stderr)
     import pandas as pd

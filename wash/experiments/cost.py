@@ -42,6 +42,8 @@ from wash.experiments.plots import FigureSpec, Panel, Series
 from wash.experiments.runner import ExperimentConfig, Job
 
 NAME = "cost"
+#: Timings and peak memory would be distorted by worker processes sharing the cores.
+PARALLEL = False
 VARIANTS = ("unwatermarked", "single", "wash-par", "wash-seq", "reencode")
 WARMUP_TOKENS = 4
 

@@ -9,7 +9,9 @@ shrinks each provider's detection signal like O(1/sqrt(N)). Two settings test it
   exercises routing and re-synchronisation.
 
 Every scheme is run on its own, plus ``mix``: provider i gets the i-th scheme of
-a per-run rotation of the scheme pool (the paper's mixture of watermarks). Each
+a per-run rotation of the scheme pool (the paper's mixture of watermarks). The
+summary breaks ``mix`` down by the provider's scheme too (``mix/kgw``, ...): every
+scheme's z when its WASH partners carry other schemes. Each
 row is one provider's detector on one WASH text; N = 1 is the watermarked
 baseline (WASH over one provider is that provider alone), run once and shared by
 both settings.
@@ -84,6 +86,10 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
     base = rows[rows["setting"] == BASELINE]
     rows = pd.concat([rows[rows["setting"] != BASELINE], *[base.assign(setting=s) for s in config.settings]],
                      ignore_index=True)
+    mixed = rows[rows["scheme"] == MIX]
+    if len(mixed):  # every scheme of the mix on its own
+        rows = pd.concat([rows, mixed.assign(scheme=MIX + "/" + mixed["provider_scheme"].astype(str))],
+                         ignore_index=True)
     summary = group_summary(rows, ["setting", "scheme", "n"], "z")
     extra = rows.groupby(["setting", "scheme", "n"], sort=False).agg(
         detected_rate=("detected", lambda s: float(runner.as_bool(s).mean())),

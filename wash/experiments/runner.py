@@ -3,7 +3,14 @@
 An experiment is a list of *jobs*, each one generation (or one measurement) keyed by
 the parameters that determine it. ``execute`` runs the jobs whose key is not yet in
 the output CSV, writing the CSV again after each job, so an interrupted run resumes
-where it stopped and a finished one recomputes nothing. It then summarises the
+where it stopped and a finished one recomputes nothing. With ``workers > 1`` the
+jobs are dealt round-robin to worker processes (``wash.experiments.workers``), each
+appending to its own shard CSV, merged into the main CSV when all are done.
+
+Generations are also stored by what determines them (``GenerationStore``, under
+``<out>/../generations``): the same WASH text needed by two experiments (decay's
+mixed N = 3 and tpr's WASH N = 3, say) or an unwatermarked text scored by the
+detectors of several schemes is generated once. Detection always runs afresh. It then summarises the
 rows of the current plan only (rows of other settings in the same file are kept but
 ignored), writes the summary CSV and the figure (HTML + PNG), and a ``meta.json``
 recording the command, date, machine and elapsed time for docs/RESULTS.md.
@@ -57,6 +64,8 @@ class ExperimentConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     z_threshold: float = 4.0
+    #: Reuse generations stored under ``<out>/../generations`` (see ``GenerationStore``).
+    cache: bool = True
     #: Name of the preset the config was built from (recorded in meta.json).
     preset: str = "full"
 
@@ -100,44 +109,90 @@ class Job:
 
 
 class ResultTable:
-    """A CSV of rows, each tagged with the id of the job that produced it."""
+    """A CSV of rows, each tagged with the id of the job that produced it.
 
-    def __init__(self, path: Path) -> None:
+    A worker process (``shard`` set) reads every row (the main CSV and all shard
+    CSVs) to know what is done, but appends only to its own ``*.shard-I.csv``; a
+    table opened without ``shard`` folds the shard files into the main CSV.
+    Rows of a job already present in an earlier file are dropped on reading, so
+    a worker that re-writes rows already merged cannot duplicate them.
+    """
+
+    def __init__(self, path: Path, shard: int | None = None) -> None:
         self.path = path
-        self.frame = pd.read_csv(path, keep_default_na=True) if path.exists() and path.stat().st_size else \
-            pd.DataFrame({"job": pd.Series(dtype=str)})
-        self.done: set[str] = set(self.frame["job"].astype(str)) if "job" in self.frame else set()
+        self.shard = shard
+        shards = sorted(path.parent.glob(f"{path.stem}.shard-*.csv"))
+        self.frame = pd.DataFrame({"job": pd.Series(dtype=str)})
+        for source in [path, *shards]:
+            self.frame = self._merge(self.frame, _read_rows(source))
+        self.done: set[str] = set(self.frame["job"].astype(str))
+        if shard is not None:
+            self.own_path = path.with_name(f"{path.stem}.shard-{shard}.csv")
+            self.own = _read_rows(self.own_path)
+        else:
+            self.own_path, self.own = path, self.frame
+            if shards:  # fold the workers' rows into the main CSV
+                self.save()
+                for f in shards:
+                    f.unlink()
+
+    @staticmethod
+    def _merge(frame: pd.DataFrame, new: pd.DataFrame) -> pd.DataFrame:
+        if new.empty:
+            return frame
+        new = new[~new["job"].astype(str).isin(set(frame["job"].astype(str)))]
+        return new.reset_index(drop=True) if frame.empty else pd.concat([frame, new], ignore_index=True)
 
     def add(self, job: Job, rows: list[dict[str, Any]]) -> None:
         if not rows:  # record that the job ran even when it produced nothing
             rows = [{}]
         new = pd.DataFrame([{"job": job.id, **job.key, **r} for r in rows])
-        self.frame = new if self.frame.empty else pd.concat([self.frame, new], ignore_index=True)
+        self.frame = self._merge(self.frame, new)
+        self.own = self.frame if self.shard is None else self._merge(self.own, new)
         self.done.add(job.id)
         self.save()
 
     def save(self) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".csv.tmp")
-        self.frame.to_csv(tmp, index=False)
-        os.replace(tmp, self.path)
+        self.own_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.own_path.with_suffix(".csv.tmp")
+        self.own.to_csv(tmp, index=False)
+        os.replace(tmp, self.own_path)
 
     def rows_of(self, jobs: Sequence[Job]) -> pd.DataFrame:
         ids = {j.id for j in jobs}
         return self.frame[self.frame["job"].astype(str).isin(ids)].reset_index(drop=True)
 
 
-def run_jobs(table: ResultTable, jobs: Sequence[Job], desc: str) -> int:
-    """Run every job not yet in ``table`` with a progress bar on stderr; returns how many ran."""
-    from tqdm import tqdm
+def _read_rows(path: Path) -> pd.DataFrame:
+    if path.exists() and path.stat().st_size:
+        return pd.read_csv(path, keep_default_na=True)
+    return pd.DataFrame({"job": pd.Series(dtype=str)})
 
+
+def unique_jobs(jobs: Sequence[Job]) -> list[Job]:
+    """The jobs with distinct keys, in plan order (the order workers are dealt them)."""
     unique: dict[str, Job] = {}
     for j in jobs:
         unique.setdefault(j.id, j)
-    todo = [j for jid, j in unique.items() if jid not in table.done]
+    return list(unique.values())
+
+
+def run_jobs(table: ResultTable, jobs: Sequence[Job], desc: str, shard: tuple[int, int] | None = None) -> int:
+    """Run every job not yet in ``table`` with a progress bar on stderr; returns how many ran.
+
+    With ``shard = (i, k)`` only the jobs at plan positions ``i, i + k, ...`` are this
+    process's: positions, not the to-do list, so that workers agree on the split.
+    """
+    from tqdm import tqdm
+
+    unique = unique_jobs(jobs)
+    if shard is not None:
+        unique = unique[shard[0]::shard[1]]
+    todo = [j for j in unique if j.id not in table.done]
     ran = 0
-    with tqdm(total=len(unique), initial=len(unique) - len(todo), desc=desc, unit="job", file=sys.stderr,
-              dynamic_ncols=True, mininterval=1.0) as bar:
+    label = desc if shard is None else f"{desc} [worker {shard[0] + 1}/{shard[1]}]"
+    with tqdm(total=len(unique), initial=len(unique) - len(todo), desc=label, unit="job", file=sys.stderr,
+              dynamic_ncols=True, mininterval=1.0, position=shard[0] if shard else None) as bar:
         for job in todo:
             table.add(job, job.run())
             ran += 1
@@ -202,17 +257,39 @@ def code_version() -> str:
     return (commit + ("+dirty" if dirty else "")) if commit else "unknown"
 
 
-def execute(experiment: Experiment, config: ExperimentConfig, command: str | None = None) -> Outputs:
-    """Run (or resume) ``experiment`` under ``config``; write CSVs, figure and meta.json."""
+def execute(experiment: Experiment, config: ExperimentConfig, command: str | None = None, workers: int = 1,
+            shard: tuple[int, int] | None = None) -> Outputs:
+    """Run (or resume) ``experiment`` under ``config``; write CSVs, figure and meta.json.
+
+    ``workers > 1`` runs the jobs in that many worker processes (one torch thread
+    each on a 2-core machine: small models decode no faster on two threads, so two
+    processes double the throughput), then summarises here. ``shard`` is what a
+    worker is given; it runs its share of the jobs and returns without summarising.
+    """
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
     name = experiment.NAME
-    table = ResultTable(out / f"{name}_runs.csv")
     jobs = experiment.jobs(config)
+    if shard is not None:
+        table = ResultTable(out / f"{name}_runs.csv", shard=shard[0])
+        ran = run_jobs(table, jobs, desc=name, shard=shard)
+        return Outputs(out_dir=out, runs_csv=table.own_path, summary_csv=out / f"{name}_summary.csv", figures={},
+                       rows=table.rows_of(jobs), summary=pd.DataFrame(), jobs_run=ran,
+                       jobs_total=len(unique_jobs(jobs)), elapsed_s=0.0)
     start = time.perf_counter()
-    ran = run_jobs(table, jobs, desc=name)
+    if workers > 1:
+        from wash.experiments.workers import run_workers
+
+        before = len(ResultTable(out / f"{name}_runs.csv").done & {j.id for j in jobs})
+        run_workers(name, config, workers)
+        table = ResultTable(out / f"{name}_runs.csv")
+        ran = len(table.done & {j.id for j in jobs}) - before
+    else:
+        table = ResultTable(out / f"{name}_runs.csv")
+        ran = run_jobs(table, jobs, desc=name)
     elapsed = time.perf_counter() - start
-    meta = _write_meta(out / f"{name}_meta.json", name, config, command, len({j.id for j in jobs}), ran, elapsed)
+    meta = _write_meta(out / f"{name}_meta.json", name, config, command, len(unique_jobs(jobs)), ran, elapsed,
+                       workers)
     rows = table.rows_of(jobs)
     summary = experiment.summarize(rows, config)
     summary_csv = out / f"{name}_summary.csv"
@@ -224,7 +301,7 @@ def execute(experiment: Experiment, config: ExperimentConfig, command: str | Non
 
 
 def _write_meta(path: Path, name: str, config: ExperimentConfig, command: str | None, jobs_total: int,
-                ran: int, elapsed: float) -> dict[str, Any]:
+                ran: int, elapsed: float, workers: int = 1) -> dict[str, Any]:
     """Record how the outputs were made (written before summarising, so a later failure keeps it)."""
     previous = json.loads(path.read_text()) if path.exists() else {}
     same_plan = previous.get("config") == config.to_dict()
@@ -238,6 +315,7 @@ def _write_meta(path: Path, name: str, config: ExperimentConfig, command: str | 
         "jobs_total": jobs_total,
         "jobs_run_now": ran,
         "elapsed_s_now": round(elapsed, 1),
+        "workers": workers,
         # compute time accumulated over resumed invocations of the same plan
         "elapsed_s_total": round(elapsed + (previous.get("elapsed_s_total", 0.0) if same_plan else 0.0), 1),
     }
@@ -342,6 +420,66 @@ def run_fields(result: RunResult) -> dict[str, Any]:
             "text": result.text}
 
 
+class GenerationStore:
+    """Finished generations on disk, one JSON file per generation, named by a hash of its key.
+
+    The key is everything the text depends on: mode, providers (for ``unwatermarked``
+    only their base models, since no key or scheme touches the text), prompt, seed
+    and sampling settings. Each file also records the code version that wrote it;
+    delete the folder (or set ``cache=false``) after changing the engine.
+    """
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    @staticmethod
+    def key(specs: Sequence[ProviderSpec], prompt: str, mode: str, config: ExperimentConfig, seed: int,
+            **overrides: Any) -> dict[str, Any]:
+        providers = ("|".join(s.model for s in specs) if mode == "unwatermarked"
+                     else specs_text(specs[:1] if mode == "single" else specs))
+        return {"mode": mode, "providers": providers, "prompt": prompt, "seed": int(seed),
+                "tokens": int(overrides.pop("max_new_tokens", None) or config.tokens),
+                "temperature": config.temperature, "top_p": config.top_p,
+                **{k: overrides[k] for k in sorted(overrides)}}
+
+    def _path(self, key: dict[str, Any]) -> Path:
+        import hashlib
+
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:32]
+        return self.root / f"{digest}.json"
+
+    def get(self, key: dict[str, Any]) -> dict[str, Any] | None:
+        path = self._path(key)
+        if not path.exists():
+            return None
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        return stored["value"] if stored.get("key") == key else None  # a hash collision is a miss
+
+    def put(self, key: dict[str, Any], value: dict[str, Any]) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"key": key, "code": code_version(), "value": value}), encoding="utf-8")
+        os.replace(tmp, path)
+
+
+def store_of(config: ExperimentConfig) -> GenerationStore | None:
+    return GenerationStore(Path(config.out).parent / "generations") if config.cache else None
+
+
+def generated(specs: Sequence[ProviderSpec], prompt: str, mode: str, config: ExperimentConfig, seed: int,
+              **overrides: Any) -> dict[str, Any]:
+    """The text and ``run_fields`` of one generation: from the store if there, else generated and stored."""
+    store = store_of(config)
+    key = GenerationStore.key(specs, prompt, mode, config, seed, **overrides) if store else None
+    if store is not None and (hit := store.get(key)) is not None:
+        return hit
+    fields = run_fields(generate_run(specs, prompt, mode, config, seed, **overrides))
+    if store is not None:
+        store.put(key, fields)
+    return fields
+
+
 def generation_job(specs: Sequence[ProviderSpec], prompt: str, mode: str, config: ExperimentConfig, seed: int,
                    scorers: Sequence[str] = (), **overrides: Any) -> Callable[[], list[dict[str, Any]]]:
     """A job body: generate in ``mode``, then one row per provider's detector on the text.
@@ -353,11 +491,11 @@ def generation_job(specs: Sequence[ProviderSpec], prompt: str, mode: str, config
     (columns ``ppl_<model>``, ``nll_<model>``, ``scored_tokens_<model>``).
     """
     def run() -> list[dict[str, Any]]:
-        result = generate_run(specs, prompt, mode, config, seed, **overrides)
-        dets = detect(specs, result.text, config.z_threshold) if mode == "unwatermarked" else result.detection
-        extra = run_fields(result)
+        extra = dict(generated(specs, prompt, mode, config, seed, **overrides))
+        scored = specs[:1] if mode == "single" else specs
+        dets = detect(scored, extra["text"], config.z_threshold)
         for scorer in dict.fromkeys(scorers):
-            nll, n = continuation_nll(scorer, prompt, result.text)
+            nll, n = continuation_nll(scorer, prompt, extra["text"])
             extra.update({f"nll_{scorer}": nll, f"scored_tokens_{scorer}": n, f"ppl_{scorer}": perplexity(nll, n)})
         return [{**row, **extra} for row in detection_rows(dets)]
     return run

@@ -1,0 +1,69 @@
+"""Run one experiment's jobs in several processes: ``execute(..., workers=K)``.
+
+On a CPU the models of this project are too small to keep even two cores busy
+from one process (a 135M model decodes no faster on two torch threads than on
+one), so K processes with ``cores / K`` threads each finish about K times sooner.
+Worker ``i`` takes the jobs at plan positions ``i, i + K, ...`` and appends its
+rows to its own shard CSV (see ``runner.ResultTable``); the parent waits for all
+of them and then summarises once. A worker that fails makes the whole run fail,
+with its exit code; the rows it finished stay and a re-run resumes them.
+
+The worker entry point is ``python -m wash.experiments.workers NAME I K CONFIG_JSON``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from wash.errors import WashInputError
+
+
+def run_workers(name: str, config, workers: int) -> None:
+    """Start ``workers`` worker processes for experiment ``name`` and wait for all of them."""
+    threads = max(1, (os.cpu_count() or 1) // workers)
+    payload = json.dumps(config.to_dict())
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "WASH_WORKER_THREADS": str(threads)}
+    root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    procs = [subprocess.Popen([sys.executable, "-m", "wash.experiments.workers", name, str(i), str(workers), payload],
+                              env=env) for i in range(workers)]
+    try:
+        codes = [p.wait() for p in procs]
+    except BaseException:  # Ctrl-C or an error here: do not leave workers running
+        for p in procs:
+            p.terminate()
+        raise
+    failed = [(i, c) for i, c in enumerate(codes) if c != 0]
+    if failed:
+        raise RuntimeError(f"experiment {name}: worker(s) {', '.join(f'{i} (exit {c})' for i, c in failed)} failed; "
+                           "finished jobs are kept, run the same command again to resume")
+
+
+def main(argv: list[str]) -> int:
+    import torch
+
+    from wash.experiments import load
+    from wash.experiments.runner import execute
+
+    name, index, count, payload = argv
+    threads = int(os.environ.get("WASH_WORKER_THREADS", "1"))
+    torch.set_num_threads(threads)
+    module = load(name)
+    values = json.loads(payload)
+    preset = values.pop("preset", "full")
+    values["out"] = Path(values["out"])
+    config = module.Config.from_preset(preset, **values)
+    try:
+        execute(module, config, shard=(int(index), int(count)))
+    except WashInputError as err:
+        print(f"[wash] worker {index}: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
