@@ -1,7 +1,10 @@
 """Signal decay: detection z against the ensemble size N (paper Fig. 3a/3b, Tables 1 and 9).
 
-The paper's central claim is that averaging N independently keyed watermarks
-shrinks each provider's detection signal like O(1/sqrt(N)). Two settings test it:
+The paper bounds the distance of the average from the unwatermarked consensus by
+O(1/sqrt(N)): the sum of N independent perturbations, each weighted 1/N. One
+provider's detector, however, responds only to its own perturbation, weighted
+1/N, so its z should fall like 1/N (the summary's ``mean_times_n`` stays flat if
+it does). Two settings test it:
 
 * ``fixed``: one base model (``models[0]``) served by N providers with independent
   keys (Fig. 3a); the shared base model leaves a residual, so decay is slower;
@@ -95,8 +98,12 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
         detected_rate=("detected", lambda s: float(runner.as_bool(s).mean())),
         mean_tokens_scored=("tokens_scored", "mean"),
         routed_token_fraction=("routed_token_fraction", "mean")).reset_index()
-    return summary.merge(extra, on=["setting", "scheme", "n"]).sort_values(["setting", "scheme", "n"],
-                                                                            kind="stable")
+    summary = summary.merge(extra, on=["setting", "scheme", "n"]).sort_values(["setting", "scheme", "n"],
+                                                                               kind="stable")
+    # A provider's own perturbation enters the average with weight 1/N, so its
+    # detector's z should fall like 1/N: mean * N stays flat if it does.
+    summary["mean_times_n"] = summary["mean"] * summary["n"]
+    return summary
 
 
 def figure(summary: pd.DataFrame, config: Config) -> FigureSpec:

@@ -319,8 +319,10 @@ def _write_meta(path: Path, name: str, config: ExperimentConfig, command: str | 
         # compute time accumulated over resumed invocations of the same plan
         "elapsed_s_total": round(elapsed + (previous.get("elapsed_s_total", 0.0) if same_plan else 0.0), 1),
     }
-    if same_plan and ran == 0:  # a pure re-summary keeps the date of the run that computed the rows
+    if same_plan and ran == 0:  # a pure re-summary keeps the date and code of the run that computed the rows
         meta["date"] = previous.get("date", meta["date"])
+        meta["code"] = previous.get("code", meta["code"])
+        meta["summarised_with"] = code_version()
     path.write_text(json.dumps(meta, indent=2))
     return meta
 
