@@ -164,6 +164,9 @@ def test_rerun_recomputes_nothing(outputs):
     module, config, first = outputs["decay"]
     again = execute(module, config, command="test again")
     assert again.jobs_run == 0 and again.jobs_total == first.jobs_total
+    # a pure re-summary keeps the date, code and compute time of the run that made the rows
+    assert again.meta["date"] == first.meta["date"] and again.meta["code"] == first.meta["code"]
+    assert again.meta["elapsed_s_total"] >= first.meta["elapsed_s_total"] > 0
     pd.testing.assert_frame_equal(again.summary.reset_index(drop=True), first.summary.reset_index(drop=True),
                                   check_dtype=False)
 

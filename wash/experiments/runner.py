@@ -304,7 +304,8 @@ def _write_meta(path: Path, name: str, config: ExperimentConfig, command: str | 
                 ran: int, elapsed: float, workers: int = 1) -> dict[str, Any]:
     """Record how the outputs were made (written before summarising, so a later failure keeps it)."""
     previous = json.loads(path.read_text()) if path.exists() else {}
-    same_plan = previous.get("config") == config.to_dict()
+    # compared through JSON, where the config's tuples have become lists
+    same_plan = previous.get("config") == json.loads(json.dumps(config.to_dict(), default=str))
     meta = {
         "experiment": name,
         "command": command or " ".join(sys.argv),
