@@ -49,7 +49,10 @@ def section(out_dir: Path, figures: Path | None, link_prefix: str = "figures") -
     summary = pd.read_csv(out_dir / f"{name}_summary.csv")
     parts = [f"Command: `{meta['command']}`  ",
              f"Date: {meta['date']}; code: {meta.get('code', 'not recorded')}; machine: {meta['machine']}; "
-             f"{meta['jobs_total']} jobs, {meta['elapsed_s_total']:.0f} s wall-clock running them.", "",
+             f"{meta['jobs_total']} jobs, {meta['elapsed_s_total']:.0f} s wall-clock running them"
+             + (f" in {meta['workers']} worker processes of {meta.get('threads_per_worker', '?')} torch "
+                f"thread(s) each."
+                if meta.get("workers", 1) > 1 else "."), "",
              markdown_table(summary), ""]
     png = out_dir / f"{name}.png"
     if figures is not None and png.exists():

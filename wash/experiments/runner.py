@@ -317,6 +317,7 @@ def _write_meta(path: Path, name: str, config: ExperimentConfig, command: str | 
         "jobs_run_now": ran,
         "elapsed_s_now": round(elapsed, 1),
         "workers": workers,
+        "threads_per_worker": _worker_threads(workers),
         # compute time accumulated over resumed invocations of the same plan
         "elapsed_s_total": round(elapsed + (previous.get("elapsed_s_total", 0.0) if same_plan else 0.0), 1),
     }
@@ -326,6 +327,16 @@ def _write_meta(path: Path, name: str, config: ExperimentConfig, command: str | 
         meta["summarised_with"] = code_version()
     path.write_text(json.dumps(meta, indent=2))
     return meta
+
+
+def _worker_threads(workers: int) -> int:
+    import torch
+
+    if workers <= 1:
+        return torch.get_num_threads()
+    from wash.experiments.workers import threads_per_worker
+
+    return threads_per_worker(workers)
 
 
 def save_figure(spec, out: Path, name: str) -> dict[str, Path]:

@@ -22,9 +22,14 @@ from pathlib import Path
 from wash.errors import WashInputError
 
 
+def threads_per_worker(workers: int) -> int:
+    """The cores shared out evenly, at least one torch thread each."""
+    return max(1, (os.cpu_count() or 1) // max(1, workers))
+
+
 def run_workers(name: str, config, workers: int) -> None:
     """Start ``workers`` worker processes for experiment ``name`` and wait for all of them."""
-    threads = max(1, (os.cpu_count() or 1) // workers)
+    threads = threads_per_worker(workers)
     payload = json.dumps(config.to_dict())
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "WASH_WORKER_THREADS": str(threads)}
     root = str(Path(__file__).resolve().parents[2])
