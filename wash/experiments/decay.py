@@ -114,7 +114,8 @@ def figure(summary: pd.DataFrame, config: Config) -> FigureSpec:
         panel = Panel(titles.get(setting, setting), "ensemble size N", "detection z (mean, 95% CI)",
                       hlines=[(config.z_threshold, f"z = {config.z_threshold:g}")])
         part = summary[summary["setting"] == setting]
-        for scheme in config.schemes:
+        per_scheme_of_mix = sorted(s for s in part["scheme"].unique() if str(s).startswith(MIX + "/"))
+        for scheme in [*config.schemes, *per_scheme_of_mix]:
             s = part[part["scheme"] == scheme].sort_values("n")
             if len(s):
                 panel.series.append(Series(scheme, s["n"].tolist(), s["mean"].tolist(),
