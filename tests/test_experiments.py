@@ -235,6 +235,7 @@ def test_workers_split_the_jobs_and_give_the_same_rows(tmp_path, outputs):
     two = execute(decay, dataclasses_replace(config, out=out, cache=False), command="test workers", workers=2)
     assert two.jobs_run == two.jobs_total == one.jobs_total
     assert not list(out.glob("*.shard-*.csv"))  # the workers' shards are folded into the main CSV
+    assert not (out / ".decay-claims").exists()  # the workers' job claims are cleared
     pd.testing.assert_frame_equal(_by_job(one.rows), _by_job(two.rows), check_dtype=False)
     pd.testing.assert_frame_equal(one.summary.reset_index(drop=True), two.summary.reset_index(drop=True),
                                   check_dtype=False)
@@ -273,3 +274,15 @@ def json_load(path):
     import json
 
     return json.loads(path.read_text())
+
+
+def test_claimed_jobs_run_once(tmp_path):
+    from wash.experiments.runner import Job, ResultTable, run_jobs
+
+    path, claims = tmp_path / "x_runs.csv", tmp_path / ".x-claims"
+    jobs = [Job({"i": i}, lambda i=i: [{"v": i}]) for i in range(4)]
+    first, second = ResultTable(path, shard=0), ResultTable(path, shard=1)
+    assert run_jobs(first, jobs[:2], "x", claims=claims) == 2
+    assert run_jobs(second, jobs, "x", claims=claims) == 2  # only the two nobody had claimed
+    assert len(list(claims.glob("*.done"))) == 4
+    assert sorted(ResultTable(path).frame["v"]) == [0, 1, 2, 3]

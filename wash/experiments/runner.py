@@ -4,8 +4,9 @@ An experiment is a list of *jobs*, each one generation (or one measurement) keye
 the parameters that determine it. ``execute`` runs the jobs whose key is not yet in
 the output CSV, writing the CSV again after each job, so an interrupted run resumes
 where it stopped and a finished one recomputes nothing. With ``workers > 1`` the
-jobs are dealt round-robin to worker processes (``wash.experiments.workers``), each
-appending to its own shard CSV, merged into the main CSV when all are done.
+jobs are shared by worker processes (``wash.experiments.workers``) that claim them
+one at a time, each appending to its own shard CSV, merged into the main CSV when
+all are done.
 
 Generations are also stored by what determines them (``GenerationStore``, under
 ``<out>/../generations``): the same WASH text needed by two experiments (decay's
@@ -177,27 +178,51 @@ def unique_jobs(jobs: Sequence[Job]) -> list[Job]:
     return list(unique.values())
 
 
-def run_jobs(table: ResultTable, jobs: Sequence[Job], desc: str, shard: tuple[int, int] | None = None) -> int:
-    """Run every job not yet in ``table`` with a progress bar on stderr; returns how many ran.
+def run_jobs(table: ResultTable, jobs: Sequence[Job], desc: str, claims: Path | None = None) -> int:
+    """Run every job not yet in ``table``; returns how many this process ran.
 
-    With ``shard = (i, k)`` only the jobs at plan positions ``i, i + k, ...`` are this
-    process's: positions, not the to-do list, so that workers agree on the split.
+    Alone (``claims`` None) it shows a progress bar on stderr. As one of several
+    workers it takes a job only after claiming it (creating ``claims/<job>`` fails
+    if another worker got there first), so the workers share the jobs dynamically:
+    a worker whose jobs come from the generation store moves on to the next
+    instead of idling. After each job it leaves ``claims/<job>.done`` for the
+    parent's progress bar.
     """
     from tqdm import tqdm
 
     unique = unique_jobs(jobs)
-    if shard is not None:
-        unique = unique[shard[0]::shard[1]]
     todo = [j for j in unique if j.id not in table.done]
     ran = 0
-    label = desc if shard is None else f"{desc} [worker {shard[0] + 1}/{shard[1]}]"
-    with tqdm(total=len(unique), initial=len(unique) - len(todo), desc=label, unit="job", file=sys.stderr,
-              dynamic_ncols=True, mininterval=1.0, position=shard[0] if shard else None) as bar:
+    if claims is not None:
+        claims.mkdir(parents=True, exist_ok=True)
+        for job in todo:
+            marker = claims / _job_digest(job)
+            try:
+                os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                continue
+            table.add(job, job.run())
+            marker.with_suffix(".done").touch()
+            ran += 1
+        return ran
+    with tqdm(total=len(unique), initial=len(unique) - len(todo), desc=desc, unit="job", file=sys.stderr,
+              dynamic_ncols=True, mininterval=1.0) as bar:
         for job in todo:
             table.add(job, job.run())
             ran += 1
             bar.update(1)
     return ran
+
+
+def _job_digest(job: Job) -> str:
+    import hashlib
+
+    return hashlib.sha256(job.id.encode()).hexdigest()[:32]
+
+
+def claims_dir(out: Path, name: str) -> Path:
+    """Where the workers of one run claim their jobs (cleared before and after a run)."""
+    return Path(out) / f".{name}-claims"
 
 
 # -- the experiment protocol and its driver --------------------------------------------
@@ -263,8 +288,9 @@ def execute(experiment: Experiment, config: ExperimentConfig, command: str | Non
 
     ``workers > 1`` runs the jobs in that many worker processes (one torch thread
     each on a 2-core machine: small models decode no faster on two threads, so two
-    processes double the throughput), then summarises here. ``shard`` is what a
-    worker is given; it runs its share of the jobs and returns without summarising.
+    processes double the throughput), then summarises here. ``shard = (i, k)`` is
+    what worker ``i`` of ``k`` is given: it claims and runs jobs until none is left
+    and returns without summarising.
     """
     out = Path(config.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -272,7 +298,7 @@ def execute(experiment: Experiment, config: ExperimentConfig, command: str | Non
     jobs = experiment.jobs(config)
     if shard is not None:
         table = ResultTable(out / f"{name}_runs.csv", shard=shard[0])
-        ran = run_jobs(table, jobs, desc=name, shard=shard)
+        ran = run_jobs(table, jobs, desc=name, claims=claims_dir(out, name))
         return Outputs(out_dir=out, runs_csv=table.own_path, summary_csv=out / f"{name}_summary.csv", figures={},
                        rows=table.rows_of(jobs), summary=pd.DataFrame(), jobs_run=ran,
                        jobs_total=len(unique_jobs(jobs)), elapsed_s=0.0)
@@ -280,8 +306,9 @@ def execute(experiment: Experiment, config: ExperimentConfig, command: str | Non
     if workers > 1:
         from wash.experiments.workers import run_workers
 
-        before = len(ResultTable(out / f"{name}_runs.csv").done & {j.id for j in jobs})
-        run_workers(name, config, workers)
+        before_table = ResultTable(out / f"{name}_runs.csv")
+        before = len(before_table.done & {j.id for j in jobs})
+        run_workers(name, config, workers, todo=len(unique_jobs(jobs)) - before)
         table = ResultTable(out / f"{name}_runs.csv")
         ran = len(table.done & {j.id for j in jobs}) - before
     else:

@@ -3,9 +3,10 @@
 On a CPU the models of this project are too small to keep even two cores busy
 from one process (a 135M model decodes no faster on two torch threads than on
 one), so K processes with ``cores / K`` threads each finish about K times sooner.
-Worker ``i`` takes the jobs at plan positions ``i, i + K, ...`` and appends its
-rows to its own shard CSV (see ``runner.ResultTable``); the parent waits for all
-of them and then summarises once. A worker that fails makes the whole run fail,
+The workers claim jobs one at a time (``runner.run_jobs``), so none idles while
+another has a queue, and each appends its rows to its own shard CSV (see
+``runner.ResultTable``); the parent shows one progress bar for all of them,
+waits, and then summarises once. A worker that fails makes the whole run fail,
 with its exit code; the rows it finished stay and a re-run resumes them.
 
 The worker entry point is ``python -m wash.experiments.workers NAME I K CONFIG_JSON``.
@@ -27,8 +28,17 @@ def threads_per_worker(workers: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, workers))
 
 
-def run_workers(name: str, config, workers: int) -> None:
+def run_workers(name: str, config, workers: int, todo: int) -> None:
     """Start ``workers`` worker processes for experiment ``name`` and wait for all of them."""
+    import shutil
+    import time
+
+    from tqdm import tqdm
+
+    from wash.experiments.runner import claims_dir
+
+    claims = claims_dir(config.out, name)
+    shutil.rmtree(claims, ignore_errors=True)  # claims of an interrupted run: their jobs are not in the CSVs
     threads = threads_per_worker(workers)
     payload = json.dumps(config.to_dict())
     env = {**os.environ, "OMP_NUM_THREADS": str(threads), "WASH_WORKER_THREADS": str(threads)}
@@ -37,15 +47,27 @@ def run_workers(name: str, config, workers: int) -> None:
     procs = [subprocess.Popen([sys.executable, "-m", "wash.experiments.workers", name, str(i), str(workers), payload],
                               env=env) for i in range(workers)]
     try:
+        with tqdm(total=todo, desc=f"{name} [{workers} workers]", unit="job", file=sys.stderr,
+                  dynamic_ncols=True, mininterval=1.0) as bar:
+            while any(p.poll() is None for p in procs):
+                time.sleep(1.0)
+                bar.update(_finished(claims) - bar.n)
+            bar.update(_finished(claims) - bar.n)
         codes = [p.wait() for p in procs]
     except BaseException:  # Ctrl-C or an error here: do not leave workers running
         for p in procs:
             p.terminate()
         raise
+    finally:
+        shutil.rmtree(claims, ignore_errors=True)
     failed = [(i, c) for i, c in enumerate(codes) if c != 0]
     if failed:
         raise RuntimeError(f"experiment {name}: worker(s) {', '.join(f'{i} (exit {c})' for i, c in failed)} failed; "
                            "finished jobs are kept, run the same command again to resume")
+
+
+def _finished(claims: Path) -> int:
+    return len(list(claims.glob("*.done"))) if claims.exists() else 0
 
 
 def main(argv: list[str]) -> int:
