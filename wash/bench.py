@@ -124,6 +124,8 @@ def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int) -> dic
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    if args.threads:
+        torch.set_num_threads(args.threads)
     report = run_bench(tuple(args.models), args.tokens, args.reencode_tokens)
     text = json.dumps(report, indent=2)
     print(text)
@@ -138,6 +140,7 @@ def add_parser(sub) -> None:
     b.add_argument("--models", nargs=2, default=["smollm2", "gemma3"])
     b.add_argument("--tokens", type=int, default=64)
     b.add_argument("--reencode-tokens", type=int, default=256)
+    b.add_argument("--threads", type=int, help="torch threads (default: torch's choice, one per core)")
     b.add_argument("--out", help="also write the JSON report here")
     b.set_defaults(func=cmd_bench)
 

@@ -509,16 +509,21 @@ def store_of(config: ExperimentConfig) -> GenerationStore | None:
 
 
 def generated(specs: Sequence[ProviderSpec], prompt: str, mode: str, config: ExperimentConfig, seed: int,
-              **overrides: Any) -> dict[str, Any]:
-    """The text and ``run_fields`` of one generation: from the store if there, else generated and stored."""
+              **overrides: Any) -> tuple[dict[str, Any], list[ProviderDetection] | None]:
+    """The text and ``run_fields`` of one generation: from the store if there, else generated and stored.
+
+    A fresh generation also returns the engine's own detections of its providers
+    (the same detectors ``detect`` would build), so they are not computed twice.
+    """
     store = store_of(config)
     key = GenerationStore.key(specs, prompt, mode, config, seed, **overrides) if store else None
     if store is not None and (hit := store.get(key)) is not None:
-        return hit
-    fields = run_fields(generate_run(specs, prompt, mode, config, seed, **overrides))
+        return hit, None
+    result = generate_run(specs, prompt, mode, config, seed, **overrides)
+    fields = run_fields(result)
     if store is not None:
         store.put(key, fields)
-    return fields
+    return fields, result.detection
 
 
 def generation_job(specs: Sequence[ProviderSpec], prompt: str, mode: str, config: ExperimentConfig, seed: int,
@@ -532,9 +537,10 @@ def generation_job(specs: Sequence[ProviderSpec], prompt: str, mode: str, config
     (columns ``ppl_<model>``, ``nll_<model>``, ``scored_tokens_<model>``).
     """
     def run() -> list[dict[str, Any]]:
-        extra = dict(generated(specs, prompt, mode, config, seed, **overrides))
-        scored = specs[:1] if mode == "single" else specs
-        dets = detect(scored, extra["text"], config.z_threshold)
+        fields, dets = generated(specs, prompt, mode, config, seed, **overrides)
+        extra = dict(fields)
+        if dets is None or mode == "unwatermarked":  # unwatermarked texts are scored by the watermarked specs
+            dets = detect(specs[:1] if mode == "single" else specs, extra["text"], config.z_threshold)
         for scorer in dict.fromkeys(scorers):
             nll, n = continuation_nll(scorer, prompt, extra["text"])
             extra.update({f"nll_{scorer}": nll, f"scored_tokens_{scorer}": n, f"ppl_{scorer}": perplexity(nll, n)})
