@@ -288,7 +288,7 @@ def execute(experiment: Experiment, config: ExperimentConfig, command: str | Non
 
     ``workers > 1`` runs the jobs in that many worker processes (one torch thread
     each on a 2-core machine: small models decode no faster on two threads, so two
-    processes double the throughput), then summarises here. ``shard = (i, k)`` is
+    processes give about 1.8x the throughput), then summarises here. ``shard = (i, k)`` is
     what worker ``i`` of ``k`` is given: it claims and runs jobs until none is left
     and returns without summarising.
     """

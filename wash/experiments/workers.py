@@ -2,7 +2,8 @@
 
 On a CPU the models of this project are too small to keep even two cores busy
 from one process (a 135M model decodes no faster on two torch threads than on
-one), so K processes with ``cores / K`` threads each finish about K times sooner.
+one), so K processes with ``cores / K`` threads each finish nearly K times sooner
+(two on 2 cores: about 1.8x, docs/BENCHMARKS.md).
 The workers claim jobs one at a time (``runner.run_jobs``), so none idles while
 another has a queue, and each appends its rows to its own shard CSV (see
 ``runner.ResultTable``); the parent shows one progress bar for all of them,
