@@ -45,7 +45,8 @@ from typing import Any, Sequence
 import torch
 
 from wash.watermarks import hashing, register
-from wash.watermarks.base import Detection, Detector, WatermarkScheme, softmax
+from wash.watermarks.base import (BOOL, Detection, Detector, WatermarkScheme, check_choice, check_range,
+                                  softmax)
 from wash.watermarks.scoring import gamma_sum_p
 
 #: Reduction of the last ``context_width`` ids, as MarkLLM's EXP.
@@ -65,10 +66,9 @@ class AAR(WatermarkScheme):
         #: Detector: score each (seed, token) pair once (see module docstring).
         skip_repeated: bool = True
 
-    def __init__(self, key: int, vocab_size: int, params: "AAR.Params | None" = None) -> None:
-        super().__init__(key, vocab_size, params)
-        if self.params.context_width < 1:
-            raise ValueError("context_width must be >= 1")
+        def __post_init__(self) -> None:
+            check_range(self, "context_width", lo=1, integer=True)
+            check_choice(self, "skip_repeated", BOOL)
 
     def seed_for(self, ids: Sequence[int]) -> int | None:
         """This step's seed, or ``None`` when fewer than ``context_width`` ids precede it."""

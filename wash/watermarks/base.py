@@ -26,6 +26,8 @@ returns, which is made once per generation and never mutated by ``distribution``
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Sequence
@@ -107,8 +109,13 @@ class Detector(ABC):
 class WatermarkScheme(ABC):
     """A keyed perturbation of next-token distributions, with its own detector.
 
-    Subclasses set ``name``, ``Params`` (a dataclass of the scheme's published
-    defaults) and implement ``distribution`` and ``make_detector``.
+    Subclasses set ``name``, ``Params`` (a frozen dataclass of the scheme's
+    published defaults) and implement ``distribution`` and ``make_detector``.
+    ``Params.__post_init__`` checks every field's range with :func:`check_range`
+    / :func:`check_choice`, so a bad value fails when it is parsed (or when a
+    ``Params`` is built in code), never later in a constructor or mid-generation.
+    A subclass that defines its own ``Params`` gets ``Params.scheme_name`` set to
+    its ``name`` (see ``__init_subclass__``), which the checks' messages name.
     """
 
     name: ClassVar[str]
@@ -123,6 +130,13 @@ class WatermarkScheme(ABC):
     class Params:
         pass
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Stamp the scheme's own Params (not an inherited one) with the name its
+        # range checks report; an abstract base without a name stamps nothing.
+        if "Params" in cls.__dict__ and "name" in cls.__dict__:
+            cls.Params.scheme_name = cls.name
+
     def __init__(self, key: int, vocab_size: int, params: "WatermarkScheme.Params | None" = None) -> None:
         self.key = int(key)
         self.vocab_size = int(vocab_size)
@@ -131,7 +145,11 @@ class WatermarkScheme(ABC):
     # -- construction -------------------------------------------------------
     @classmethod
     def parse_params(cls, raw: dict[str, str]) -> "WatermarkScheme.Params":
-        """Build ``Params`` from ``name=value`` strings (provider spec syntax)."""
+        """Build ``Params`` from ``name=value`` strings (provider spec syntax).
+
+        Names and types are checked here, ranges by ``Params.__post_init__``; either
+        failure is a ``WashInputError``.
+        """
         fields = {f.name: f for f in dataclasses.fields(cls.Params)}
         values: dict[str, Any] = {}
         for name, text in raw.items():
@@ -192,6 +210,71 @@ def _coerce(scheme: str, name: str, text: str, default: Any) -> Any:
         raise WashInputError(
             f"parameter '{name}' of scheme '{scheme}' must be {kind}, got '{text}'"
         ) from None
+
+
+def _scheme_of(params: Any) -> str:
+    return getattr(type(params), "scheme_name", type(params).__qualname__)
+
+
+def _fmt(x: float) -> str:
+    return str(x) if isinstance(x, numbers.Integral) else f"{x:g}"
+
+
+def check_range(params: Any, name: str, lo: float | None = None, hi: float | None = None, *,
+                lo_open: bool = False, hi_open: bool = False, integer: bool = False,
+                why: str = "") -> None:
+    """Reject ``params.<name>`` unless it is a number within the given bounds.
+
+    ``integer`` fields need an int (not a bool, not 4.0); other fields any real,
+    finite number (NaN and +-inf are always refused). ``lo``/``hi`` are inclusive
+    unless ``lo_open``/``hi_open``; ``None`` leaves that side unbounded. The
+    message names the scheme, the parameter, the accepted range and the value
+    (plus ``why``, when the range depends on another parameter):
+    ``parameter 'gamma' of scheme 'kgw' must be a number in (0, 1), got 1.5``.
+    """
+    value = getattr(params, name)
+    if integer:
+        ok = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+    else:
+        ok = (isinstance(value, numbers.Real) and not isinstance(value, bool)
+              and math.isfinite(float(value)))
+    if ok:
+        ok = ((lo is None or (value > lo if lo_open else value >= lo))
+              and (hi is None or (value < hi if hi_open else value <= hi)))
+    if ok:
+        return
+    bounded = lo is not None and hi is not None
+    kind = "an integer" if integer else ("a number" if bounded else "a finite number")
+    if bounded:
+        bounds = f" in {'(' if lo_open else '['}{_fmt(lo)}, {_fmt(hi)}{')' if hi_open else ']'}"
+    elif lo is not None:
+        bounds = f" {'>' if lo_open else '>='} {_fmt(lo)}"
+    elif hi is not None:
+        bounds = f" {'<' if hi_open else '<='} {_fmt(hi)}"
+    else:
+        bounds = ""
+    got = value if isinstance(value, numbers.Real) and not isinstance(value, bool) else repr(value)
+    raise WashInputError(
+        f"parameter '{name}' of scheme '{_scheme_of(params)}' must be {kind}{bounds}, got {got}"
+        + (f" ({why})" if why else ""))
+
+
+def check_choice(params: Any, name: str, choices: Sequence[Any]) -> None:
+    """Reject ``params.<name>`` unless it is one of ``choices`` (same type: 1 is not True)."""
+    value = getattr(params, name)
+    if any(type(value) is type(c) and value == c for c in choices):
+        return
+    raise WashInputError(
+        f"parameter '{name}' of scheme '{_scheme_of(params)}' must be one of "
+        f"{', '.join(_show(c) for c in choices)}, got {value!r}")
+
+
+def _show(x: Any) -> str:
+    return str(x).lower() if isinstance(x, bool) else str(x)
+
+
+#: ``check_choice`` values of a boolean parameter.
+BOOL = (False, True)
 
 
 def softmax(logits: torch.Tensor) -> torch.Tensor:

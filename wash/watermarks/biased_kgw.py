@@ -28,7 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wash.watermarks import register
-from wash.watermarks.greenlist import check_finite
+from wash.watermarks.base import BOOL, check_choice, check_range
+from wash.watermarks.greenlist import check_fraction
 from wash.watermarks.kgw import KGW
 
 
@@ -44,10 +45,14 @@ class BiasedKGW(KGW):
         #: count each distinct token once (as ``unigram``); false = KGW's all-token count
         unique: bool = True
 
+        def __post_init__(self) -> None:
+            check_range(self, "bias", lo=0.0)  # a logit boost, as KGW's delta
+            check_fraction(self, "gamma")
+            check_choice(self, "unique", BOOL)
+
     def __init__(self, key: int, vocab_size: int, params: "BiasedKGW.Params | None" = None) -> None:
         # Skip KGW.__init__'s reading of KGW.Params; configure the same machinery directly.
         super(KGW, self).__init__(key, vocab_size, params)
         p = self.params
-        check_finite(self.name, "bias", p.bias)
         self._configure(gamma=p.gamma, delta=p.bias, context_width=0, reduction="additive")
         self.unique_tokens = bool(p.unique)

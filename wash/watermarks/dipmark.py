@@ -42,9 +42,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from wash.errors import WashInputError
 from wash.watermarks import hashing, register
-from wash.watermarks.base import Detector, WatermarkScheme, softmax
+from wash.watermarks.base import Detector, WatermarkScheme, check_range, softmax
 from wash.watermarks.greenlist import GreenCountDetector, check_fraction
 
 
@@ -88,16 +87,16 @@ class DiPMark(WatermarkScheme):
         context_width: int = 4
         gamma: float = 0.5
 
+        def __post_init__(self) -> None:
+            # F' is symmetric in alpha <-> 1 - alpha, and alpha < 0 breaks F'(1) = 1:
+            # 0 leaves p unchanged, 0.5 is the strongest reweight.
+            check_range(self, "alpha", 0.0, 0.5)
+            check_range(self, "context_width", lo=1, integer=True)
+            check_fraction(self, "gamma")
+
     def __init__(self, key: int, vocab_size: int, params: "DiPMark.Params | None" = None) -> None:
         super().__init__(key, vocab_size, params)
         p = self.params
-        if not (0.0 <= p.alpha <= 0.5):
-            raise WashInputError(
-                f"parameter 'alpha' of scheme '{self.name}' must lie in [0, 0.5], got {p.alpha}")
-        if p.context_width < 1:
-            raise WashInputError(
-                f"parameter 'context_width' of scheme '{self.name}' must be >= 1, got {p.context_width}")
-        check_fraction(self.name, "gamma", p.gamma)
         self.alpha = float(p.alpha)
         self.context_width = int(p.context_width)
         #: permutation indices below this are red, the rest green.

@@ -16,14 +16,12 @@ count with another notion of "green", so it reuses :class:`GreenCountDetector`.
 
 from __future__ import annotations
 
-import math
 from abc import abstractmethod
 from typing import Any, Sequence
 
 import torch
 
-from wash.errors import WashInputError
-from wash.watermarks.base import Detection, Detector, WatermarkScheme, softmax
+from wash.watermarks.base import Detection, Detector, WatermarkScheme, check_range, softmax
 from wash.watermarks.scoring import binomial_z
 
 
@@ -33,15 +31,9 @@ def boost_green(logits: torch.Tensor, mask: torch.Tensor, delta: float) -> torch
     return softmax(shifted)
 
 
-def check_fraction(scheme: str, name: str, value: float) -> None:
-    """Reject a gamma/alpha outside (0, 1) with a message naming the parameter."""
-    if not 0.0 < value < 1.0:
-        raise WashInputError(f"parameter '{name}' of scheme '{scheme}' must lie in (0, 1), got {value}")
-
-
-def check_finite(scheme: str, name: str, value: float) -> None:
-    if not math.isfinite(value):
-        raise WashInputError(f"parameter '{name}' of scheme '{scheme}' must be finite, got {value}")
+def check_fraction(params: Any, name: str) -> None:
+    """A gamma-like share of the vocabulary: strictly between 0 and 1 (both ends leave one list empty)."""
+    check_range(params, name, 0.0, 1.0, lo_open=True, hi_open=True)
 
 
 def is_green(mask: torch.Tensor, token_id: int) -> bool:

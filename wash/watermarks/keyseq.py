@@ -77,7 +77,7 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from wash.watermarks import hashing
-from wash.watermarks.base import Detection, Detector, WatermarkScheme, softmax
+from wash.watermarks.base import Detection, Detector, WatermarkScheme, check_range, softmax
 
 #: Rows of the key sequence kept for generation (a step may be evaluated twice).
 _ROW_CACHE = 4
@@ -86,6 +86,10 @@ _COLUMN_CACHE_TOKENS = 20_000
 #: Floats per DP buffer chunk (keys x offsets x text length): sized to stay in cache.
 _DP_CHUNK_FLOATS = 700_000
 _DP_CHUNK_FLOATS_CUDA = 50_000_000
+#: Longest key sequence accepted: the detector draws every element for each new token id.
+MAX_KEYLEN = 4096
+#: Most random key sequences accepted for the null: detection time grows linearly with it.
+MAX_PERMUTATIONS = 1000
 #: Euler-Mascheroni constant: the Gumbel law's mean is loc -/+ euler * scale.
 _EULER = 0.5772156649015329
 
@@ -114,14 +118,14 @@ class EditScheme(WatermarkScheme):
         gamma: float = 0.0
         n_permutations: int = 100
 
+        def __post_init__(self) -> None:
+            check_range(self, "keylen", lo=1, hi=MAX_KEYLEN, integer=True)
+            check_range(self, "gamma", lo=0.0)  # gap penalty of the alignment
+            # >= 2: the Gumbel tail is fitted to the null statistics' mean and sd
+            check_range(self, "n_permutations", lo=2, hi=MAX_PERMUTATIONS, integer=True)
+
     def __init__(self, key: int, vocab_size: int, params: "EditScheme.Params | None" = None) -> None:
         super().__init__(key, vocab_size, params)
-        if self.params.keylen < 1:
-            raise ValueError(f"{self.name}: keylen must be >= 1")
-        if self.params.n_permutations < 2:
-            raise ValueError(f"{self.name}: n_permutations must be >= 2 (a null sd is needed)")
-        if self.params.gamma < 0:
-            raise ValueError(f"{self.name}: gamma must be >= 0")
         self._rows: OrderedDict[int, torch.Tensor] = OrderedDict()
         self._columns: dict[int, torch.Tensor] = {}
         # generation and (live or final) detection may run in different threads

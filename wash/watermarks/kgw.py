@@ -34,24 +34,21 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from wash.errors import WashInputError
 from wash.watermarks import hashing, register
-from wash.watermarks.greenlist import GreenListScheme, check_finite, check_fraction
+from wash.watermarks.base import check_choice, check_range
+from wash.watermarks.greenlist import GreenListScheme, check_fraction
 
 
-def check_context(scheme: str, context_width: int, reduction: str) -> None:
-    """Reject an unknown reduction, or a width it cannot work with (skip/min need >= 1 id)."""
-    if reduction not in hashing.CONTEXT_REDUCTIONS:
-        raise WashInputError(
-            f"parameter 'reduction' of scheme '{scheme}' must be one of "
-            f"{', '.join(hashing.CONTEXT_REDUCTIONS)}, got '{reduction}'"
-        )
-    lowest = 1 if reduction in ("skip", "min") else 0
-    if context_width < lowest:
-        raise WashInputError(
-            f"parameter 'context_width' of scheme '{scheme}' must be >= {lowest} "
-            f"with reduction '{reduction}', got {context_width}"
-        )
+def check_context(params: Any) -> None:
+    """``params.reduction`` must be known and ``params.context_width`` one it can fold.
+
+    skip/min read an id, so they need >= 1; additive/time fold an empty context to a
+    constant (0 / 1), which gives one fixed list (how ``biased-kgw`` is built), so 0 is allowed.
+    """
+    check_choice(params, "reduction", hashing.CONTEXT_REDUCTIONS)
+    needs_id = params.reduction in ("skip", "min")
+    check_range(params, "context_width", lo=1 if needs_id else 0, integer=True,
+                why=f"with reduction '{params.reduction}'" if needs_id else "")
 
 
 @register
@@ -66,16 +63,18 @@ class KGW(GreenListScheme):
         context_width: int = 4
         reduction: str = "additive"
 
+        def __post_init__(self) -> None:
+            check_fraction(self, "gamma")
+            check_range(self, "delta", lo=0.0)
+            check_context(self)
+
     def __init__(self, key: int, vocab_size: int, params: "KGW.Params | None" = None) -> None:
         super().__init__(key, vocab_size, params)
         p = self.params
         self._configure(gamma=p.gamma, delta=p.delta, context_width=p.context_width, reduction=p.reduction)
 
     def _configure(self, gamma: float, delta: float, context_width: int, reduction: str) -> None:
-        """Validate and store the list parameters (shared with the variants built on KGW)."""
-        check_fraction(self.name, "gamma", gamma)
-        check_finite(self.name, "delta", delta)
-        check_context(self.name, context_width, reduction)
+        """Store the list parameters (shared with the variants built on KGW; their Params validated them)."""
         self.gamma = float(gamma)
         self.delta = float(delta)
         self.context_width = int(context_width)

@@ -52,7 +52,12 @@ from typing import Any, Sequence
 import torch
 
 from wash.watermarks import hashing, register
-from wash.watermarks.base import Detection, Detector, WatermarkScheme, softmax
+from wash.watermarks.base import Detection, Detector, WatermarkScheme, check_range, softmax
+
+#: Most tournament layers accepted: each layer is one pass over the support per step.
+MAX_DEPTH = 256
+#: Largest g-value table accepted (transformers' default is 2**16).
+MAX_TABLE_SIZE = 2**20
 
 
 @register
@@ -69,10 +74,14 @@ class SynthID(WatermarkScheme):
         sampling_table_size: int = 2**16
         sampling_table_seed: int = 0
 
+        def __post_init__(self) -> None:
+            check_range(self, "ngram_len", lo=2, integer=True)  # >= 1 context id before the candidate
+            check_range(self, "depth", lo=1, hi=MAX_DEPTH, integer=True)
+            check_range(self, "sampling_table_size", lo=2, hi=MAX_TABLE_SIZE, integer=True)
+            check_range(self, "sampling_table_seed", integer=True)  # any integer seeds the table
+
     def __init__(self, key: int, vocab_size: int, params: "SynthID.Params | None" = None) -> None:
         super().__init__(key, vocab_size, params)
-        if self.params.ngram_len < 2 or self.params.depth < 1 or self.params.sampling_table_size < 2:
-            raise ValueError("synthid: need ngram_len >= 2, depth >= 1, sampling_table_size >= 2")
         # Layer keys as signed int64 so torch arithmetic wraps as in transformers.
         self.layer_keys = [hashing.derive_seed(self.name, self.key, "layer", layer)
                            for layer in range(self.params.depth)]

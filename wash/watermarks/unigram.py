@@ -29,7 +29,8 @@ from typing import Any, Sequence
 import torch
 
 from wash.watermarks import hashing, register
-from wash.watermarks.greenlist import GreenListScheme, check_finite, check_fraction
+from wash.watermarks.base import BOOL, check_choice, check_range
+from wash.watermarks.greenlist import GreenListScheme, check_fraction
 
 
 @register
@@ -44,10 +45,13 @@ class Unigram(GreenListScheme):
         #: count each distinct token once (Zhao et al.'s unidetect); false = MarkLLM's all-token count
         unique: bool = True
 
+        def __post_init__(self) -> None:
+            check_fraction(self, "gamma")
+            check_range(self, "delta", lo=0.0)
+            check_choice(self, "unique", BOOL)
+
     def __init__(self, key: int, vocab_size: int, params: "Unigram.Params | None" = None) -> None:
         super().__init__(key, vocab_size, params)
-        check_fraction(self.name, "gamma", self.params.gamma)
-        check_finite(self.name, "delta", self.params.delta)
         self.gamma = float(self.params.gamma)
         self.delta = float(self.params.delta)
         self.unique_tokens = bool(self.params.unique)

@@ -38,11 +38,14 @@ import numpy as np
 import torch
 from scipy import stats
 
-from wash.errors import WashInputError
 from wash.watermarks import hashing, register
-from wash.watermarks.base import Detection, Detector
-from wash.watermarks.greenlist import GreenListScheme, check_finite, check_fraction, is_green
+from wash.watermarks.base import Detection, Detector, check_range
+from wash.watermarks.greenlist import GreenListScheme, check_fraction, is_green
 from wash.watermarks.kgw import KGW, check_context
+
+
+#: Largest bag accepted: each key costs a vocabulary-sized permutation in memory.
+MAX_BAG_SIZE = 64
 
 
 @dataclass(frozen=True)
@@ -140,15 +143,16 @@ class WaterBag(GreenListScheme):
         context_width: int = 4
         reduction: str = "additive"
 
+        def __post_init__(self) -> None:
+            check_fraction(self, "gamma")
+            check_range(self, "delta", lo=0.0)
+            # each bag key holds a KGW list (a V-sized permutation) and is tested at detection
+            check_range(self, "bag_size", lo=1, hi=MAX_BAG_SIZE, integer=True)
+            check_context(self)
+
     def __init__(self, key: int, vocab_size: int, params: "WaterBag.Params | None" = None) -> None:
         super().__init__(key, vocab_size, params)
         p = self.params
-        check_fraction(self.name, "gamma", p.gamma)
-        check_finite(self.name, "delta", p.delta)
-        check_context(self.name, p.context_width, p.reduction)
-        if p.bag_size < 1:
-            raise WashInputError(
-                f"parameter 'bag_size' of scheme '{self.name}' must be >= 1, got {p.bag_size}")
         self.gamma = float(p.gamma)
         self.delta = float(p.delta)
         list_params = KGW.Params(gamma=p.gamma, delta=p.delta, context_width=p.context_width,
