@@ -14,7 +14,8 @@ from scipy import stats
 
 from wash.averaging import mixture, to_union
 from wash.config import GenerationConfig, ProviderSpec
-from wash.ensemble import generate, generate_stream, model_vocab
+from wash.ensemble import generate, generate_stream
+from wash.vocab import model_vocab
 from wash.errors import WashInputError
 from wash.events import FinishedEvent, ResyncEvent, StepEvent
 from wash.resync import ModelContext
@@ -134,17 +135,17 @@ def test_after_routed_spans_every_context_decodes_to_the_same_text(mixed_run, ti
         spelled = b"".join(vocab.token_bytes[i] for i in result.model_ids[lm.name])
         assert spelled.decode("utf-8", errors="replace") == result.text
     resyncs = [e for e in mixed_run if isinstance(e, ResyncEvent)]
-    assert [r.span_id for r in resyncs] == [s["span_id"] for s in result.spans]
+    assert [r.span_id for r in resyncs] == [s.span_id for s in result.spans]
 
 
 def test_token_texts_concatenate_to_the_text(mixed_run):
     result = contexts_after(mixed_run)
-    assert "".join(t["text"] for t in result.tokens) == result.text
+    assert "".join(t.text for t in result.tokens) == result.text
 
 
 def test_naive_mode_never_routes():
     result = contexts_after(run(MIXED, mode="naive", n=30, seed=3))
-    assert result.routing["routed_spans"] == 0 and not any(t["routed"] for t in result.tokens)
+    assert result.routing.routed_spans == 0 and not any(t.routed for t in result.tokens)
 
 
 def test_single_mode_uses_the_first_provider_only():
@@ -156,6 +157,33 @@ def test_unwatermarked_mode_has_average_equal_to_consensus():
     for e in run(MIXED, mode="unwatermarked", n=8):
         if isinstance(e, StepEvent) and e.linf is not None:
             assert e.linf < 1e-9
+
+
+def test_unwatermarked_mode_routes_and_reports_real_detector_z():
+    """Unwatermarked is WASH with the watermarks off: same routing, and each provider's
+    own detector (not a scheme 'none' placeholder) scores the text."""
+    events = run(MIXED, mode="unwatermarked", n=40, seed=3)
+    result = contexts_after(events)
+    assert result.spans, "routing is on in unwatermarked mode"
+    assert [d.scheme for d in result.detection] == ["kgw", "kgw", "unigram"]
+    assert all(d.tokens_scored > 0 for d in result.detection)
+    assert any(abs(d.z) > 1e-9 for d in result.detection)
+    assert all(abs(d.z) < 4 for d in result.detection)
+    live = [e.live_z for e in events if isinstance(e, StepEvent)][-1]
+    assert all(z is not None for z in live)
+
+
+def test_context_guard_counts_each_models_own_ids(monkeypatch):
+    """A byte-level model can need several ids per union token: the run ends, cleanly, when
+    any model's OWN context is full, not after a count of union tokens."""
+    from wash.models import load_model
+
+    lm = load_model("tiny-smollm2")
+    prompt_len = len(lm.encode_prompt(PROMPT))
+    monkeypatch.setattr(lm, "max_context", prompt_len + 6)
+    result = contexts_after(run(MIXED, n=30, seed=3))
+    assert result.finish_reason == "context"
+    assert len(result.model_ids["tiny-smollm2"]) + prompt_len <= prompt_len + 6
 
 
 def test_watermarked_average_differs_from_consensus():
@@ -280,6 +308,7 @@ def test_bad_generation_settings(kw, needle):
 
 def test_prompt_longer_than_the_context_is_refused():
     long_prompt = "word " * 2100  # the tiny models have a 2048-token context
-    cfg = GenerationConfig(providers=[ProviderSpec.parse("tiny-smollm2:kgw:1")], prompt=long_prompt)
+    cfg = GenerationConfig(providers=[ProviderSpec.parse("tiny-smollm2:kgw:1")], prompt=long_prompt,
+                           max_new_tokens=4)
     with pytest.raises(WashInputError, match="prompt too long for model tiny-smollm2"):
         generate(cfg)

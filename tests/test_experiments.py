@@ -101,8 +101,8 @@ EXPECTED = {
 }
 #: Test-only overrides of the tiny presets that keep this file short.
 OVERRIDES = {
-    # one base model and two variants: the offloading path, in two worker processes
-    "cost": dict(models=("tiny-smollm2",), variants=("single", "wash-seq")),
+    # one base model and three variants: the offloading and the lazy paths, each in its own process
+    "cost": dict(models=("tiny-smollm2",), variants=("single", "wash-seq", "lazy")),
 }
 
 
@@ -156,6 +156,11 @@ def test_values_are_sane(outputs):
     assert (cost["per_token_ms"] > 0).all()
     # offloaded weights leave (almost) nothing resident
     assert cost.loc["wash-seq", "resident_weights_mb"] < 0.1 * cost.loc["single", "resident_weights_mb"]
+    # wash-seq runs its models one after the other; lazy is WASH with lazy forwards
+    assert cost.loc["wash-seq", "forwards"] == "eager" and not runner_bool(cost.loc["wash-seq", "parallel_forwards"])
+    assert cost.loc["single", "forwards"] == "eager" and cost.loc["lazy", "forwards"] == "lazy"
+    cost_rows = outputs["cost"][2].rows.set_index("variant")
+    assert cost_rows.loc["lazy", "forwards"] == "lazy"  # in the job key: a lazy row never passes for an eager one
     coordinated = outputs["coordinated"][2].summary
     assert set(coordinated["condition"]) == {"single", "independent", "coordinated"}
 
@@ -192,6 +197,8 @@ def test_cli_show_and_bad_input(capsys, tmp_path):
     assert "unknown setting 'bogus'" in capsys.readouterr().err
     assert main(["experiment", "tpr", "--tiny", "--schemes", "nosuch", "--show"]) == 2
     assert main(["experiment", "tpr", "--tiny", "--tokens", "0", "--show"]) == 2
+    assert main(["experiment", "tpr", "--tiny", "--set", "forwards=sideways", "--show"]) == 2
+    assert "unknown forwards 'sideways'" in capsys.readouterr().err
 
 
 def test_report_renders_markdown_from_outputs(outputs, tmp_path):
@@ -239,7 +246,11 @@ def test_workers_split_the_jobs_and_give_the_same_rows(tmp_path, outputs):
     pd.testing.assert_frame_equal(_by_job(one.rows), _by_job(two.rows), check_dtype=False)
     pd.testing.assert_frame_equal(one.summary.reset_index(drop=True), two.summary.reset_index(drop=True),
                                   check_dtype=False)
-    assert json_load(out / "decay_meta.json")["workers"] == 2
+    meta = json_load(out / "decay_meta.json")
+    assert meta["workers"] == 2
+    # workers run their models one after the other, on their share of the cores
+    assert meta["forward_settings"] == {"parallel": False, "threads_per_model": threads_per_worker(2),
+                                        "pool_threads": 1}
 
 
 def test_shard_tables_merge_without_duplicates(tmp_path):
@@ -264,6 +275,27 @@ def test_cli_rejects_workers_for_timings(capsys, tmp_path):
     assert "one worker" in capsys.readouterr().err
 
 
+def test_worker_env_turns_off_parallel_forwards():
+    from wash.experiments.workers import forward_env, threads_per_worker
+
+    env = forward_env(2)
+    assert env["WASH_PARALLEL_FORWARDS"] == "0"
+    assert env["WASH_THREADS_PER_MODEL"] == env["OMP_NUM_THREADS"] == str(threads_per_worker(2))
+    assert int(forward_env(64)["WASH_THREADS_PER_MODEL"]) == 1  # never below one thread
+
+
+def threads_per_worker(workers):
+    from wash.experiments.workers import threads_per_worker as tpw
+
+    return tpw(workers)
+
+
+def runner_bool(value):
+    from wash.experiments.runner import as_bool
+
+    return bool(as_bool([value]).iloc[0])
+
+
 def dataclasses_replace(config, **changes):
     import dataclasses
 
@@ -286,3 +318,104 @@ def test_claimed_jobs_run_once(tmp_path):
     assert run_jobs(second, jobs, "x", claims=claims) == 2  # only the two nobody had claimed
     assert len(list(claims.glob("*.done"))) == 4
     assert sorted(ResultTable(path).frame["v"]) == [0, 1, 2, 3]
+
+
+# -- forwards (eager / lazy) and the engine fingerprint --------------------------------
+def test_experiments_default_to_lazy_forwards_unless_they_measure_eager(outputs):
+    lazy = {"decay", "tpr", "routing", "quality", "coordinated", "biased"}
+    for name in EXPERIMENTS:
+        module = load(name)
+        expected = "lazy" if name in lazy else "eager"
+        assert module.Config().forwards == expected, name
+        assert module.Config.from_preset("tiny").forwards == expected, name
+        assert f"Forwards default to ``{expected}``" in " ".join((module.__doc__ or "").split()), name
+    _module, config, out = outputs["decay"]
+    assert config.forwards == "lazy" and out.meta["forwards"] == "lazy"
+    assert out.meta["config"]["forwards"] == "lazy"
+    assert set(out.meta["forward_settings"]) == {"parallel", "threads_per_model", "pool_threads"}
+    assert (pd.read_csv(out.runs_csv)["forwards"] == "lazy").all()  # part of every job key
+
+
+@pytest.mark.parametrize("forwards", ["lazy", "eager"])
+def test_forwards_option_reaches_the_engine_and_the_meta(forwards, tmp_path, monkeypatch, capsys, tiny_smollm2,
+                                                         tiny_gemma3):
+    import wash.ensemble
+    from wash.cli import main
+    from wash.experiments.runner import engine_fingerprint
+
+    seen = []
+    real = wash.ensemble.generate
+
+    def spy(config, *args, **kwargs):
+        result = real(config, *args, **kwargs)
+        seen.append((config.forwards, result))
+        return result
+
+    monkeypatch.setattr(wash.ensemble, "generate", spy)
+    out = tmp_path / "decay"
+    assert main(["experiment", "decay", "--tiny", "--out", str(out), "--forwards", forwards, "--schemes", "kgw",
+                 "--set", "n_values=2", "--set", "settings=mixed"]) == 0
+    capsys.readouterr()
+    assert [f for f, _ in seen] == [forwards]  # one job, one generation, with these forwards
+    result = seen[0][1]
+    assert result.settings["forwards"] == forwards
+    starts = {span.start for span in result.spans}  # a span's first token was drawn by a step too
+    drawn = [t for i, t in enumerate(result.tokens) if not t.routed or i in starts]
+    # a lazy token names the provider it was drawn from; an eager one came from the average
+    assert drawn and all((t.chosen is not None) == (forwards == "lazy") for t in drawn)
+    meta = json_load(out / "decay_meta.json")
+    assert meta["forwards"] == meta["config"]["forwards"] == forwards
+    assert meta["engine"] == engine_fingerprint()
+    assert (pd.read_csv(out / "decay_runs.csv")["forwards"] == forwards).all()
+    stored = [json_load(f) for f in (tmp_path / "generations").glob("*.json")]
+    assert [(s["key"]["forwards"], s["key"]["engine"]) for s in stored] == [(forwards, engine_fingerprint())]
+
+
+def test_generation_store_reuses_only_texts_of_the_same_engine(tmp_path, monkeypatch, tiny_smollm2, tiny_gemma3):
+    import wash.ensemble
+    from wash.experiments import runner
+
+    calls = []
+    real = wash.ensemble.generate
+    monkeypatch.setattr(wash.ensemble, "generate", lambda config, *a, **k: calls.append(1) or real(config, *a, **k))
+    decay = load("decay")
+    config = decay.Config.from_preset("tiny", out=tmp_path / "decay")
+    specs = runner.make_ensemble(2, config.models, ["kgw"], seed=0)
+    prompt = runner.prompt_set(config)[0].text
+
+    monkeypatch.setattr(runner, "engine_fingerprint", lambda: "engine-a")
+    fresh, dets = runner.generated(specs, prompt, "wash", config, 0)
+    assert len(calls) == 1 and dets is not None
+    again, dets_again = runner.generated(specs, prompt, "wash", config, 0)
+    assert len(calls) == 1 and dets_again is None  # reused from the store...
+    assert again == fresh  # ...and equal to the fresh generation's fields, JSON-exact
+    monkeypatch.setattr(runner, "engine_fingerprint", lambda: "engine-b")
+    other, dets_other = runner.generated(specs, prompt, "wash", config, 0)
+    assert len(calls) == 2 and dets_other is not None  # another engine: generated afresh, not reused
+    assert other["text"] == fresh["text"]  # (the same source, really: the same text)
+    assert len(list((tmp_path / "generations").glob("*.json"))) == 2
+    eager = dataclasses_replace(config, forwards="eager")
+    runner.generated(specs, prompt, "wash", eager, 0)
+    assert len(calls) == 3  # eager and lazy texts are stored apart
+
+
+def test_engine_fingerprint_covers_the_engine_sources(tmp_path):
+    from wash.experiments import runner
+
+    from pathlib import Path
+
+    root = Path(runner.__file__).resolve().parents[2]
+    names = {p.relative_to(root).as_posix() for p in runner.engine_sources()}
+    for module in ("ensemble", "routing", "resync", "averaging", "sampling", "vocab", "models", "providers",
+                   "config", "parallel", "watermarks/kgw", "watermarks/base", "watermarks/synthid"):
+        assert f"wash/{module}.py" in names
+    assert "wash/events.py" not in names and "wash/experiments/runner.py" not in names
+    fp = runner.engine_fingerprint()
+    assert len(fp) == 12 and fp == runner.engine_fingerprint()
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text("x = 1\n")
+    b.write_text("y = 2\n")
+    before = runner.source_fingerprint([a, b], root=tmp_path)
+    assert runner.source_fingerprint([b, a], root=tmp_path) == before  # order does not matter
+    b.write_text("y = 3\n")
+    assert runner.source_fingerprint([a, b], root=tmp_path) != before

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from wash.ensemble import model_vocab
+from wash.vocab import model_vocab
 from wash.vocab import align, encode_bytes
 
 TEXTS = [

@@ -7,7 +7,8 @@ up in the same union entry.
 
 For speed, providers on the same base model are summed in that model's own
 vocabulary first, so one scatter per distinct model builds p̄ (vectors here have
-~260k entries and a CPU step must stay a few milliseconds).
+~260k entries and a CPU step must stay a few milliseconds); the engine runs each
+model's scatter in that model's own thread (``parallel.py``) and adds the results.
 """
 
 from __future__ import annotations
@@ -27,6 +28,16 @@ def mixture(parts: Sequence[tuple[torch.Tensor, torch.Tensor]], size: int, n: in
     for index, values in parts:
         acc.scatter_add_(0, index, values.to(torch.float64))
     out = acc[:size]
+    return out / n if n != 1 else out
+
+
+def average(union_vectors: Sequence[torch.Tensor], n: int) -> torch.Tensor:
+    """(1/n) Σ of union-space vectors, each already summed over one model's providers.
+
+    The parallel engine scatters each model's providers onto the union in that
+    model's own thread (``to_union``) and only this sum runs on the caller's.
+    """
+    out = union_vectors[0].clone() if len(union_vectors) == 1 else torch.stack(list(union_vectors)).sum(0)
     return out / n if n != 1 else out
 
 

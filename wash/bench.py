@@ -3,13 +3,16 @@
 What it measures, all in ONE run so ratios are comparable on a noisy machine:
 
 * each base model's plain decode latency (KV cache, one forward per token, no
-  watermark, no averaging), and their sum: the floor for an ensemble that must run
-  both models every step;
-* ``wash`` mode over the two models with N = 2, 3, 5 providers (KGW on every
-  provider); providers on one base model share its forward pass, so N = 5 should
-  cost about what N = 2 costs;
-* the same ensemble with the whole context re-fed every step (mixing methods
-  without KV caches), at the longest length;
+  watermark, no averaging); the slowest one is the floor for an eager ensemble
+  whose models run side by side (``parallel.py``);
+* ``wash`` mode, eager forwards, over the two models with N = 2, 3, 5 providers
+  (KGW on every provider); providers on one base model share its forward pass, so
+  N = 5 should cost about what N = 2 costs;
+* ``lazy``: the same with lazy forwards (one provider's model per step); its step
+  times are bimodal (a cheap model's step or the other's, plus catch-ups), so
+  compare means, against the expectation from the providers' model mix;
+* the ensemble with the whole context re-fed every step and the models run one
+  after the other (mixing methods without KV caches), at the longest length;
 * the same WASH runs split into model forward time and everything else (averaging,
   watermarks, sampling, routing, re-synchronisation), measured inside the same steps
   so the ratio holds even on a loaded machine;
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import statistics
 import subprocess
@@ -32,6 +36,8 @@ import time
 from datetime import datetime, timezone
 
 import torch
+
+from wash.parallel import parallel_enabled, pool_threads, threads_per_model
 
 PROMPT = ("The committee published its annual report on the state of the regional railways, and the "
           "first chapter explains")
@@ -57,18 +63,29 @@ def plain_decode_ms(name: str, tokens: int) -> float:
     return _median_ms(times)
 
 
-def wash_ms(specs: list[str], tokens: int, reencode: bool = False) -> dict:
+def wash_ms(specs: list[str], tokens: int, reencode: bool = False, forwards: str = "eager") -> dict:
+    import os
+
     from wash.config import GenerationConfig, ProviderSpec
     from wash.ensemble import generate
 
     cfg = GenerationConfig(providers=[ProviderSpec.parse(s) for s in specs], prompt=PROMPT,
                            max_new_tokens=tokens, seed=0, live_detection=False,
-                           reencode_every_step=reencode)
-    result = generate(cfg)
-    steps_s = result.timing["per_token_ms"] * len(result.tokens) / 1000
-    forward_s = sum(result.timing["forward_s"].values())
-    return {"median_token_ms": result.timing["median_token_ms"], "mean_token_ms": result.timing["per_token_ms"],
-            "tokens": len(result.tokens), "routed_fraction": result.routing["routed_token_fraction"],
+                           reencode_every_step=reencode, forwards=forwards)
+    before = os.environ.get("WASH_PARALLEL_FORWARDS")
+    if reencode:  # the reference runs as mixing methods without caches run: one model after the other
+        os.environ["WASH_PARALLEL_FORWARDS"] = "0"
+    try:
+        result = generate(cfg)
+    finally:
+        if before is None:
+            os.environ.pop("WASH_PARALLEL_FORWARDS", None)
+        else:
+            os.environ["WASH_PARALLEL_FORWARDS"] = before
+    steps_s = result.timing.per_token_ms * len(result.tokens) / 1000
+    forward_s = sum(result.timing.forward_s.values())
+    return {"median_token_ms": result.timing.median_token_ms, "mean_token_ms": result.timing.per_token_ms,
+            "tokens": len(result.tokens), "routed_fraction": result.routing.routed_token_fraction,
             "forward_share": forward_s / steps_s,
             # Time beyond the forward passes themselves, relative to them: robust to a
             # shared machine's load, since both are measured inside the same steps.
@@ -103,16 +120,30 @@ def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int) -> dic
     report: dict = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                     "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads, "
                                f"{'cuda' if torch.cuda.is_available() else 'cpu'}",
-                    "models": list(models), "tokens": tokens}
+                    "models": list(models), "tokens": tokens,
+                    # Quote only runs that started on an idle machine (load average well below 1).
+                    "load_average_at_start": list(os.getloadavg())}
     plain = {m: plain_decode_ms(m, tokens) for m in models}
     report["plain_decode_ms"] = plain
     report["sum_plain_ms"] = sum(plain.values())
-    report["wash"] = {}
+    slowest = max(plain.values())
+    report["slowest_plain_ms"] = slowest
+    report["forward_pool"] = {"parallel": parallel_enabled(), "pool_threads": pool_threads(),
+                              "threads_per_model": threads_per_model()}
+    report["wash"], report["lazy"] = {}, {}
     for n in (2, 3, 5):
-        r = wash_ms(providers_for(n, models), tokens)
+        specs = providers_for(n, models)
+        r = wash_ms(specs, tokens)
         r["overhead_vs_sum"] = r["median_token_ms"] / report["sum_plain_ms"] - 1
+        r["median_vs_slowest"] = r["median_token_ms"] / slowest
         report["wash"][str(n)] = r
-        print(f"[bench] N={n}: {r['median_token_ms']:.1f} ms/token", file=sys.stderr)
+        lz = wash_ms(specs, tokens, forwards="lazy")
+        # Each lazy step runs one uniformly picked provider's model: expect the mean of their plain decodes.
+        lz["expected_from_mix_ms"] = statistics.mean(plain[s.split(":")[0]] for s in specs)
+        lz["mean_vs_slowest"] = lz["mean_token_ms"] / slowest
+        report["lazy"][str(n)] = lz
+        print(f"[bench] N={n}: eager {r['median_token_ms']:.1f} ms/token (median), "
+              f"lazy {lz['mean_token_ms']:.1f} ms/token (mean)", file=sys.stderr)
     report["n5_vs_n2"] = report["wash"]["5"]["median_token_ms"] / report["wash"]["2"]["median_token_ms"]
     cached = wash_ms(providers_for(3, models), reencode_tokens)
     slow = wash_ms(providers_for(3, models), reencode_tokens, reencode=True)
@@ -120,6 +151,13 @@ def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int) -> dic
                           "reencode_mean_ms": slow["mean_token_ms"],
                           "speedup": slow["mean_token_ms"] / cached["mean_token_ms"]}
     report["memory"] = peak_rss_mb(models, min(tokens, 32))
+    report["targets"] = {
+        "eager_n3_median_vs_slowest<=1.15": report["wash"]["3"]["median_vs_slowest"] <= 1.15,
+        "lazy_n3_mean_vs_slowest<=0.9": report["lazy"]["3"]["mean_vs_slowest"] <= 0.9,
+        "eager_n5_vs_n2<=1.05": report["n5_vs_n2"] <= 1.05,
+        "reencode_speedup>=5": report["reencode"]["speedup"] >= 5,
+        "memory_ratio<=1.1": report["memory"]["ratio"] <= 1.1,
+    }
     return report
 
 

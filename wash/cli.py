@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Sequence
 
-from wash.config import MAX_NEW_TOKENS_CAP, MODES, GenerationConfig, ProviderSpec
+from wash.config import FORWARDS, MAX_NEW_TOKENS_CAP, MODES, GenerationConfig, ProviderSpec
 from wash.errors import WashInputError
 
 
@@ -24,29 +24,21 @@ def _specs(values: Sequence[str] | None) -> list[ProviderSpec]:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from wash.ensemble import generate_stream
-    from wash.events import FinishedEvent, LoadEvent
+    from wash.ensemble import generate
 
     config = GenerationConfig(providers=_specs(args.provider), prompt=args.prompt, mode=args.mode,
                               max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                              top_p=args.top_p, seed=args.seed, live_detection=False)
-    config.validate()
-    result = None
-    for event in generate_stream(config):
-        if isinstance(event, LoadEvent):
-            _progress(event.message)
-        elif isinstance(event, FinishedEvent):
-            result = event.result
-    assert result is not None
+                              top_p=args.top_p, seed=args.seed, live_detection=False, forwards=args.forwards)
+    result = generate(config, on_load=lambda event: _progress(event.message))
     if args.json:
         print(json.dumps(result_json(result), ensure_ascii=False))
         return 0
     print(result.prompt + result.marked_text())
     print()
     r = result.routing
-    print(f"mode={result.mode} seed={result.seed} tokens={r['tokens']} finish={result.finish_reason} "
-          f"routed={r['routed_token_fraction']:.1%} (spans {r['routed_spans']}, mean length "
-          f"{r['mean_routed_span_length']:.2f})  {result.timing['per_token_ms']:.0f} ms/token")
+    print(f"mode={result.mode} forwards={config.forwards} seed={result.seed} tokens={r.tokens} "
+          f"finish={result.finish_reason} routed={r.routed_token_fraction:.1%} (spans {r.routed_spans}, "
+          f"mean length {r.mean_routed_span_length:.2f})  {result.timing.per_token_ms:.0f} ms/token")
     _print_detection(result.detection)
     return 0
 
@@ -54,8 +46,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def result_json(result) -> dict:
     """The CLI's JSON: the run result plus the per-provider detection and timing."""
     d = result.to_dict()
-    d["tokens"] = [{k: t[k] for k in ("text", "routed", "span_id", "specialists", "chosen")}
-                   for t in result.tokens]
+    d["tokens"] = [{"text": t.text, "routed": t.routed, "span_id": t.span_id, "specialists": t.specialists,
+                    "chosen": t.chosen} for t in result.tokens]
     return d
 
 
@@ -68,10 +60,7 @@ def _print_detection(rows) -> None:
 
 def cmd_detect(args: argparse.Namespace) -> int:
     from wash.detection import detect_text
-    from wash.ensemble import model_vocab
-    from wash.models import load_model
-    from wash.providers import build_provider
-    from wash.vocab import align
+    from wash.providers import build_providers
 
     specs = _specs(args.provider)
     if not specs:
@@ -88,9 +77,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
         text = args.text
     if not text.strip():
         raise WashInputError("the text to score is empty")
-    lms = {s.model: load_model(s.model, progress=_progress) for s in specs}
-    alignment = align([model_vocab(lm) for lm in lms.values()]) if any(s.coordinated for s in specs) else None
-    providers = [build_provider(i, s, lms[s.model], alignment) for i, s in enumerate(specs)]
+    providers = build_providers(specs, progress=_progress).providers
     rows = detect_text(providers, text, args.z_threshold)
     if args.json:
         print(json.dumps([r.to_dict() for r in rows]))
@@ -113,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--mode", choices=MODES, default="wash")
+    g.add_argument("--forwards", choices=FORWARDS, default="eager",
+                   help="eager: every model runs each step and the token is drawn from the average; "
+                        "lazy: one provider picked uniformly per step, only its model runs (same law, faster)")
     g.add_argument("--json", action="store_true", help="print one JSON object")
     g.set_defaults(func=cmd_generate)
 

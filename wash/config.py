@@ -7,11 +7,40 @@ error) report bad input the same way.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 from wash.errors import WashInputError
 
-MODES = ("wash", "naive", "single", "unwatermarked")
+
+
+@dataclass(frozen=True)
+class Mode:
+    """How one generation mode runs: the same loop, switched by four facts."""
+
+    name: str
+    #: Only the first provider takes part (the watermarked baseline).
+    first_provider_only: bool
+    #: Providers perturb their distributions with their watermarks.
+    watermark: bool
+    #: A token missing from some vocabularies is finished by specialists (fluency-aware
+    #: routing); without routing every model re-tokenises it at once.
+    routing: bool
+    description: str
+
+
+#: Every mode in one table; the engine reads these fields and nothing else.
+MODE_TABLE: dict[str, Mode] = {m.name: m for m in (
+    Mode("wash", False, True, True, "average every provider over the union, with routing (the paper's method)"),
+    Mode("naive", False, True, False, "average over the union, no routing: a missing token is re-tokenised at once"),
+    Mode("single", True, True, False, "provider 1 alone: the watermarked baseline"),
+    Mode("unwatermarked", False, False, True, "WASH with every watermark off: the base models' consensus"),
+)}
+MODES = tuple(MODE_TABLE)
+#: ``eager``: every base model runs its forward each step and the token is drawn from
+#: the average. ``lazy``: one provider is picked uniformly at random and the token is
+#: drawn from its distribution alone (the same law as drawing from the average); only
+#: that provider's model runs, the others catch up in one batched forward later.
+FORWARDS = ("eager", "lazy")
 MAX_PROVIDERS = 8
 #: Longest generation accepted: keeps a CPU demo responsive. (Contexts longer than a
 #: sliding-window model's window stay correct: re-synchronisation then re-encodes
@@ -68,7 +97,7 @@ class ProviderSpec:
                 k, v = item.split("=", 1)
                 params[k.strip()] = v.strip()
         coordinated = params.pop("coordinated", "false").lower() in ("1", "true", "yes", "on")
-        scheme_cls.parse_params(params)  # validates names and types now, not mid-generation
+        scheme_cls.parse_params(params)  # validates names, types and ranges now, before any model loads
         return cls(model=model, scheme=scheme, key=key, params=tuple(sorted(params.items())),
                    coordinated=coordinated)
 
@@ -111,11 +140,24 @@ class GenerationConfig:
     max_routed_span: int = MAX_ROUTED_SPAN
     #: Feed the whole context every step instead of using KV caches (the slow reference).
     reencode_every_step: bool = False
-    extra: dict = field(default_factory=dict)
+    #: ``eager`` or ``lazy`` (see ``FORWARDS``).
+    forwards: str = "eager"
+
+    @property
+    def spec(self) -> Mode:
+        return MODE_TABLE[self.mode]
+
+    def active_providers(self) -> list[ProviderSpec]:
+        """The providers that take part in this mode."""
+        return list(self.providers[:1] if self.spec.first_provider_only else self.providers)
 
     def validate(self) -> None:
         if self.mode not in MODES:
             raise WashInputError(f"unknown mode '{self.mode}' (accepted: {', '.join(MODES)})")
+        if self.forwards not in FORWARDS:
+            raise WashInputError(f"unknown forwards '{self.forwards}' (accepted: {', '.join(FORWARDS)})")
+        if self.forwards == "lazy" and self.reencode_every_step:
+            raise WashInputError("lazy forwards need KV caches; they cannot re-encode every step")
         if not self.providers:
             raise WashInputError("no provider given (add at least one MODEL:SCHEME:KEY)")
         if len(self.providers) > MAX_PROVIDERS:
@@ -133,7 +175,7 @@ class GenerationConfig:
             raise WashInputError(
                 f"min new tokens must be between 0 and max new tokens ({self.max_new_tokens}), "
                 f"got {self.min_new_tokens}")
-        if not 0.0 <= float(self.temperature) <= 5.0:
+        if not 0.0 <= float(self.temperature) <= 5.0:  # NaN fails this test too
             raise WashInputError(f"temperature must be between 0 and 5, got {self.temperature}")
         if not 0.0 < float(self.top_p) <= 1.0:
             raise WashInputError(f"top-p must be in (0, 1], got {self.top_p}")

@@ -2,8 +2,9 @@
 
 ``wash.ensemble.generate_stream`` yields these dataclasses in order: ``LoadEvent``
 while models load, one ``StepEvent`` per committed token, a ``ResyncEvent`` after
-each routed span, and a final ``FinishedEvent`` carrying the ``RunResult``. All of
-them turn into plain JSON with ``to_dict``.
+each routed span, and a final ``FinishedEvent`` carrying the ``RunResult``.
+Consumers read their fields; they become plain JSON only when serialised
+(``to_dict``), for a download or the CLI's ``--json``.
 """
 
 from __future__ import annotations
@@ -27,8 +28,12 @@ class StepEvent:
     distribution is given on them: every provider's watermarked p_i, the average
     p̄ and the consensus p* (mean of the providers' unwatermarked base
     distributions), with ``linf`` = ‖p̄ − p*‖∞ over the whole union vocabulary.
-    For a routed step only the chosen specialist's distribution exists: the
-    candidates are its top-k and the other entries are ``None``.
+    ``chosen`` is the provider whose own distribution the token was drawn from:
+    the specialist on a routed step, the uniformly picked provider on a lazy step,
+    ``None`` when the token was drawn from the average. When a step drew from one
+    provider, only that provider's distribution exists (nothing else was computed):
+    the candidates are its top-k and every other entry, p̄, p* and ``linf`` are
+    ``None``.
     """
 
     step: int
@@ -91,17 +96,61 @@ class ProviderDetection:
 
 
 @dataclass
+class TokenRecord:
+    """One committed token of the final text (``chosen`` as in ``StepEvent``)."""
+
+    text: str
+    union_id: int
+    routed: bool
+    span_id: int | None
+    specialists: list[int]
+    chosen: int | None
+
+
+@dataclass
+class SpanRecord:
+    """One routed span: where it starts among the tokens, how long, who could write it."""
+
+    span_id: int
+    text: str
+    start: int
+    length: int
+    specialists: list[int]
+
+
+@dataclass
+class RoutingSummary:
+    routed_token_fraction: float
+    mean_routed_span_length: float
+    routed_spans: int
+    tokens: int
+
+
+@dataclass
+class Timing:
+    """Wall-clock cost of a run; per-model counters show what each base model did."""
+
+    per_token_ms: float
+    median_token_ms: float
+    total_s: float
+    load_s: float
+    forward_calls: dict[str, int]
+    ids_fed: dict[str, int]
+    forward_s: dict[str, float]
+
+
+@dataclass
 class RunResult:
     text: str
     prompt: str
     mode: str
     seed: int
     providers: list[dict]
-    tokens: list[dict]
-    spans: list[dict]
-    routing: dict
+    tokens: list[TokenRecord]
+    spans: list[SpanRecord]
+    routing: RoutingSummary
     detection: list[ProviderDetection]
-    timing: dict
+    timing: Timing
     model_ids: dict[str, list[int]]
     finish_reason: str
     settings: dict = field(default_factory=dict)
@@ -110,13 +159,13 @@ class RunResult:
         """The text with routed spans in ⟦brackets⟧, for terminals."""
         out, open_span = [], None
         for t in self.tokens:
-            if t["span_id"] != open_span:
+            if t.span_id != open_span:
                 if open_span is not None:
                     out.append("⟧")
-                if t["span_id"] is not None:
+                if t.span_id is not None:
                     out.append("⟦")
-                open_span = t["span_id"]
-            out.append(t["text"])
+                open_span = t.span_id
+            out.append(t.text)
         if open_span is not None:
             out.append("⟧")
         return "".join(out)

@@ -8,13 +8,13 @@ per token grows with the number of distinct base models, not with N.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
 from wash.config import ProviderSpec
-from wash.models import LoadedModel
-from wash.vocab import VocabAlignment
+from wash.models import LoadedModel, load_model
+from wash.vocab import VocabAlignment, align, model_vocab
 from wash.watermarks import build_scheme
 from wash.watermarks.base import Detector, WatermarkScheme
 from wash.watermarks.coordinated import UnionSpace
@@ -55,17 +55,41 @@ class Provider:
         self.state = self.scheme.new_state(derive_seed("generation", seed, self.index))
 
 
-def build_provider(index: int, spec: ProviderSpec, lm: LoadedModel, alignment: VocabAlignment | None,
-                   watermark: bool = True) -> Provider:
-    """Instantiate a provider; ``watermark=False`` serves the base model (scheme ``none``)."""
-    scheme_name = spec.scheme if watermark else "none"
-    params = dict(spec.params) if watermark else {}
+def build_provider(index: int, spec: ProviderSpec, lm: LoadedModel, alignment: VocabAlignment) -> Provider:
+    """Instantiate one provider (use ``build_providers``, which loads and aligns, instead)."""
     space = None
     size = lm.vocab_size
-    if spec.coordinated and watermark:
-        if alignment is None:
-            raise ValueError("a coordinated provider needs the union vocabulary")
+    if spec.coordinated:
         space = UnionSpace(alignment.to_union[lm.name], alignment.size, alignment.eos_index)
         size = alignment.size
-    scheme = build_scheme(scheme_name, spec.key, size, params)
+    scheme = build_scheme(spec.scheme, spec.key, size, dict(spec.params))
     return Provider(index=index, spec=spec, lm=lm, scheme=scheme, space=space)
+
+
+@dataclass
+class ProviderSet:
+    """Providers with their loaded base models and the union of those models' vocabularies."""
+
+    providers: list[Provider]
+    models: dict[str, LoadedModel]
+    alignment: VocabAlignment
+
+
+def build_providers(specs: Sequence[ProviderSpec], union_models: Sequence[str] | None = None,
+                    progress: Callable[[str], None] | None = None) -> ProviderSet:
+    """The one place providers are built: for generation, for the CLI's and the app's
+    detection, and for the experiments.
+
+    ``union_models`` names the model set whose union vocabulary coordinated providers
+    hash in (a generation's own model set); by default the specs' own models. A
+    detector of a coordinated provider must use the same set as the generation,
+    or its token space differs from the one the text was watermarked in.
+    """
+    say = progress or (lambda _m: None)
+    names = list(dict.fromkeys(list(union_models or []) + [s.model for s in specs]))
+    lms = {n: load_model(n, progress=say) for n in names}
+    if len(names) > 1:
+        say("aligning vocabularies")
+    alignment = align([model_vocab(lms[n]) for n in names])
+    providers = [build_provider(i, s, lms[s.model], alignment) for i, s in enumerate(specs)]
+    return ProviderSet(providers=providers, models=lms, alignment=alignment)

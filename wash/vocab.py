@@ -200,6 +200,20 @@ def _align_cached(vocabs: tuple[ModelVocab, ...]) -> VocabAlignment:
                           scatter_index=scatter, rows_of=rows_of)
 
 
+_VOCABS: dict[str, ModelVocab] = {}
+
+
+def model_vocab(lm) -> ModelVocab:
+    """Token bytes of a loaded model (``wash.models.LoadedModel``), computed once per process.
+
+    Reading 262k token strings takes about a second; every generation and detector
+    of the process shares the result, keyed by the model's name.
+    """
+    if lm.name not in _VOCABS:
+        _VOCABS[lm.name] = build_model_vocab(lm.name, lm.tokenizer, lm.vocab_size, lm.eos_ids)
+    return _VOCABS[lm.name]
+
+
 def encode_bytes(data: bytes, encode_text, vocab: ModelVocab) -> list[int]:
     """Tokenise raw bytes with a model's tokenizer, exactly.
 

@@ -11,6 +11,10 @@ For each bias: the watermarked baseline (``single``, provider 0) and WASH over N
 providers cycling through the base models. Detection z on prompt continuations,
 with their perplexity under each unwatermarked base model; optionally (task
 ``arithmetic``) accuracy on the project's word problems.
+
+Forwards default to ``lazy`` (``--forwards eager`` to change): z, perplexity and
+accuracy come from the texts alone, and a lazy step draws from the same law as
+the average, so the biased perturbation enters the text exactly as often.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ class Config(ExperimentConfig):
     arith_models: tuple[str, ...] = ("smollm2", "gemma3")
     arith_tokens: int = 96
     arith_temperature: float = 0.7
+    #: Only the texts are read (z, perplexity, answers), never the distributions: lazy.
+    forwards: str = "lazy"
 
     PRESETS: ClassVar[dict] = {
         "quick": dict(prompts=2, tokens=64, biases=(2.0, 6.0, 10.0), tasks=("continuation",)),

@@ -1,8 +1,9 @@
 """``python -m wash experiment NAME``: run, resume or re-summarise one experiment.
 
 Settings come from the experiment's preset (full by default, ``--quick`` for a
-run of minutes, ``--tiny`` for the random test models), then the common options,
-then ``--set field=value`` for anything experiment-specific (``--show`` lists the
+run of minutes, ``--tiny`` for the random test models), then the common options
+(``--forwards eager|lazy`` among them: each experiment has its own default, named
+in its docstring), then ``--set field=value`` for anything experiment-specific (``--show`` lists the
 fields and the number of jobs without running anything). Bad input ends in one
 line and exit code 2, like the rest of the CLI.
 """
@@ -17,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from wash.config import FORWARDS
 from wash.errors import WashInputError
 from wash.experiments import EXPERIMENTS, load
 
@@ -35,10 +37,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--tokens", type=int, help="new tokens per generation")
     p.add_argument("--seeds", type=int, nargs="+", help="generation seeds (each draws new keys)")
     p.add_argument("--schemes", nargs="+", help="watermark schemes")
+    p.add_argument("--forwards", choices=FORWARDS,
+                   help="eager: every model's forward each step, token drawn from the average; lazy: one "
+                        "uniformly picked provider draws it (same law, one forward). Default: the "
+                        "experiment's own (lazy where only the texts are read, eager for cost)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="any other config field, e.g. --set n_values=1,3,5 (repeatable)")
     p.add_argument("--workers", type=int, default=1,
-                   help="worker processes sharing the jobs (default 1; 2 on a 2-core CPU: about 1.8x the throughput)")
+                   help="worker processes sharing the jobs (default 1; 2 on a 2-core CPU: about 1.8x the "
+                        "throughput); with more than one, each runs its models' forwards one after the other "
+                        "on cores/K torch threads instead of in the parallel pool")
     p.add_argument("--show", action="store_true", help="print the resolved config and job count, run nothing")
     p.set_defaults(func=cmd_experiment)
     return p
@@ -80,6 +88,7 @@ def build_config(args: argparse.Namespace):
     overrides: dict[str, Any] = {
         "models": tuple(args.models) if args.models else None, "prompts": args.prompts, "tokens": args.tokens,
         "seeds": tuple(args.seeds) if args.seeds else None, "schemes": tuple(args.schemes) if args.schemes else None,
+        "forwards": getattr(args, "forwards", None),
     }
     for item in args.set:
         if "=" not in item:
@@ -113,6 +122,8 @@ def validate(config) -> None:
         raise WashInputError(f"--prompts must be at least 1, got {config.prompts}")
     if not config.seeds:
         raise WashInputError("give at least one seed")
+    if config.forwards not in FORWARDS:
+        raise WashInputError(f"unknown forwards '{config.forwards}' (accepted: {', '.join(FORWARDS)})")
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:

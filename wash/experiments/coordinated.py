@@ -9,6 +9,11 @@ still fire. Three conditions per scheme, on the same prompts and seeds:
 * ``single``: provider 0 alone (the watermarked baseline);
 * ``independent``: N providers over the mixed base models, independent keys (WASH);
 * ``coordinated``: the same N providers, one shared key, coordinated in the union.
+
+Forwards default to ``lazy`` (``--forwards eager`` to change): only the texts'
+detection z is read. Drawing from one uniformly picked provider has the law of the
+average whatever the keys, so a coordinated signal survives (or independent ones
+cancel) exactly as under eager forwards.
 """
 
 from __future__ import annotations
@@ -31,6 +36,8 @@ CONDITIONS = ("single", "independent", "coordinated")
 class Config(ExperimentConfig):
     schemes: tuple[str, ...] = ("kgw", "unigram", "dipmark", "aar", "its-edit", "exp-edit", "waterbag")
     n: int = 3
+    #: Only the texts' detection z is read, never the distributions: lazy.
+    forwards: str = "lazy"
 
     PRESETS: ClassVar[dict] = {
         "quick": dict(prompts=2, tokens=64, schemes=("kgw", "aar")),

@@ -4,20 +4,38 @@ Variants, all on the same prompts and measured in one invocation (rounds
 interleave the variants so that load on a shared machine hits them alike):
 
 * ``unwatermarked`` / ``single``: ``models[0]`` alone, without / with its watermark;
-* ``wash-par``: WASH over N providers with every base model resident (the
-  paper's WASH-Par.: one KV-cached forward per distinct model and step);
+* ``wash-par``: WASH over N providers with every base model resident and the
+  parallel forwards of ``wash/parallel.py``: each eager step runs the distinct
+  base models' KV-cached forwards concurrently, one pool thread each (the paper's
+  WASH-Par.; a step costs about the slowest model's forward, not the sum). Its
+  subprocess runs with ``WASH_PARALLEL_FORWARDS=1`` whatever the environment says;
 * ``wash-seq``: the same ensemble with every base model's weights offloaded by
   accelerate's hooks (``disk_offload``: weights on disk, loaded module by module
   for each forward and dropped after it; ``cpu_offload`` on a GPU machine), so an
   inactive model occupies no memory: the paper's WASH-Seq., trading latency for
-  memory;
+  memory. Its subprocess runs with ``WASH_PARALLEL_FORWARDS=0``, so the models
+  really run one after the other and only one model's weights are loaded at a
+  time (parallel forwards would load both at once and defeat the offloading);
+* ``lazy``: WASH with lazy forwards (``forwards="lazy"``, every model resident):
+  each step picks one provider uniformly and draws from its distribution alone,
+  the same law as the average; only that model runs a forward, the others catch
+  up on the new ids in one batched forward when next picked;
 * ``reencode``: WASH-Par. feeding the whole context every step with no KV cache,
-  the slow reference loop.
+  the slow reference loop (parallel forwards as ``wash-par``).
+
+Forwards default to ``eager`` here (``--forwards lazy`` to change): this experiment
+measures eager decoding itself, the forwards every model runs each step, and
+compares it with lazy in its own variant. The variants ``lazy`` (lazy) and
+``reencode`` (eager: lazy forwards need KV caches to catch up with) name their own;
+the others use the config's ``forwards``. The effective forwards is part of each
+job's key and of every row.
 
 Each (variant, round) runs in a fresh subprocess so that its peak resident memory
 (sampled every few ms during generation) counts only the models it loads. Latency
 is the engine's per-token time (total decode time / tokens); ratios are taken
-against ``single`` from the same invocation.
+against ``single`` from the same invocation. Each row records the forward
+settings its subprocess ran with (parallel or not, pool threads, torch threads per
+model).
 """
 
 from __future__ import annotations
@@ -44,7 +62,9 @@ from wash.experiments.runner import ExperimentConfig, Job
 NAME = "cost"
 #: Timings and peak memory would be distorted by worker processes sharing the cores.
 PARALLEL = False
-VARIANTS = ("unwatermarked", "single", "wash-par", "wash-seq", "reencode")
+VARIANTS = ("unwatermarked", "single", "wash-par", "wash-seq", "lazy", "reencode")
+#: ``WASH_PARALLEL_FORWARDS`` forced in a variant's subprocess (others inherit the environment).
+PARALLEL_ENV = {"wash-par": "1", "reencode": "1", "wash-seq": "0"}
 WARMUP_TOKENS = 4
 
 
@@ -66,16 +86,25 @@ class Config(ExperimentConfig):
 
 
 def variant_setup(variant: str, config: Config, seed: int, salt: int) -> tuple[list, str, dict[str, Any]]:
-    """(provider specs, engine mode, extra GenerationConfig settings) of a variant."""
+    """(provider specs, engine mode, extra GenerationConfig settings) of a variant.
+
+    The extra settings always name the variant's ``forwards`` (see ``variant_forwards``).
+    """
     scheme = config.schemes[0]
+    forwards = {"forwards": variant_forwards(variant, config)}
     if variant in ("unwatermarked", "single"):
-        return runner.make_ensemble(1, config.models, [scheme], seed, salt), variant, {}
+        return runner.make_ensemble(1, config.models, [scheme], seed, salt), variant, forwards
     specs = runner.make_ensemble(config.n, config.models, [scheme], seed, salt)
-    if variant in ("wash-par", "wash-seq"):
-        return specs, "wash", {}
+    if variant in ("wash-par", "wash-seq", "lazy"):
+        return specs, "wash", forwards
     if variant == "reencode":
-        return specs, "wash", {"reencode_every_step": True}
+        return specs, "wash", {**forwards, "reencode_every_step": True}
     raise ValueError(f"unknown cost variant '{variant}' (accepted: {', '.join(VARIANTS)})")
+
+
+def variant_forwards(variant: str, config: Config) -> str:
+    """``lazy`` for the lazy variant, ``eager`` for re-encoding, else the config's ``forwards``."""
+    return {"lazy": "lazy", "reencode": "eager"}.get(variant, config.forwards)
 
 
 def jobs(config: Config) -> list[Job]:
@@ -84,7 +113,7 @@ def jobs(config: Config) -> list[Job]:
     for r in range(config.rounds):
         for variant in config.variants:
             variant_setup(variant, config, 0, 0)  # validate the name now
-            key = config.key(variant=variant, round=r, prompts=",".join(prompts), n=config.n,
+            key = config.key(variant=variant, forwards=variant_forwards(variant, config), round=r, prompts=",".join(prompts), n=config.n,
                              scheme=config.schemes[0], models=",".join(config.models),
                              offload=config.offload if variant == "wash-seq" else "none",
                              seeds=",".join(map(str, config.seeds)))
@@ -97,6 +126,8 @@ def _subprocess_job(variant: str, config: Config):
         payload = json.dumps({"variant": variant, "config": config.to_dict()})
         env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
                "TRANSFORMERS_VERBOSITY": os.environ.get("TRANSFORMERS_VERBOSITY", "error")}
+        if variant in PARALLEL_ENV:
+            env["WASH_PARALLEL_FORWARDS"] = PARALLEL_ENV[variant]
         proc = subprocess.run([sys.executable, "-m", "wash.experiments.cost", "--worker", payload],
                               capture_output=True, text=True, env=env)
         if proc.returncode != 0:
@@ -186,6 +217,7 @@ def worker(variant: str, config: Config) -> list[dict]:
     import torch
 
     from wash.models import load_model
+    from wash.parallel import parallel_enabled
 
     baseline = rss_bytes()
     prompts = runner.prompt_set(config)
@@ -213,14 +245,19 @@ def worker(variant: str, config: Config) -> list[dict]:
                 result = runner.generate_run(specs, prompt.text, mode, config, seed, **extra)
                 wall = time.perf_counter() - t0
                 t = result.timing
-                rows.append({"prompt_id": prompt.id, "seed": seed, "tokens_generated": result.routing["tokens"],
-                             "per_token_ms": t["per_token_ms"], "median_token_ms": t["median_token_ms"],
-                             "decode_s": t["total_s"], "wall_s": wall,
-                             "forward_calls": sum(t["forward_calls"].values()),
-                             "ids_fed": sum(t["ids_fed"].values()),
-                             "routed_token_fraction": result.routing["routed_token_fraction"],
+                rows.append({"prompt_id": prompt.id, "seed": seed, "tokens_generated": result.routing.tokens,
+                             "per_token_ms": t.per_token_ms, "median_token_ms": t.median_token_ms,
+                             "decode_s": t.total_s, "wall_s": wall,
+                             "forward_calls": sum(t.forward_calls.values()),
+                             "ids_fed": sum(t.ids_fed.values()),
+                             "routed_token_fraction": result.routing.routed_token_fraction,
                              # equal texts across wash-par / wash-seq / reencode show they decode alike
-                             "text_sha1": hashlib.sha1(result.text.encode("utf-8")).hexdigest()[:12]})
+                             # (lazy draws other, identically distributed, texts)
+                             "text_sha1": hashlib.sha1(result.text.encode("utf-8")).hexdigest()[:12],
+                             "forwards": result.settings.get("forwards"),
+                             "parallel_forwards": parallel_enabled(),
+                             "pool_threads": result.settings.get("parallel_threads"),
+                             "threads_per_model": result.settings.get("threads_per_model")})
     gpu_peak = torch.cuda.max_memory_allocated() if torch.cuda.is_available() else 0
     if tmp is not None:
         tmp.cleanup()
@@ -247,7 +284,7 @@ def _worker_main(argv: list[str]) -> int:
 def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
     cols = ["variant", "runs", "tokens", "per_token_ms", "median_token_ms", "latency_ratio", "peak_rss_mb",
             "peak_anon_mb", "peak_above_baseline_mb", "resident_weights_mb", "memory_ratio", "anon_memory_ratio",
-            "forward_calls_per_token", "ids_fed_per_token"]
+            "forward_calls_per_token", "ids_fed_per_token", "forwards", "parallel_forwards"]
     if rows.empty:
         return pd.DataFrame(columns=cols)
     records = []
@@ -264,7 +301,9 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
                         "peak_above_baseline_mb": float(g["peak_above_baseline_mb"].max()),
                         "resident_weights_mb": float(g["resident_weights_mb"].max()),
                         "forward_calls_per_token": float(g["forward_calls"].sum()) / tokens if tokens else 0.0,
-                        "ids_fed_per_token": float(g["ids_fed"].sum()) / tokens if tokens else 0.0})
+                        "ids_fed_per_token": float(g["ids_fed"].sum()) / tokens if tokens else 0.0,
+                        "forwards": g["forwards"].iloc[0] if "forwards" in g else "eager",
+                        "parallel_forwards": g["parallel_forwards"].iloc[0] if "parallel_forwards" in g else None})
     table = pd.DataFrame(records)
     ref = table[table["variant"] == "single"]
     if len(ref):

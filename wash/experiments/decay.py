@@ -18,6 +18,10 @@ scheme's z when its WASH partners carry other schemes. Each
 row is one provider's detector on one WASH text; N = 1 is the watermarked
 baseline (WASH over one provider is that provider alone), run once and shared by
 both settings.
+
+Forwards default to ``lazy`` (``--forwards eager`` to change): each row reads only
+the final text's detection z and routing counts, never p̄ or p*, and a lazy step
+draws from the same law as the average while running one model instead of all.
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ class Config(ExperimentConfig):
     settings: tuple[str, ...] = ("fixed", "mixed")
     #: Schemes drawn from for ``mix`` (defaults to the non-mix entries of ``schemes``).
     mix_pool: tuple[str, ...] = ()
+    #: Only the texts are read (detection z, routing counts), never the distributions: lazy.
+    forwards: str = "lazy"
 
     PRESETS: ClassVar[dict] = {
         "quick": dict(prompts=2, tokens=48, schemes=("kgw", "aar", MIX), n_values=(1, 3, 5),

@@ -14,6 +14,11 @@ watermarked), ``naive`` and ``wash`` (N providers):
   model naive and WASH coincide (no vocabulary mismatch), so naive is skipped;
   pass two models in ``arith_models`` for the routing ablation (plain
   "Question/Answer" format then).
+
+Forwards default to ``lazy`` (``--forwards eager`` to change): perplexities and
+answers are computed from the texts alone, and a lazy step draws from the same
+law as the average (the mean of the providers' distributions), so quality is
+measured on identically distributed texts.
 """
 
 from __future__ import annotations
@@ -42,6 +47,8 @@ class Config(ExperimentConfig):
     arith_models: tuple[str, ...] = ("smollm2",)
     arith_tokens: int = 96
     arith_temperature: float = 0.7
+    #: Only the texts are read (perplexity, answers), never the distributions: lazy.
+    forwards: str = "lazy"
 
     PRESETS: ClassVar[dict] = {
         "quick": dict(prompts=2, tokens=48, schemes=("kgw",), arith_problems=6, arith_tokens=64),

@@ -40,6 +40,15 @@ def markdown_table(frame: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def _forward_note(meta: dict) -> str:
+    """`` (parallel, 1 thread per model)`` from meta.json's forward settings, if recorded."""
+    fs = meta.get("forward_settings")
+    if not fs:
+        return ""
+    how = "parallel" if fs.get("parallel") else "sequential"
+    return f" ({how}, {fs.get('threads_per_model', '?')} thread(s) per model)"
+
+
 def section(out_dir: Path, figures: Path | None, link_prefix: str = "figures") -> str:
     meta_files = sorted(out_dir.glob("*_meta.json"))
     if not meta_files:
@@ -48,7 +57,9 @@ def section(out_dir: Path, figures: Path | None, link_prefix: str = "figures") -
     name = meta["experiment"]
     summary = pd.read_csv(out_dir / f"{name}_summary.csv")
     parts = [f"Command: `{meta['command']}`  ",
-             f"Date: {meta['date']}; code: {meta.get('code', 'not recorded')}; machine: {meta['machine']}; "
+             f"Date: {meta['date']}; code: {meta.get('code', 'not recorded')}"
+             + (f" (engine {meta['engine']})" if meta.get("engine") else "")
+             + f"; forwards: {meta.get('forwards', 'eager')}{_forward_note(meta)}; machine: {meta['machine']}; "
              f"{meta['jobs_total']} jobs, {meta['elapsed_s_total']:.0f} s wall-clock running them"
              + (f" in {meta['workers']} worker processes of {meta.get('threads_per_worker', '?')} torch "
                 f"thread(s) each."

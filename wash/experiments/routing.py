@@ -7,6 +7,12 @@ frequent spans could let a watermark back in. The paper finds routed tokens unde
 experiment measures the same on heterogeneous ensembles (providers cycling over
 ``models``, a rotating mix of schemes) for every domain of the prompt set, with
 the detection z of every provider on the final text.
+
+Forwards default to ``lazy`` (``--forwards eager`` to change): routing and
+re-synchronisation are the same in both (a routed span is always drawn from one
+specialist), and a lazy step draws the next token from the same law as the
+average, so the routed fractions estimate the same quantities at a fraction of
+the forwards.
 """
 
 from __future__ import annotations
@@ -31,6 +37,8 @@ class Config(ExperimentConfig):
     n: int = 3
     #: Prompts per domain (``prompts`` is ignored: every domain gets this many).
     per_domain: int = 12
+    #: Only the texts' routing counts and detection z are read: lazy.
+    forwards: str = "lazy"
 
     PRESETS: ClassVar[dict] = {
         "quick": dict(per_domain=2, tokens=64),

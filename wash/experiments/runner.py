@@ -11,20 +11,36 @@ all are done.
 Generations are also stored by what determines them (``GenerationStore``, under
 ``<out>/../generations``): the same WASH text needed by two experiments (decay's
 mixed N = 3 and tpr's WASH N = 3, say) or an unwatermarked text scored by the
-detectors of several schemes is generated once. Detection always runs afresh. It then summarises the
+detectors of several schemes is generated once. The store's key includes a
+fingerprint of the engine's source (``engine_fingerprint``), so texts made by a
+different engine are never reused. Detection always runs afresh. It then summarises the
 rows of the current plan only (rows of other settings in the same file are kept but
 ignored), writes the summary CSV and the figure (HTML + PNG), and a ``meta.json``
-recording the command, date, machine and elapsed time for docs/RESULTS.md.
+recording the command, date, machine, forward settings and elapsed time for
+docs/RESULTS.md.
 
 Generation goes through the engine's public API (``wash.ensemble.generate``) with
-live detection off; unwatermarked texts are scored with the providers' own
-detectors the way ``python -m wash detect`` does.
+live detection off and the config's ``forwards`` (``eager`` or ``lazy``, see
+``wash.config.FORWARDS``); texts are scored with the providers' own detectors the
+way ``python -m wash detect`` does.
+
+Forwards: ``lazy`` draws each token from one uniformly picked provider's
+distribution, the same law as drawing from the average, running only that
+provider's model. Its texts are therefore distributed exactly like ``eager``'s,
+but it never computes the average p̄, the consensus p* or the other providers'
+distributions. An experiment that only reads the final text (its detection z, its
+routing counts, its perplexity or answer) loses nothing by it and defaults to
+``lazy``; one that needs the distributions or measures eager decoding itself
+(``cost``) defaults to ``eager``. A seeded text differs between the two, so
+``forwards`` is part of every job key and of the generation store's key.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+import functools
+import hashlib
 import json
 import math
 import os
@@ -67,6 +83,9 @@ class ExperimentConfig:
     z_threshold: float = 4.0
     #: Reuse generations stored under ``<out>/../generations`` (see ``GenerationStore``).
     cache: bool = True
+    #: ``eager`` or ``lazy`` forwards for every generation (``wash.config.FORWARDS``); each
+    #: experiment sets its own default (see the module docstring).
+    forwards: str = "eager"
     #: Name of the preset the config was built from (recorded in meta.json).
     preset: str = "full"
 
@@ -88,7 +107,8 @@ class ExperimentConfig:
 
     def key(self, **params: Scalar) -> dict[str, Scalar]:
         """A job key: the given parameters plus the sampling settings every job depends on."""
-        return {"tokens": self.tokens, "temperature": self.temperature, "top_p": self.top_p, **params}
+        return {"tokens": self.tokens, "temperature": self.temperature, "top_p": self.top_p,
+                "forwards": self.forwards, **params}
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -215,8 +235,6 @@ def run_jobs(table: ResultTable, jobs: Sequence[Job], desc: str, claims: Path | 
 
 
 def _job_digest(job: Job) -> str:
-    import hashlib
-
     return hashlib.sha256(job.id.encode()).hexdigest()[:32]
 
 
@@ -339,21 +357,46 @@ def _write_meta(path: Path, name: str, config: ExperimentConfig, command: str | 
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine_description(),
         "code": code_version(),
+        "engine": engine_fingerprint(),
         "config": config.to_dict(),
         "jobs_total": jobs_total,
         "jobs_run_now": ran,
         "elapsed_s_now": round(elapsed, 1),
         "workers": workers,
         "threads_per_worker": _worker_threads(workers),
+        "forwards": config.forwards,
+        "forward_settings": forward_settings(workers),
         # compute time accumulated over resumed invocations of the same plan
         "elapsed_s_total": round(elapsed + (previous.get("elapsed_s_total", 0.0) if same_plan else 0.0), 1),
     }
     if same_plan and ran == 0:  # a pure re-summary keeps the date and code of the run that computed the rows
         meta["date"] = previous.get("date", meta["date"])
         meta["code"] = previous.get("code", meta["code"])
+        meta["engine"] = previous.get("engine", meta["engine"])
+        for k in ("workers", "threads_per_worker", "forward_settings"):  # how those rows were computed
+            if k in previous:
+                meta[k] = previous[k]
         meta["summarised_with"] = code_version()
     path.write_text(json.dumps(meta, indent=2))
     return meta
+
+
+def forward_settings(workers: int = 1) -> dict[str, Any]:
+    """How the generations' forwards ran: parallel or not, torch threads per model, pool threads.
+
+    With one worker these are this process's (``wash.parallel``'s defaults or the
+    ``WASH_*`` environment); with several, what ``workers.forward_env`` gives each worker.
+    """
+    if workers > 1:
+        from wash.experiments.workers import forward_env
+
+        env = forward_env(workers)
+        return {"parallel": env["WASH_PARALLEL_FORWARDS"] != "0",
+                "threads_per_model": int(env["WASH_THREADS_PER_MODEL"]), "pool_threads": 1}
+    from wash.parallel import parallel_enabled, pool_threads, threads_per_model
+
+    return {"parallel": parallel_enabled(), "threads_per_model": threads_per_model(),
+            "pool_threads": pool_threads()}
 
 
 def _worker_threads(workers: int) -> int:
@@ -418,7 +461,8 @@ def generate_run(specs: Sequence[ProviderSpec], prompt: str, mode: str, config: 
 
     settings: dict[str, Any] = dict(max_new_tokens=int(max_new_tokens or config.tokens),
                                     temperature=config.temperature, top_p=config.top_p, seed=int(seed),
-                                    live_detection=False, z_threshold=config.z_threshold)
+                                    live_detection=False, z_threshold=config.z_threshold,
+                                    forwards=config.forwards)
     settings.update(overrides)
     return generate(GenerationConfig(providers=list(specs), prompt=prompt, mode=mode, **settings))
 
@@ -428,12 +472,11 @@ _DETECTORS: dict[str, list] = {}
 
 def watermarked_providers(specs: Sequence[ProviderSpec]) -> list:
     """The providers of ``specs`` with their watermarks (cached): detectors for any text."""
-    from wash.ensemble import prepare
+    from wash.providers import build_providers
 
     k = specs_text(specs)
     if k not in _DETECTORS:
-        providers, _lms, _alignment = prepare(GenerationConfig(providers=list(specs), prompt="-", mode="wash"))
-        _DETECTORS[k] = providers
+        _DETECTORS[k] = build_providers(specs).providers
     return _DETECTORS[k]
 
 
@@ -454,20 +497,64 @@ def detection_rows(detections: Iterable[ProviderDetection]) -> list[dict[str, An
 def run_fields(result: RunResult) -> dict[str, Any]:
     """What every generation row records besides detection: length, routing, speed, text."""
     r = result.routing
-    return {"tokens_generated": int(r["tokens"]), "routed_token_fraction": float(r["routed_token_fraction"]),
-            "mean_routed_span_length": float(r["mean_routed_span_length"]), "routed_spans": int(r["routed_spans"]),
-            "routed_tokens": int(sum(1 for t in result.tokens if t["routed"])),
-            "per_token_ms": float(result.timing["per_token_ms"]), "finish_reason": result.finish_reason,
+    return {"tokens_generated": int(r.tokens), "routed_token_fraction": float(r.routed_token_fraction),
+            "mean_routed_span_length": float(r.mean_routed_span_length), "routed_spans": int(r.routed_spans),
+            "routed_tokens": int(sum(1 for t in result.tokens if t.routed)),
+            "per_token_ms": float(result.timing.per_token_ms), "finish_reason": result.finish_reason,
             "text": result.text}
+
+
+#: The modules that determine a generated text (relative to the repository root); any
+#: change to one of them changes ``engine_fingerprint``.
+ENGINE_SOURCES = ("wash/ensemble.py", "wash/routing.py", "wash/resync.py", "wash/averaging.py",
+                  "wash/sampling.py", "wash/vocab.py", "wash/models.py", "wash/providers.py",
+                  "wash/config.py", "wash/parallel.py", "wash/watermarks/*.py")
+
+
+def engine_sources() -> list[Path]:
+    """The files of ``ENGINE_SOURCES``, sorted (globs expanded)."""
+    root = Path(__file__).resolve().parents[2]
+    files: set[Path] = set()
+    for pattern in ENGINE_SOURCES:
+        found = sorted(root.glob(pattern))
+        if not found:
+            raise FileNotFoundError(f"engine source {pattern} not found under {root}")
+        files.update(found)
+    return sorted(files)
+
+
+def source_fingerprint(files: Iterable[Path], root: Path | None = None) -> str:
+    """A short hash (12 hex digits) over the names and bytes of ``files``."""
+    h = hashlib.sha256()
+    for f in sorted(Path(x) for x in files):
+        name = f.relative_to(root).as_posix() if root is not None else f.name
+        data = f.read_bytes()
+        h.update(f"{name}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()[:12]
+
+
+@functools.lru_cache(maxsize=1)
+def _engine_fingerprint() -> str:
+    return source_fingerprint(engine_sources(), root=Path(__file__).resolve().parents[2])
+
+
+def engine_fingerprint() -> str:
+    """The fingerprint of the engine's source (``ENGINE_SOURCES``), computed once per process."""
+    return _engine_fingerprint()
 
 
 class GenerationStore:
     """Finished generations on disk, one JSON file per generation, named by a hash of its key.
 
     The key is everything the text depends on: mode, providers (for ``unwatermarked``
-    only their base models, since no key or scheme touches the text), prompt, seed
-    and sampling settings. Each file also records the code version that wrote it;
-    delete the folder (or set ``cache=false``) after changing the engine.
+    only their base models, since no key or scheme touches the text), prompt, seed,
+    sampling settings, forwards (``eager`` and ``lazy`` draw different seeded texts)
+    and the engine's fingerprint (``engine_fingerprint``: a hash of the source of the
+    modules that determine a text), so a text made by another version of the engine
+    is a miss, never silently reused. Each file also records the git version that
+    wrote it. A stored value is ``run_fields`` of the generation, JSON-exact, so a
+    row built from it equals the row of a fresh generation.
     """
 
     def __init__(self, root: Path) -> None:
@@ -478,14 +565,15 @@ class GenerationStore:
             **overrides: Any) -> dict[str, Any]:
         providers = ("|".join(s.model for s in specs) if mode == "unwatermarked"
                      else specs_text(specs[:1] if mode == "single" else specs))
+        overrides = dict(overrides)
         return {"mode": mode, "providers": providers, "prompt": prompt, "seed": int(seed),
                 "tokens": int(overrides.pop("max_new_tokens", None) or config.tokens),
-                "temperature": config.temperature, "top_p": config.top_p,
+                "temperature": overrides.pop("temperature", config.temperature),
+                "top_p": overrides.pop("top_p", config.top_p),
+                "forwards": overrides.pop("forwards", config.forwards), "engine": engine_fingerprint(),
                 **{k: overrides[k] for k in sorted(overrides)}}
 
     def _path(self, key: dict[str, Any]) -> Path:
-        import hashlib
-
         digest = hashlib.sha256(json.dumps(key, sort_keys=True, default=str).encode()).hexdigest()[:32]
         return self.root / f"{digest}.json"
 
@@ -539,7 +627,7 @@ def generation_job(specs: Sequence[ProviderSpec], prompt: str, mode: str, config
     def run() -> list[dict[str, Any]]:
         fields, dets = generated(specs, prompt, mode, config, seed, **overrides)
         extra = dict(fields)
-        if dets is None or mode == "unwatermarked":  # unwatermarked texts are scored by the watermarked specs
+        if dets is None:  # a stored text: scored afresh by these specs' detectors
             dets = detect(specs[:1] if mode == "single" else specs, extra["text"], config.z_threshold)
         for scorer in dict.fromkeys(scorers):
             nll, n = continuation_nll(scorer, prompt, extra["text"])

@@ -4,13 +4,16 @@ z-scores of different schemes are not comparable, so the paper reports the share
 of texts a scheme's detector flags at a threshold that flags 5% of unwatermarked
 texts. Here, for every condition (``single``; ``naive`` and ``wash`` at each N) the
 negatives are unwatermarked generations of the SAME base models on the SAME prompts
-and seeds (mode ``unwatermarked``: the plain average of the base models), scored
-by the same providers' detectors; every (text, provider) pair is one test.
+and seeds (mode ``unwatermarked``: WASH with every watermark off, routing included),
+scored by the same providers' detectors; every (text, provider) pair is one test.
 
 Besides the calibrated TPR, the TPR at the nominal threshold z > 1.645 (a 5%
 one-sided test if the detector's null is exactly standard normal) is reported:
 with the few negatives of a quick run the calibrated threshold is coarse.
 ``naive`` vs ``wash`` is the routing ablation (Table 6's detection column).
+
+Forwards default to ``lazy`` (``--forwards eager`` to change): only the texts'
+detection z is read, and a lazy step draws from the same law as the average.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ class Config(ExperimentConfig):
     n_values: tuple[int, ...] = (3, 5)
     modes: tuple[str, ...] = ("naive", "wash")
     fpr: float = 0.05
+    #: Only the texts' detection z is read, never the distributions: lazy.
+    forwards: str = "lazy"
 
     PRESETS: ClassVar[dict] = {
         "quick": dict(prompts=2, tokens=48, schemes=("kgw", "aar"), n_values=(3, 5)),

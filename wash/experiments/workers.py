@@ -10,6 +10,24 @@ another has a queue, and each appends its rows to its own shard CSV (see
 waits, and then summarises once. A worker that fails makes the whole run fail,
 with its exit code; the rows it finished stay and a re-run resumes them.
 
+How ``--workers`` combines with the parallel forwards (``wash/parallel.py``): the
+two multiply, so only one of them spreads a run over the cores.
+
+* One process (``--workers 1``, the default): the engine's process-wide forward
+  pool runs the distinct base models of an eager step side by side, one pool
+  thread each (``WASH_FORWARD_THREADS``, default 2) with ``WASH_THREADS_PER_MODEL``
+  torch threads (default cores // 2); the environment's ``WASH_*`` settings apply.
+* K worker processes: the jobs are the parallelism. Each worker gets
+  ``WASH_PARALLEL_FORWARDS=0`` (its models run one after the other in a single
+  pool thread) and ``WASH_THREADS_PER_MODEL`` = ``OMP_NUM_THREADS`` = cores // K
+  (at least 1: one on a 2-core machine with 2 workers), so K workers use about K x
+  cores // K cores, never more. Sequential and parallel forwards give the same
+  text (same thread settings per model, see ``wash/parallel.py``), so rows do not
+  depend on K where cores // K equals the single process's threads per model.
+  (Lazy forwards run one model per step anyway; the setting matters for eager.)
+
+Both are recorded in the run's meta.json (``forward_settings``).
+
 The worker entry point is ``python -m wash.experiments.workers NAME I K CONFIG_JSON``.
 """
 
@@ -29,6 +47,13 @@ def threads_per_worker(workers: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, workers))
 
 
+def forward_env(workers: int) -> dict[str, str]:
+    """The environment each of ``workers`` worker processes runs with (threads and forwards)."""
+    threads = str(threads_per_worker(workers))
+    return {"OMP_NUM_THREADS": threads, "WASH_WORKER_THREADS": threads,
+            "WASH_PARALLEL_FORWARDS": "0", "WASH_THREADS_PER_MODEL": threads}
+
+
 def run_workers(name: str, config, workers: int, todo: int) -> None:
     """Start ``workers`` worker processes for experiment ``name`` and wait for all of them."""
     import shutil
@@ -40,9 +65,8 @@ def run_workers(name: str, config, workers: int, todo: int) -> None:
 
     claims = claims_dir(config.out, name)
     shutil.rmtree(claims, ignore_errors=True)  # claims of an interrupted run: their jobs are not in the CSVs
-    threads = threads_per_worker(workers)
     payload = json.dumps(config.to_dict())
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "WASH_WORKER_THREADS": str(threads)}
+    env = {**os.environ, **forward_env(workers)}
     root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     procs = [subprocess.Popen([sys.executable, "-m", "wash.experiments.workers", name, str(i), str(workers), payload],

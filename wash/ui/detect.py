@@ -11,17 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 from wash.errors import WashInputError
+from wash.events import ProviderDetection
 from wash.ui.providers import rows_to_specs
 from wash.ui.settings import MAX_DETECT_CHARS
 
 
-def detect(text: str, table: Any, threshold: float = 4.0, choices: list[str] | None = None) -> list[dict]:
-    """Each provider's verdict with its per-token scores, as plain dictionaries."""
+def detect(text: str, table: Any, threshold: float = 4.0,
+           choices: list[str] | None = None) -> list[ProviderDetection]:
+    """Each provider's verdict with its per-token scores."""
     from wash.detection import detect_text
-    from wash.ensemble import model_vocab
-    from wash.models import load_model
-    from wash.providers import build_provider
-    from wash.vocab import align
+    from wash.providers import build_providers
 
     if not text or not text.strip():
         raise WashInputError("the text to score is empty")
@@ -34,7 +33,5 @@ def detect(text: str, table: Any, threshold: float = 4.0, choices: list[str] | N
         threshold = float(threshold)
     except (TypeError, ValueError):
         raise WashInputError(f"the z threshold must be a number, got {threshold!r}") from None
-    lms = {s.model: load_model(s.model) for s in specs}
-    alignment = align([model_vocab(lm) for lm in lms.values()]) if any(s.coordinated for s in specs) else None
-    providers = [build_provider(i, s, lms[s.model], alignment) for i, s in enumerate(specs)]
-    return [d.to_dict(with_tokens=True) for d in detect_text(providers, text, threshold)]
+    providers = build_providers(specs).providers
+    return detect_text(providers, text, threshold)

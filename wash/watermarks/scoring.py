@@ -45,9 +45,3 @@ def gamma_sum_p(total: float, n: int) -> float:
         return 1.0
     return float(stats.gamma.sf(total, a=n))
 
-
-def standardised_z(observed: float, null_mean: float, null_sd: float) -> float:
-    """z of an observed statistic against a simulated null (permutation tests)."""
-    if null_sd <= 0:
-        return 0.0
-    return (observed - null_mean) / null_sd
