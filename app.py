@@ -3,9 +3,10 @@
 Run ``python app.py`` (or ``make run``): the server listens on 0.0.0.0:7860 unless
 ``GRADIO_SERVER_NAME`` / ``GRADIO_SERVER_PORT`` (or a platform's ``PORT``) say otherwise. ``WASH_APP_MODELS``
 picks the offered models (default: the real offline smollm2 and gemma3),
-``WASH_APP_CONCURRENCY`` how many generations run at once (default 2). Models load
-once per process and are shared by every session; everything a session shows is
-kept in its own ``gr.State``.
+``WASH_APP_CONCURRENCY`` how many generations run at once (default 2). Models start
+loading in a background thread before the server starts (the page shows the
+progress, the ``status`` API endpoint reports it), load once per process and are
+shared by every session; everything a session shows is kept in its own ``gr.State``.
 
 No engine logic lives here: every handler is in ``wash/ui/handlers.py`` and every
 figure, table and simulation in the other ``wash/ui`` modules.
@@ -18,10 +19,11 @@ from typing import Callable
 
 import gradio as gr
 
-from wash.config import MAX_NEW_TOKENS_CAP, MODES
+from wash.config import FORWARDS, MAX_NEW_TOKENS_CAP, MODES
+from wash.models import Preload
 from wash.ui import handlers, plots, tables, texts
 from wash.ui.providers import HEADERS, preset_names, preset_rows
-from wash.ui.run import SINGLE_LABEL_SUFFIX
+from wash.ui.run import SINGLE_LABEL_SUFFIX, preload_markdown, start_preload
 from wash.ui.settings import app_models, concurrency_limit
 from wash.ui.theory import KINDS, MAX_N, MAX_VOCAB
 from wash.ui.tokens import colour_map
@@ -38,6 +40,7 @@ except ImportError:
 CSS = """
 #wash-text, #single-text { min-height: 120px; }
 #status { min-height: 2.2em; }
+#model-status { min-height: 1.6em; }
 """
 
 
@@ -46,9 +49,11 @@ def _providers_table(rows: list[list[str]], elem_id: str, label: str) -> gr.Data
                         interactive=True, label=label, elem_id=elem_id, wrap=True)
 
 
-def _generate_tab(models: list[str]) -> dict:
+def _generate_tab(models: list[str], preload: Preload | None) -> dict:
     """Widgets of the Generate tab, returned by name for wiring."""
     w: dict = {}
+    w["models"] = gr.Markdown(preload_markdown(preload), elem_id="model-status")
+    w["timer"] = gr.Timer(1.0, active=preload is not None and not preload.done)
     first_rows, _ = preset_rows(preset_names()[0], models)
     with gr.Row():
         with gr.Column(scale=3):
@@ -79,8 +84,11 @@ def _generate_tab(models: list[str]) -> dict:
                                          elem_id="max-new-tokens")
                 w["temperature"] = gr.Slider(0.0, 2.0, value=1.0, step=0.05, label="temperature")
             with gr.Row():
-                w["seed"] = gr.Number(0, precision=0, label="seed", elem_id="seed")
+                w["seed"] = gr.Number(0, precision=0, label="seed", elem_id="seed", min_width=80)
                 w["mode"] = gr.Radio(list(MODES), value="wash", label="mode", elem_id="mode")
+                w["forwards"] = gr.Radio(list(FORWARDS), value="eager", label="forwards", elem_id="forwards",
+                                         min_width=120)
+            w["mode_info"] = gr.Markdown(texts.mode_info("wash", "eager"), elem_id="mode-info")
             w["compare"] = gr.Checkbox(False, label="compare with the single watermarked model "
                                        "(provider 1 alone, same prompt and seed)", elem_id="compare")
             with gr.Row():
@@ -155,7 +163,7 @@ def _theory_tab() -> dict:
     return w
 
 
-def _wire_generate(g: dict, d: dict, tabs: gr.Tabs, models: list[str]) -> None:
+def _wire_generate(g: dict, d: dict, tabs: gr.Tabs, models: list[str], preload: Preload | None) -> None:
     for button, name in zip(g["presets"], preset_names()):
         button.click(handlers.make_preset_handler(name, models), None, [g["table"], g["mode"]],
                      api_visibility="undocumented")
@@ -167,10 +175,14 @@ def _wire_generate(g: dict, d: dict, tabs: gr.Tabs, models: list[str]) -> None:
                         api_visibility="undocumented")
     outputs = [g["status"], g["text"], g["single_text"], g["zplot"], g["dist"], g["step"], g["info"],
                g["detection"], g["routing"], g["json"], g["csv"], g["plain"], g["state"]]
-    g["go"].click(on_gpu(handlers.generate),
+    # forwards comes last so API callers' positional order from before it existed still holds.
+    g["go"].click(on_gpu(handlers.make_generate(preload)),
                   [g["table"], g["prompt"], g["max_new"], g["temperature"], g["seed"], g["mode"],
-                   g["compare"]],
+                   g["compare"], g["forwards"]],
                   outputs, api_name="generate", show_progress="hidden")
+    for radio in (g["mode"], g["forwards"]):
+        radio.change(handlers.describe_mode, [g["mode"], g["forwards"]], g["mode_info"], queue=False,
+                     api_visibility="undocumented")
     g["stop"].click(handlers.stop, None, None, queue=False, api_name="stop")
     g["text"].select(handlers.select_token, g["state"], [g["step"], g["dist"], g["info"]],
                      api_visibility="undocumented")
@@ -187,23 +199,31 @@ def _wire_detect(d: dict) -> None:
                         api_visibility="undocumented")
 
 
-def build_demo() -> gr.Blocks:
+def build_demo(preload: Preload | None = None) -> gr.Blocks:
+    """The app; ``preload`` is the model loading it reports and waits for (started here if None)."""
     models = app_models()
+    if preload is None:
+        preload = start_preload(models, echo=_log_preload)
     with gr.Blocks(title="WASH: watermarks wash out") as demo:
         gr.Markdown("# WASH: averaging watermarked LLMs washes their watermarks out\n"
                     "Several providers, each a model with its own watermark and secret key, are "
                     "averaged token by token. Watch each provider's detector lose its signal.")
         with gr.Tabs(selected="generate") as tabs:
             with gr.Tab("Generate", id="generate"):
-                g = _generate_tab(models)
+                g = _generate_tab(models, preload)
             with gr.Tab("Detect", id="detect"):
                 d = _detect_tab(models)
             with gr.Tab("Theory", id="theory"):
                 t = _theory_tab()
             with gr.Tab("About", id="about"):
                 gr.Markdown(texts.about_markdown())
-        _wire_generate(g, d, tabs, models)
+        _wire_generate(g, d, tabs, models, preload)
         _wire_detect(d)
+        page_status, api_status = handlers.make_model_status(preload)
+        g["timer"].tick(page_status, None, [g["models"], g["timer"]], queue=False,
+                        api_visibility="undocumented")
+        demo.load(page_status, None, [g["models"], g["timer"]], queue=False, api_visibility="undocumented")
+        gr.api(api_status, api_name="status", queue=False)
         theory_inputs = [t["vocab"], t["xi"], t["max_n"], t["trials"], t["kinds"]]
         t["go"].click(handlers.run_theory, theory_inputs, [t["plot"], t["summary"]], api_name="theory")
         demo.load(handlers.run_theory, theory_inputs, [t["plot"], t["summary"]],
@@ -212,8 +232,14 @@ def build_demo() -> gr.Blocks:
     return demo
 
 
+def _log_preload(message: str) -> None:
+    print(f"[models] {message}", flush=True)
+
+
 def main() -> None:
-    demo = build_demo()
+    # Loading starts before the UI is even built: the first click should find the models ready.
+    preload = start_preload(app_models(), echo=_log_preload)
+    demo = build_demo(preload)
     port = int(os.environ.get("GRADIO_SERVER_PORT") or os.environ.get("PORT") or 7860)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"), server_port=port, css=CSS,
                 ssr_mode=False, show_error=True)

@@ -2,10 +2,14 @@
 
 A module fixture starts ``app.py`` in a subprocess on a free localhost port with
 the tiny models (``WASH_APP_MODELS=tiny-smollm2,tiny-gemma3``) and stops it at
-the end. API tests check that the app generates exactly what the engine does and
-that concurrent sessions do not mix; browser tests (``-m browser``) drive the page
-in Debian's headless Chromium; one more (``-m "browser and e2e"``) starts a
-second server on the real offline models and takes the screenshot.
+the end; the app preloads them in the background and reports it on ``/status``.
+API tests check that the app generates exactly what the engine does (eager and
+lazy forwards) and that concurrent sessions do not mix; browser tests
+(``-m browser``) drive the page in Debian's headless Chromium; one more
+(``-m "browser and e2e"``) starts a second server on the real offline models and
+takes the screenshot. The ``held_app`` fixture serves ``app.build_demo`` in this
+process with a preload the test holds open, to see the page during a load and a
+click that has to wait for it.
 
 Set ``WASH_APP_SCREENSHOT=assets/screenshot.png`` (and optionally
 ``WASH_APP_E2E_TOKENS``) to write the real-model screenshot into the repository;
@@ -14,6 +18,8 @@ otherwise it goes to pytest's temporary directory.
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import signal
 import socket
@@ -33,8 +39,9 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-component-update", "--disable-sync"]
 TINY_ROWS = [["tiny-smollm2", "kgw", "1", ""], ["tiny-gemma3", "aar", "2", ""],
              ["tiny-smollm2", "dipmark", "3", ""]]
+TINY = ["tiny-smollm2", "tiny-gemma3"]
 #: Index of each output of /generate in the API's answer (gr.State is not part of it).
-OUT_STATUS, OUT_TEXT, OUT_DETECTION, OUT_PLAIN = 0, 1, 7, 11
+OUT_STATUS, OUT_TEXT, OUT_DIST, OUT_INFO, OUT_DETECTION, OUT_ROUTING, OUT_PLAIN = 0, 1, 4, 6, 7, 8, 11
 
 
 def _free_port() -> int:
@@ -106,23 +113,49 @@ def _table(rows: list[list[str]]) -> dict:
     return {"headers": ["model", "scheme", "key", "params"], "data": rows, "metadata": None}
 
 
-def _api_generate(url: str, prompt: str, seed: int, max_new: int = 10, rows=TINY_ROWS, mode: str = "wash"):
+def _api_generate(url: str, prompt: str, seed: int, max_new: int = 10, rows=TINY_ROWS, mode: str = "wash",
+                  forwards: str = "eager"):
     from gradio_client import Client
 
     client = Client(url, verbose=False)
-    return client.predict(_table(rows), prompt, max_new, 1.0, seed, mode, False, api_name="/generate")
+    return client.predict(_table(rows), prompt, max_new, 1.0, seed, mode, False, forwards,
+                          api_name="/generate")
 
 
-def _engine_generate(prompt: str, seed: int, max_new: int = 10, rows=TINY_ROWS, mode: str = "wash"):
+def _engine_generate(prompt: str, seed: int, max_new: int = 10, rows=TINY_ROWS, mode: str = "wash",
+                     forwards: str = "eager"):
     from wash.config import GenerationConfig, ProviderSpec
     from wash.ensemble import generate
 
     specs = [ProviderSpec.parse(f"{m}:{s}:{k}") for m, s, k, _ in rows]
     return generate(GenerationConfig(providers=specs, prompt=prompt, mode=mode, max_new_tokens=max_new,
-                                     temperature=1.0, seed=seed))
+                                     temperature=1.0, seed=seed, forwards=forwards))
+
+
+def test_api_status_reports_the_preload_until_ready(tiny_app):
+    from gradio_client import Client
+
+    client = Client(tiny_app.url, verbose=False)
+    deadline = time.monotonic() + 240
+    seen = []
+    while True:
+        status = client.predict(api_name="/status")
+        seen.append(status["ready"])
+        if status["done"] or time.monotonic() > deadline:
+            break
+        assert status["error"] is None and status["elapsed_s"] >= 0
+        time.sleep(0.25)
+    assert status["ready"] and status["error"] is None and status["loaded"] == TINY, status
+    messages = status["messages"]
+    assert "tiny-smollm2: loading" in messages
+    assert any(m.startswith("tiny-gemma3: ready in") for m in messages)
+    assert messages[-1] == "warming up: one token of the default preset"
+    assert seen[-1] is True and all(not r for r in seen[:-1])  # loading, then ready, never back
 
 
 def test_api_generation_equals_the_engine(tiny_app, tiny_smollm2, tiny_gemma3):
+    from gradio_client import Client
+
     prompt = "The committee met on Friday to"
     out = _api_generate(tiny_app.url, prompt, seed=7)
     expected = _engine_generate(prompt, seed=7)
@@ -131,6 +164,28 @@ def test_api_generation_equals_the_engine(tiny_app, tiny_smollm2, tiny_gemma3):
     assert out[OUT_STATUS].startswith("**Done**")
     z_column = [row[6] for row in out[OUT_DETECTION]["data"]]
     assert z_column == pytest.approx([round(d.z, 3) for d in expected.detection])
+    # Callers from before the forwards input (seven positional inputs) still get eager runs.
+    legacy = Client(tiny_app.url, verbose=False).predict(_table(TINY_ROWS), prompt, 10, 1.0, 7, "wash", False,
+                                                         api_name="/generate")
+    assert legacy[OUT_PLAIN] == expected.text and "eager forwards" in legacy[OUT_ROUTING]
+
+
+def _annotations(figure_output: dict) -> str:
+    layout = json.loads(figure_output["plot"])["layout"]
+    return " ".join(a["text"] for a in layout.get("annotations", [])).replace("<br>", " ")
+
+
+def test_api_lazy_run_returns_text_and_explains_the_missing_distributions(tiny_app, tiny_smollm2,
+                                                                          tiny_gemma3):
+    prompt = "A short note on the history of"
+    out = _api_generate(tiny_app.url, prompt, seed=5, max_new=8, forwards="lazy")
+    expected = _engine_generate(prompt, seed=5, max_new=8, forwards="lazy")
+    assert expected.text and out[OUT_PLAIN] == expected.text
+    assert out[OUT_STATUS].startswith("**Done**") and "lazy forwards" in out[OUT_ROUTING]
+    assert "*Not computed on this step:* p̄, p* and the other providers' distributions" in out[OUT_INFO]
+    traces = json.loads(out[OUT_DIST]["plot"])["data"]
+    assert len(traces) == 1 and traces[0]["name"].startswith("p") and not traces[0]["name"].startswith("p̄")
+    assert "p̄, p* and the other providers' p_i were never computed" in _annotations(out[OUT_DIST])
 
 
 def test_two_concurrent_clients_get_their_own_results(tiny_app, tiny_smollm2, tiny_gemma3):
@@ -164,15 +219,17 @@ def test_two_concurrent_clients_get_their_own_results(tiny_app, tiny_smollm2, ti
     ({"rows": [["no-such-model", "kgw", "1", ""]]}, "unknown model 'no-such-model'"),
     ({"max_new": 401}, "400"),
     ({"prompt": "long " * 1000}, "the prompt is too long"),
+    ({"forwards": "sideways"}, "is not in the list of choices: ['eager', 'lazy']"),
 ])
 def test_api_bad_input_is_refused_by_name_and_the_app_keeps_serving(tiny_app, change, fragment):
     from gradio_client import Client
     from gradio_client.exceptions import AppError
 
-    args = {"prompt": "Hello", "max_new": 4, "rows": TINY_ROWS}
+    args = {"prompt": "Hello", "max_new": 4, "rows": TINY_ROWS, "forwards": "eager"}
     args.update(change)
     with pytest.raises(AppError) as err:
-        _api_generate(tiny_app.url, args["prompt"], 0, args["max_new"], args["rows"])
+        _api_generate(tiny_app.url, args["prompt"], 0, args["max_new"], args["rows"],
+                      forwards=args["forwards"])
     assert fragment in str(err.value)
     figure, text = Client(tiny_app.url, verbose=False).predict(500, 0.5, 8, 1, ["independent"],
                                                                api_name="/theory")
@@ -188,6 +245,62 @@ def test_api_detect_scores_text(tiny_app):
     assert [row[0] for row in table["data"]] == ["P1 tiny-smollm2/kgw#1", "P2 tiny-gemma3/aar#2",
                                                  "P3 tiny-smollm2/dipmark#3"]
     assert len(segments) > 5
+
+
+# -- a click during the model preload ----------------------------------------------------
+class HeldApp:
+    def __init__(self, url: str, gate: threading.Event) -> None:
+        self.url, self.gate = url, gate
+
+
+@pytest.fixture
+def held_app(tiny_smollm2, tiny_gemma3, monkeypatch) -> Iterator[HeldApp]:
+    """``app.build_demo`` served in this process; its preload says 'loading' until ``gate`` opens."""
+    monkeypatch.setenv("WASH_APP_MODELS", ",".join(TINY))
+    monkeypatch.setenv("GRADIO_ANALYTICS_ENABLED", "False")
+    from wash.models import Preload
+
+    gate = threading.Event()
+
+    def hold(say):
+        say("held by the test")
+        gate.wait(300)
+
+    preload = Preload(TINY, then=hold).start()
+    spec = importlib.util.spec_from_file_location("wash_app_under_test", ROOT / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    demo = module.build_demo(preload)
+    port = _free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, ssr_mode=False,
+                quiet=True, css=module.CSS)
+    try:
+        yield HeldApp(f"http://127.0.0.1:{port}", gate)
+    finally:
+        gate.set()
+        demo.close()
+
+
+def test_api_generate_during_the_preload_waits_then_succeeds(held_app):
+    from gradio_client import Client
+
+    client = Client(held_app.url, verbose=False)
+    status = client.predict(api_name="/status")
+    assert not status["done"] and not status["ready"] and status["messages"][-1] == "held by the test"
+    prompt = "While the models were still loading,"
+    job = client.submit(_table(TINY_ROWS), prompt, 5, 1.0, 4, "wash", False, "eager", api_name="/generate")
+    deadline = time.monotonic() + 60
+    while not any(o[OUT_STATUS].startswith("**Waiting for the models**") for o in job.outputs()):
+        assert time.monotonic() < deadline and not job.done(), job.outputs()[-1:]
+        time.sleep(0.1)
+    time.sleep(1.0)
+    assert not job.done() and not job.outputs()[-1][OUT_TEXT]  # it waits: no second load, no token
+    assert "held by the test" in job.outputs()[-1][OUT_STATUS]
+    held_app.gate.set()
+    out = job.result(timeout=120)
+    assert out[OUT_STATUS].startswith("**Done**")
+    assert out[OUT_PLAIN] == _engine_generate(prompt, seed=4, max_new=5).text
+    assert client.predict(api_name="/status")["ready"]
 
 
 # -- browser ---------------------------------------------------------------------------
@@ -329,6 +442,48 @@ def test_browser_bad_input_shows_an_error_and_the_app_keeps_answering(tiny_app, 
 
 
 @pytest.mark.browser
+def test_browser_shows_the_model_load_then_ready_and_a_click_waits(held_app, browser):
+    page = _open(browser, held_app.url)
+    page.wait_for_function("() => document.querySelector('#model-status').innerText"
+                           ".includes('Loading models')")
+    assert "held by the test" in page.locator("#model-status").inner_text()
+    _set_number(page, "max-new-tokens", 5)
+    page.click("#generate-btn")
+    page.wait_for_function("() => document.querySelector('#status').innerText"
+                           ".includes('Waiting for the models')")
+    assert "held by the test" in page.locator("#status").inner_text()
+    assert len(_tokens(page, "wash-text")) == 0
+    held_app.gate.set()
+    status = _wait_finished(page)
+    assert status.startswith("Done") and len(_tokens(page, "wash-text")) == 5
+    page.wait_for_function("() => /Models ready in [0-9.]+ s/.test("
+                           "document.querySelector('#model-status').innerText)", timeout=15_000)
+    page.close()
+
+
+@pytest.mark.browser
+def test_browser_lazy_run_explains_the_missing_distributions(tiny_app, browser):
+    page = _open(browser, tiny_app.url)
+    page.locator("#forwards label", has_text="lazy").click()
+    page.wait_for_function("() => document.querySelector('#mode-info').innerText.includes('never computed')")
+    _set_number(page, "max-new-tokens", 6)
+    page.click("#generate-btn")
+    assert "6 tokens" in _wait_finished(page)
+    assert "lazy forwards" in page.locator("#routing").inner_text()
+    page.locator("#wash-text .token").nth(1).click()
+    page.wait_for_function("() => document.querySelector('#token-info').innerText.includes('Token 2')")
+    assert "Not computed on this step" in page.locator("#token-info").inner_text()
+    page.wait_for_function("() => { const gd = document.querySelector('#dist-plot .js-plotly-plot');"
+                           " return gd && gd.layout.title.text.startsWith('Token 2'); }")
+    dist = _plot_data(page, "dist-plot")
+    assert len(dist) == 1 and dist[0]["points"] > 0 and not dist[0]["name"].startswith("p̄")
+    note = page.evaluate("() => document.querySelector('#dist-plot .js-plotly-plot').layout.annotations"
+                         ".map(a => a.text).join(' ')")
+    assert "never computed" in note.replace("<br>", " ")
+    page.close()
+
+
+@pytest.mark.browser
 def test_browser_theory_tab_plots_the_simulation(tiny_app, browser):
     page = _open(browser, tiny_app.url)
     page.get_by_role("tab", name="Theory").click()
@@ -348,6 +503,9 @@ def test_browser_real_models_paper_preset(browser, tmp_path):
     server = next(server_gen)
     try:
         page = _open(browser, server.url)
+        page.wait_for_function("() => /Models ready in/.test("
+                               "document.querySelector('#model-status').innerText)", timeout=600_000)
+        ready = page.locator("#model-status").inner_text()
         page.click("#preset-0")
         page.wait_for_function("() => document.querySelector('#providers').innerText.includes('gemma3')")
         _set_number(page, "max-new-tokens", tokens)
@@ -357,7 +515,7 @@ def test_browser_real_models_paper_preset(browser, tmp_path):
         page.wait_for_selector("#wash-text .token", timeout=300_000)
         first_token_s = time.monotonic() - started
         assert _wait_finished(page, timeout_ms=400_000).startswith("Done")
-        print(f"\nreal models: first token {first_token_s:.1f} s after the click (cold process)")
+        print(f"\nreal models: {ready.strip().rstrip('.')}; first token {first_token_s:.1f} s after the click")
         z = _plot_data(page, "z-plot")
         assert len(z) == 4 and all(t["points"] >= min(tokens, 4) for t in z)
         assert len(_tokens(page, "single-text")) > 0

@@ -1,9 +1,11 @@
 """Unit tests of the app's pure helpers (``wash/ui``): no server, no browser.
 
 They pin what the widgets are fed: providers-table parsing and its error
-messages, presets, figures with the expected traces, the Theorem 1 simulation's
-qualitative behaviour, token colouring, tables, and the generation driver
-(throttling, lock-step comparison, Stop) on the tiny models.
+messages, presets, figures with the expected traces (and the explanation of a
+lazy step's missing distributions), the Theorem 1 simulation's qualitative
+behaviour, token colouring, tables, the model preload, and the generation
+driver (throttling, lock-step comparison, Stop, waiting for the preload, lazy
+forwards) on the tiny models.
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ import threading
 
 import pytest
 
-from wash.config import MAX_NEW_TOKENS_CAP, MAX_PROVIDERS
+from wash.config import MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MODE_TABLE
 from wash.errors import WashInputError
-from wash.ui import plots, tables, theory, tokens
+from wash.events import (ProviderDetection, RoutingSummary, RunResult, StepEvent, Timing)
+from wash.models import Preload
+from wash.ui import plots, tables, texts, theory, tokens
+from wash.ui import providers as ui_providers
 from wash.ui.providers import (PRESETS, add_row, build_config, preset_names, preset_rows, remove_last_row,
                                rows_to_specs)
-from wash.ui.run import RunRecord, Throttle, drive, lockstep, single_config
+from wash.ui.run import RunRecord, Throttle, drive, lockstep, preload_markdown, single_config
 from wash.ui.settings import app_models, check_app_model
 
 TINY = ["tiny-smollm2", "tiny-gemma3"]
@@ -76,19 +81,32 @@ def test_app_models_come_from_the_environment(monkeypatch):
     ({"max_new": 0}, f"1 to {MAX_NEW_TOKENS_CAP}"),
     ({"seed": 1.5}, "seed must be an integer"),
     ({"mode": "turbo"}, "unknown mode"),
+    ({"forwards": "sideways"}, "unknown forwards 'sideways' (accepted: eager, lazy)"),
 ])
 def test_build_config_rejects_bad_input(kwargs, fragment):
-    args = {"table": ROWS, "prompt": "Hello", "max_new": 8, "temperature": 1.0, "seed": 0, "mode": "wash"}
+    args = {"table": ROWS, "prompt": "Hello", "max_new": 8, "temperature": 1.0, "seed": 0, "mode": "wash",
+            "forwards": "eager"}
     args.update(kwargs)
     with pytest.raises(WashInputError) as err:
         build_config(args["table"], args["prompt"], args["max_new"], args["temperature"], args["seed"],
-                     args["mode"], TINY)
+                     args["mode"], TINY, forwards=args["forwards"])
     assert fragment in str(err.value)
 
 
 def test_build_config_accepts_widget_values():
     config = build_config(ROWS, "Hello", 12.0, 0.7, 3.0, "naive", TINY)
     assert (config.max_new_tokens, config.seed, config.mode, len(config.providers)) == (12, 3, "naive", 3)
+    assert config.forwards == "eager"
+    assert build_config(ROWS, "Hello", 4, 1.0, 0, "wash", TINY, forwards="lazy").forwards == "lazy"
+
+
+def test_mode_texts_come_from_the_mode_table():
+    about = texts.about_markdown()
+    for mode in MODE_TABLE.values():
+        assert f"- **{mode.name}**: {mode.description}." in about
+        assert mode.description in texts.mode_info(mode.name, "eager")
+    assert "p̄, p* and the other providers' p_i are never computed" in texts.mode_info("wash", "lazy")
+    assert not hasattr(ui_providers, "spec_to_row")
 
 
 def test_add_and_remove_rows():
@@ -116,15 +134,16 @@ def test_presets_resolve_to_offered_models_and_parse():
 
 
 # -- figures ------------------------------------------------------------------------
-def _step(i: int, routed: bool = False, chosen: int | None = None, n: int = 3) -> dict:
+def _step(i: int, routed: bool = False, chosen: int | None = None, n: int = 3) -> StepEvent:
+    """An eager step (chosen None), a routed one, or a lazy one (chosen set, not routed)."""
     probs = [0.5, 0.3, 0.2]
-    return {"step": i, "token": f" t{i}", "union_id": 10, "routed": routed, "span_id": 0 if routed else None,
-            "specialists": [1] if routed else [], "chosen": chosen, "candidates": [" a", " b", " a"],
-            "candidate_ids": [10, 11, 12],
-            "provider_probs": [probs if chosen in (None, k) else None for k in range(n)],
-            "average_probs": None if chosen is not None else probs,
-            "consensus_probs": None if chosen is not None else probs,
-            "linf": None if chosen is not None else 0.0123, "live_z": [0.1 * i, None, 4.5], "elapsed_ms": 1.0}
+    return StepEvent(step=i, token=f" t{i}", union_id=10, routed=routed, span_id=0 if routed else None,
+                     specialists=[1] if routed else [], chosen=chosen, candidates=[" a", " b", " a"],
+                     candidate_ids=[10, 11, 12],
+                     provider_probs=[probs if chosen in (None, k) else None for k in range(n)],
+                     average_probs=None if chosen is not None else probs,
+                     consensus_probs=None if chosen is not None else probs,
+                     linf=None if chosen is not None else 0.0123, live_z=[0.1 * i, None, 4.5], elapsed_ms=1.0)
 
 
 LABELS = ["P1 a/kgw#1", "P2 b/aar#2", "P3 a/dipmark#3"]
@@ -148,6 +167,23 @@ def test_distribution_figure_groups_providers_average_and_consensus():
     assert fig.data[0].x[0] == "→ ␣a" and len(set(fig.data[0].x)) == 3  # duplicates kept apart
     routed = plots.distribution_figure(_step(3, routed=True, chosen=1), LABELS)
     assert [t.name for t in routed.data] == ["p2: P2 b/aar#2"] and "routed" in routed.layout.title.text
+    assert "specialist P2 b/aar#2" in routed.layout.annotations[0].text.replace("<br>", " ")
+
+
+def test_a_lazy_step_says_why_the_other_distributions_are_missing():
+    lazy = _step(4, chosen=2)
+    fig = plots.distribution_figure(lazy, LABELS, lazy=True)
+    assert [t.name for t in fig.data] == ["p3: P3 a/dipmark#3"]  # nothing empty or made up
+    assert "lazy step, only P3 a/dipmark#3's distribution was computed" in fig.layout.title.text
+    note = fig.layout.annotations[0].text.replace("<br>", " ")
+    assert "p̄, p* and the other providers' p_i were never computed" in note and "Lazy forwards" in note
+    info = tokens.describe_step(lazy, LABELS, lazy=True)
+    assert "drawn from **P3 a/dipmark#3** alone, picked uniformly" in info
+    assert "*Not computed on this step:* p̄, p* and the other providers' distributions" in info
+    assert tokens.token_label(lazy) is None  # every vocabulary holds it: not coloured as routed
+    lazy_routed = plots.distribution_figure(_step(5, routed=True, chosen=1), LABELS, lazy=True)
+    assert "Lazy forwards, routed span" in lazy_routed.layout.annotations[0].text.replace("<br>", " ")
+    assert not plots.distribution_figure(_step(2), LABELS, lazy=True).layout.annotations
 
 
 # -- theory ---------------------------------------------------------------------------
@@ -198,13 +234,16 @@ def test_score_segments_binary_and_continuous():
     assert cont[0][1] > 0 > cont[1][1] and cont[2][1] == 0.0
 
 
-def _result(text: str = "hello") -> dict:
-    det = {"provider": "P1 a/kgw#1", "model": "a", "scheme": "kgw", "key": 1, "z": 5.123, "p": 1.5e-7,
-           "tokens_scored": 30, "detected": True}
-    return {"text": text, "mode": "wash", "finish_reason": "length", "detection": [det],
-            "routing": {"tokens": 10, "routed_token_fraction": 0.2, "routed_spans": 1,
-                        "mean_routed_span_length": 2.0},
-            "timing": {"total_s": 2.0, "per_token_ms": 200.0, "median_token_ms": 190.0}, "settings": {}}
+def _result(text: str = "hello") -> RunResult:
+    det = ProviderDetection(provider="P1 a/kgw#1", model="a", scheme="kgw", key=1, z=5.123, p=1.5e-7,
+                            tokens_scored=30, detected=True)
+    return RunResult(text=text, prompt="p", mode="wash", seed=0, providers=[], tokens=[], spans=[],
+                     routing=RoutingSummary(routed_token_fraction=0.2, mean_routed_span_length=2.0,
+                                            routed_spans=1, tokens=10),
+                     detection=[det],
+                     timing=Timing(per_token_ms=200.0, median_token_ms=190.0, total_s=2.0, load_s=0.0,
+                                   forward_calls={"a": 11, "b": 4}, ids_fed={}, forward_s={}),
+                     model_ids={}, finish_reason="length", settings={"forwards": "lazy"})
 
 
 def test_detection_table_and_routing_summary(tmp_path):
@@ -213,6 +252,7 @@ def test_detection_table_and_routing_summary(tmp_path):
     assert frame.loc[0, "detected (z > 4)"] == "yes" and frame.loc[1, "run"].startswith("single")
     text = tables.routing_markdown(_result(), first_token_s=1.25)
     assert "5.00 tokens/s" in text and "20.0%" in text and "first token 1.2" in text
+    assert "lazy forwards" in text and "Forward calls per base model: a 11, b 4." in text
     path = tables.write_csv(frame)
     assert open(path, encoding="utf-8").readline().startswith("run,provider,model")
 
@@ -242,12 +282,27 @@ def test_drive_matches_the_engine_and_records_every_event(tiny_smollm2, tiny_gem
     views = list(drive(config, compare=True, stop=threading.Event()))
     record = views[-1].record
     assert views[-1].finished and record.finished and record.first_token_s is not None
-    assert record.results["wash"]["text"] == generate(_config()).text
-    assert record.results["single"]["text"] == generate(single_config(_config())).text
-    assert len(record.steps["wash"]) == record.results["wash"]["routing"]["tokens"]
+    assert record.results["wash"].text == generate(_config()).text
+    assert record.results["single"].text == generate(single_config(_config())).text
+    assert len(record.steps["wash"]) == record.results["wash"].routing.tokens
+    assert all(isinstance(s, StepEvent) for s in record.steps["wash"])
+    assert record.load_messages and record.preload_wait_s is None
     dumped = json.loads(open(tables.write_run_json(record.to_json()), encoding="utf-8").read())
     assert dumped["events"][-1]["event"] == "finished" and dumped["single_events"][0]["event"] == "step"
+    assert dumped["events"][-1]["result"]["text"] == record.results["wash"].text
+    assert dumped["settings"]["forwards"] == "eager"
     assert any(v.refresh for v in views[:-1])
+
+
+def test_drive_lazy_forwards_draw_from_one_provider_per_step(tiny_smollm2, tiny_gemma3):
+    from wash.ensemble import generate
+
+    config = build_config(ROWS, "The lighthouse keeper", 8, 1.0, 3, "wash", TINY, forwards="lazy")
+    record = list(drive(config, compare=False, stop=threading.Event()))[-1].record
+    assert record.lazy and record.results["wash"].text == generate(config).text
+    steps = record.steps["wash"]
+    assert steps and all(s.chosen is not None and s.average_probs is None and s.linf is None for s in steps)
+    assert all(sum(p is not None for p in s.provider_probs) == 1 for s in steps)
 
 
 def test_drive_stops_within_one_step(tiny_smollm2, tiny_gemma3):
@@ -259,8 +314,8 @@ def test_drive_stops_within_one_step(tiny_smollm2, tiny_gemma3):
         steps = len(record.steps["wash"])
         if steps >= 3:
             stop.set()
-    assert record is not None and record.results["wash"]["finish_reason"] == "stopped"
-    assert record.results["wash"]["routing"]["tokens"] <= 4
+    assert record is not None and record.results["wash"].finish_reason == "stopped"
+    assert record.results["wash"].routing.tokens <= 4
 
 
 def test_drive_reports_bad_input_found_by_the_engine(tiny_smollm2):
@@ -271,3 +326,69 @@ def test_drive_reports_bad_input_found_by_the_engine(tiny_smollm2):
                               max_new_tokens=8)
     with pytest.raises(WashInputError, match="prompt too long"):
         list(drive(config, compare=False, stop=threading.Event()))
+
+
+# -- the model preload ------------------------------------------------------------------
+def _held_preload(gate: threading.Event) -> Preload:
+    """A preload of the tiny models that stays 'loading' until the test opens the gate."""
+    def hold(say):
+        say("held by the test")
+        assert gate.wait(60), "the test never released the preload"
+    return Preload(TINY, then=hold)
+
+
+def test_preload_reports_progress_then_ready(tiny_smollm2, tiny_gemma3):
+    gate = threading.Event()
+    preload = _held_preload(gate)
+    assert not preload.started and "Loading" not in preload_markdown(preload)
+    preload.start()
+    assert not preload.wait(0.5) and not preload.done
+    assert preload.to_dict()["ready"] is False and preload.last_message == "held by the test"
+    assert "**Loading models** (2/2 loaded" in preload_markdown(preload)
+    gate.set()
+    assert preload.wait(30) and preload.ready and preload.error is None
+    assert preload.elapsed_s >= 0.5 and preload.start() is preload  # starting again does nothing
+    assert f"Models ready in {preload.elapsed_s:.1f} s" in preload_markdown(preload)
+    assert preload.to_dict()["loaded"] == TINY
+
+
+def test_preload_keeps_its_error():
+    preload = Preload(["no-such-model"]).start()
+    assert preload.wait(30) and preload.done and not preload.ready
+    assert "unknown model 'no-such-model'" in preload.to_dict()["error"]
+    assert "Loading the models failed" in preload_markdown(preload)
+
+
+def test_drive_waits_for_a_running_preload_then_generates(tiny_smollm2, tiny_gemma3):
+    from wash.ensemble import generate
+
+    gate = threading.Event()
+    preload = _held_preload(gate).start()
+    views = drive(_config(max_new=4), compare=False, stop=threading.Event(), poll_seconds=0.05,
+                  preload=preload)
+    for count, view in enumerate(views):
+        assert count < 400, "the preload's progress never reached the status"
+        if "held by the test" in view.status:
+            break
+    assert view.status.startswith("**Waiting for the models**")
+    later = [next(views) for _ in range(3)]  # still waiting: the preload holds
+    assert all(v.status.startswith("**Waiting for the models**") for v in later)
+    assert not later[-1].record.steps["wash"]
+    gate.set()
+    record = list(views)[-1].record
+    assert record.finished and record.results["wash"].text == generate(_config(max_new=4)).text
+    assert record.preload_wait_s is not None and record.preload_wait_s < record.first_token_s
+    assert "held by the test" in record.load_messages
+
+
+def test_stop_while_waiting_for_the_preload_ends_the_run(tiny_smollm2, tiny_gemma3):
+    gate = threading.Event()
+    preload = _held_preload(gate).start()
+    stop = threading.Event()
+    views = drive(_config(max_new=4), compare=False, stop=stop, poll_seconds=0.05, preload=preload)
+    next(views)
+    stop.set()
+    last = list(views)[-1]
+    gate.set()
+    assert last.finished and not last.record.finished and not last.record.steps["wash"]
+    assert last.status.startswith("**Stopped** while the models were loading")

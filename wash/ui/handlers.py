@@ -16,10 +16,12 @@ from typing import Any, Callable, Iterator
 import gradio as gr
 
 from wash.errors import WashInputError
-from wash.ui import plots, tables, tokens
+from wash.events import ProviderDetection
+from wash.models import Preload
+from wash.ui import plots, tables, texts, tokens
 from wash.ui.detect import detect
 from wash.ui.providers import add_row, build_config, preset_rows, remove_last_row
-from wash.ui.run import SINGLE, WASH, RunRecord, RunView, StopRegistry, drive
+from wash.ui.run import SINGLE, WASH, RunRecord, RunView, StopRegistry, drive, preload_markdown
 from wash.ui.theory import simulate, summary
 
 log = logging.getLogger("wash.app")
@@ -77,9 +79,9 @@ def _plot_outputs(record: RunRecord) -> tuple[Any, Any, Any, Any]:
     if not steps:
         return zfig, gr.skip(), gr.skip(), gr.skip()
     last = steps[-1]
-    return (zfig, plots.distribution_figure(last, record.labels),
+    return (zfig, plots.distribution_figure(last, record.labels, record.lazy),
             gr.update(minimum=1, maximum=max(2, len(steps)), value=len(steps), interactive=True),
-            tokens.describe_step(last, record.labels))
+            tokens.describe_step(last, record.labels, record.lazy))
 
 
 def _final_outputs(record: RunRecord) -> tuple[Any, Any, Any, Any, Any]:
@@ -88,7 +90,7 @@ def _final_outputs(record: RunRecord) -> tuple[Any, Any, Any, Any, Any]:
     frame = tables.combined_detection(result, single)
     return (frame, tables.routing_markdown(result, single, record.first_token_s),
             gr.update(value=tables.write_run_json(record.to_json()), interactive=True),
-            gr.update(value=tables.write_csv(frame), interactive=True), result["text"])
+            gr.update(value=tables.write_csv(frame), interactive=True), result.text)
 
 
 def _view_outputs(view: RunView) -> tuple:
@@ -111,29 +113,50 @@ def _reset_outputs(record: RunRecord) -> tuple:
             gr.update(value=None, interactive=False), "", record)
 
 
-def generate(table: Any, prompt: str, max_new_tokens: Any, temperature: Any, seed: Any, mode: str,
-             compare: bool, request: gr.Request) -> Iterator[tuple]:
-    """Stream one generation (two with the comparison switch) into the Generate tab."""
-    try:
-        config = build_config(table, prompt, max_new_tokens, temperature, seed, mode)
-    except WashInputError as err:
-        raise _as_gr_error(err) from err
-    session = getattr(request, "session_hash", None) or "anonymous"
-    stop = STOPS.start(session)
-    views = drive(config, bool(compare), stop)
-    try:
-        first = True
-        for view in views:
-            if first:
-                yield _reset_outputs(view.record)
-                first = False
-            yield _view_outputs(view)
-    except gr.Error:
-        raise
-    except Exception as err:  # noqa: BLE001
-        raise _as_gr_error(err) from err
-    finally:
-        views.close()
+def make_generate(preload: Preload | None) -> Callable[..., Iterator[tuple]]:
+    """The Generate handler; a click while ``preload`` still runs waits for it, visibly."""
+    def generate(table: Any, prompt: str, max_new_tokens: Any, temperature: Any, seed: Any, mode: str,
+                 compare: bool, forwards: str = "eager", request: gr.Request = None) -> Iterator[tuple]:
+        """Stream one generation (two with the comparison switch) into the Generate tab."""
+        try:
+            config = build_config(table, prompt, max_new_tokens, temperature, seed, mode, forwards=forwards)
+        except WashInputError as err:
+            raise _as_gr_error(err) from err
+        session = getattr(request, "session_hash", None) or "anonymous"
+        stop = STOPS.start(session)
+        views = drive(config, bool(compare), stop, preload=preload)
+        try:
+            first = True
+            for view in views:
+                if first:
+                    yield _reset_outputs(view.record)
+                    first = False
+                yield _view_outputs(view)
+        except gr.Error:
+            raise
+        except Exception as err:  # noqa: BLE001
+            raise _as_gr_error(err) from err
+        finally:
+            views.close()
+    return generate
+
+
+def make_model_status(preload: Preload | None) -> tuple[Callable[[], tuple[str, Any]], Callable[[], dict]]:
+    """The page's model status line (with its timer's state) and the API's ``status`` endpoint."""
+    def page() -> tuple[str, Any]:
+        return preload_markdown(preload), gr.Timer(active=preload is not None and not preload.done)
+
+    def status() -> dict:
+        """Where the app's model preload stands: ready, done, error, elapsed_s, messages."""
+        if preload is None:
+            return {"models": [], "loaded": [], "started": False, "done": True, "ready": True, "error": None,
+                    "elapsed_s": 0.0, "messages": []}
+        return preload.to_dict()
+    return page, status
+
+
+def describe_mode(mode: str, forwards: str) -> str:
+    return texts.mode_info(mode, forwards)
 
 
 def stop(request: gr.Request) -> None:
@@ -148,7 +171,8 @@ def _step_view(record: RunRecord | None, number: int) -> tuple[Any, str]:
     steps = record.steps[WASH]
     index = min(max(int(number) - 1, 0), len(steps) - 1)
     step = steps[index]
-    return plots.distribution_figure(step, record.labels), tokens.describe_step(step, record.labels)
+    return (plots.distribution_figure(step, record.labels, record.lazy),
+            tokens.describe_step(step, record.labels, record.lazy))
 
 
 @reports_errors
@@ -175,23 +199,23 @@ def send_to_detect(text: str, table: Any) -> tuple[str, Any, Any]:
 
 
 # -- detect -------------------------------------------------------------------------
-def _detect_highlight(rows: list[dict], label: str | None) -> list:
-    chosen = next((r for r in rows if r["provider"] == label), rows[0] if rows else None)
+def _detect_highlight(rows: list[ProviderDetection], label: str | None) -> list:
+    chosen = next((r for r in rows if r.provider == label), rows[0] if rows else None)
     if chosen is None:
         return []
-    return tokens.score_segments(chosen["tokens"], chosen["per_token"])
+    return tokens.score_segments(chosen.tokens, chosen.per_token)
 
 
 @reports_errors
-def run_detect(text: str, table: Any, threshold: float) -> tuple[Any, Any, list, list[dict]]:
+def run_detect(text: str, table: Any, threshold: float) -> tuple[Any, Any, list, list[ProviderDetection]]:
     rows = detect(text, table, threshold)
     frame = tables.detection_frame(rows, run="pasted text", threshold=float(threshold)).drop(columns="run")
-    labels = [r["provider"] for r in rows]
+    labels = [r.provider for r in rows]
     return (frame, gr.update(choices=labels, value=labels[0] if labels else None),
             _detect_highlight(rows, labels[0] if labels else None), rows)
 
 
-def choose_detect_provider(rows: list[dict] | None, label: str) -> list:
+def choose_detect_provider(rows: list[ProviderDetection] | None, label: str) -> list:
     return _detect_highlight(rows or [], label)
 
 

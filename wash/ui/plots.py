@@ -1,9 +1,11 @@
-"""Plotly figures for the app, built from plain event dictionaries (no widgets).
+"""Plotly figures for the app, built from the engine's events (no widgets).
 
 * ``z_figure``: each provider's live detection z against tokens generated, with
   the detection threshold (z = 4) and the "washed out" level (z = 2);
 * ``distribution_figure``: one step's candidates, grouped bars of every
-  provider's p_i, the average p̄ and the consensus p*, with ‖p̄ − p*‖∞;
+  provider's p_i, the average p̄ and the consensus p*, with ‖p̄ − p*‖∞; on a step
+  drawn from one provider (lazy forwards, routed spans) only that provider's
+  distribution exists, and the figure says why the others are missing;
 * ``theory_figure``: the Theorem 1 simulation, distance against N.
 """
 
@@ -12,6 +14,8 @@ from __future__ import annotations
 from typing import Sequence
 
 import plotly.graph_objects as go
+
+from wash.events import StepEvent
 
 PALETTE = ("#2563eb", "#16a34a", "#dc2626", "#9333ea", "#0891b2", "#db2777", "#65a30d", "#ea580c")
 AVERAGE_COLOUR = "#111827"
@@ -42,13 +46,14 @@ def empty_figure(message: str, height: int = 300) -> go.Figure:
     return fig
 
 
-def _z_series(steps: Sequence[dict], index: int) -> tuple[list[int], list[float | None]]:
-    xs = [s["step"] + 1 for s in steps]
-    ys = [(s["live_z"][index] if index < len(s["live_z"]) else None) for s in steps]
+def _z_series(steps: Sequence[StepEvent], index: int) -> tuple[list[int], list[float | None]]:
+    xs = [s.step + 1 for s in steps]
+    ys = [(s.live_z[index] if index < len(s.live_z) else None) for s in steps]
     return xs, ys
 
 
-def z_figure(labels: Sequence[str], steps: Sequence[dict], single_steps: Sequence[dict] | None = None,
+def z_figure(labels: Sequence[str], steps: Sequence[StepEvent],
+             single_steps: Sequence[StepEvent] | None = None,
              single_label: str | None = None, z_detected: float = Z_DETECTED,
              z_washed: float = Z_WASHED) -> go.Figure:
     """One line per provider (and a dashed one for the single-model run, if any)."""
@@ -73,40 +78,88 @@ def _shown(token: str) -> str:
     return token.replace("\n", "⏎").replace("\t", "⇥").replace(" ", "␣") or "∅"
 
 
-def _candidate_names(step: dict) -> list[str]:
+def _candidate_names(step: StepEvent) -> list[str]:
     names, seen = [], set()
-    for text, uid in zip(step["candidates"], step["candidate_ids"]):
+    for text, uid in zip(step.candidates, step.candidate_ids):
         name = _shown(text)
         if name in seen:
             name = f"{name} #{uid}"
         seen.add(name)
-        names.append(("→ " if uid == step.get("union_id") else "") + name)
+        names.append(("→ " if uid == step.union_id else "") + name)
     return names
 
 
-def distribution_figure(step: dict, labels: Sequence[str]) -> go.Figure:
-    """Grouped bars over one step's candidates; → marks the token actually sampled."""
+def missing_distributions(step: StepEvent, labels: Sequence[str], lazy: bool = False) -> str | None:
+    """Why a step has no p̄, p* or other providers' p_i (None when it has them all).
+
+    ``lazy`` says the run used lazy forwards (a routed step's first token was then
+    drawn from a uniformly picked provider rather than from p̄).
+    """
+    if step.average_probs is not None:
+        return None
+    who = _who(step, labels)
+    if not step.routed:
+        return (f"Lazy forwards: this token was drawn from {who} alone, picked uniformly at random "
+                f"(the same law as drawing from p̄). A lazy step computes only the chosen provider's "
+                f"distribution, so p̄, p* and the other providers' p_i were never computed.")
+    if lazy:
+        return (f"Lazy forwards, routed span: this token was drawn from {who} alone (the uniformly picked "
+                f"provider, or the span's specialist). Only that distribution was computed: p̄, p* and the "
+                f"other providers' p_i were never computed.")
+    return (f"Routed span: the specialist {who} finished the word from its own distribution, so p̄, p* "
+            f"and the other providers' p_i were not computed for this token.")
+
+
+def _who(step: StepEvent, labels: Sequence[str]) -> str:
+    return labels[step.chosen] if step.chosen is not None and step.chosen < len(labels) else "one provider"
+
+
+def distribution_figure(step: StepEvent, labels: Sequence[str], lazy: bool = False) -> go.Figure:
+    """Grouped bars over one step's candidates; → marks the token actually sampled.
+
+    A step drawn from one provider carries only that provider's bars and a note
+    saying why p̄, p* and the others are missing (never an empty or made-up bar).
+    """
     names = _candidate_names(step)
     fig = go.Figure()
-    for i, probs in enumerate(step["provider_probs"]):
+    for i, probs in enumerate(step.provider_probs):
         if probs is None:
             continue
         fig.add_trace(go.Bar(x=names, y=probs, name=f"p{i + 1}: {labels[i]}",
                              marker_color=PALETTE[i % len(PALETTE)]))
-    if step.get("average_probs") is not None:
-        fig.add_trace(go.Bar(x=names, y=step["average_probs"], name="p̄ (average)",
+    if step.average_probs is not None:
+        fig.add_trace(go.Bar(x=names, y=step.average_probs, name="p̄ (average)",
                              marker_color=AVERAGE_COLOUR))
-    if step.get("consensus_probs") is not None:
-        fig.add_trace(go.Bar(x=names, y=step["consensus_probs"], name="p* (consensus)",
+    if step.consensus_probs is not None:
+        fig.add_trace(go.Bar(x=names, y=step.consensus_probs, name="p* (consensus)",
                              marker_color=CONSENSUS_COLOUR))
-    if step.get("linf") is not None:
-        title = f"Token {step['step'] + 1} {step['token']!r}: ‖p̄ − p*‖∞ = {step['linf']:.4f}"
+    head = f"Token {step.step + 1} {step.token!r}"
+    why = missing_distributions(step, labels, lazy)
+    if step.linf is not None:
+        title = f"{head}: ‖p̄ − p*‖∞ = {step.linf:.4f}"
+    elif why is not None and (lazy or not step.routed):
+        title = f"{head}: lazy step, only {_who(step, labels)}'s distribution was computed"
     else:
-        k = step.get("chosen")
-        who = labels[k] if k is not None else "a specialist"
-        title = f"Token {step['step'] + 1} {step['token']!r}: routed, only {who}'s distribution is used"
+        title = f"{head}: routed, only {_who(step, labels)}'s distribution is used"
     fig.update_layout(barmode="group", bargap=0.2)
-    return _layout(fig, title, "candidate token", "probability", height=360)
+    fig = _layout(fig, title, "candidate token", "probability", height=360)
+    if why is not None:
+        fig.add_annotation(text=_wrap(why, 70), showarrow=False, x=0.99, y=0.97, xref="paper", yref="paper",
+                           xanchor="right", yanchor="top", align="left", font=dict(size=11, color="#374151"),
+                           bgcolor="rgba(255,255,255,0.85)", bordercolor="#d1d5db", borderwidth=1)
+    return fig
+
+
+def _wrap(text: str, width: int) -> str:
+    """Plotly annotations do not wrap: break the text into lines of about ``width`` characters."""
+    lines, line = [], ""
+    for word in text.split():
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line)
+            line = word
+        else:
+            line = f"{line} {word}".strip()
+    return "<br>".join(lines + [line])
 
 
 def theory_figure(ns: Sequence[int], curves: dict[str, Sequence[float]],

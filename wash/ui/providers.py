@@ -66,11 +66,6 @@ def rows_to_specs(table: Any, choices: list[str] | None = None) -> list[Provider
     return specs
 
 
-def spec_to_row(spec: ProviderSpec) -> Row:
-    extra = [f"{k}={v}" for k, v in spec.params] + (["coordinated=true"] if spec.coordinated else [])
-    return [spec.model, spec.scheme, str(spec.key), ",".join(extra)]
-
-
 def add_row(table: Any, model: str, scheme: str, key: Any, params: str = "",
             coordinated: bool = False) -> list[Row]:
     """The table with one more provider appended (refused past the maximum)."""
@@ -89,7 +84,7 @@ def remove_last_row(table: Any) -> list[Row]:
 
 
 def build_config(table: Any, prompt: str, max_new_tokens: Any, temperature: Any, seed: Any,
-                 mode: str, choices: list[str] | None = None) -> GenerationConfig:
+                 mode: str, choices: list[str] | None = None, forwards: str = "eager") -> GenerationConfig:
     """A validated GenerationConfig from the Generate tab's inputs (or WashInputError)."""
     if prompt is not None and len(prompt) > MAX_PROMPT_CHARS:
         raise WashInputError(f"the prompt is too long ({len(prompt)} characters; at most {MAX_PROMPT_CHARS})")
@@ -111,7 +106,8 @@ def build_config(table: Any, prompt: str, max_new_tokens: Any, temperature: Any,
     except (TypeError, ValueError):
         raise WashInputError(f"seed must be an integer, got {seed!r}") from None
     config = GenerationConfig(providers=rows_to_specs(table, choices), prompt=prompt or "", mode=mode,
-                              max_new_tokens=int(max_new), temperature=temp, seed=int(seed_value))
+                              max_new_tokens=int(max_new), temperature=temp, seed=int(seed_value),
+                              forwards=forwards if forwards is not None else "eager")
     config.validate()
     return config
 

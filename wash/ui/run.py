@@ -1,11 +1,17 @@
-"""Driving a generation for the app: worker thread, stop flag, throttled views.
+"""Driving a generation for the app: preload, worker thread, stop flag, throttled views.
+
+The app loads its models ahead of the first click (``start_preload``: a
+``wash.models.Preload`` thread, then a warm-up that builds the union vocabulary
+and runs the default preset for one token, so the first click costs one step).
+A click during that load waits for it, relaying its progress to the status line.
 
 The engine's ``generate_stream`` blocks while models load and while each token is
 computed. Running it in a worker thread lets the app's handler keep talking to
-the browser: it relays model-loading progress as it happens, ticks an elapsed
-timer during long loads, and stays responsive to Stop. With the comparison
-switch on, the same worker advances a second stream (provider 1 alone, mode
-``single``, same prompt and seed) one event at a time alongside the first.
+the browser: it relays model-loading progress as it happens (``on_load``), ticks
+an elapsed timer during long loads, and stays responsive to Stop. With the
+comparison switch on, the same worker advances a second stream (provider 1
+alone, mode ``single``, same prompt and seed) one event at a time alongside the
+first.
 
 Stop is a ``threading.Event`` per browser session: the engine polls it through
 ``should_stop`` before every token, so a run stops within one step and still
@@ -19,13 +25,16 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 from wash.config import GenerationConfig
-from wash.events import FinishedEvent, LoadEvent, ResyncEvent, StepEvent
+from wash.events import FinishedEvent, LoadEvent, ResyncEvent, RunResult, StepEvent
+from wash.models import Preload, Progress
 
 WASH, SINGLE = "wash", "single"
 SINGLE_LABEL_SUFFIX = " alone (single mode)"
+#: Queue tags of the worker besides the stream names.
+_PRELOAD, _PRELOAD_DONE, _ERROR, _DONE = "preload", "preload-done", "error", "done"
 
 
 class Throttle:
@@ -70,53 +79,112 @@ class StopRegistry:
         return True
 
 
+# -- loading ahead of the first click -------------------------------------------------
+def warm_up(models: Sequence[str], say: Progress) -> None:
+    """What a first generation would otherwise pay once the models are loaded.
+
+    Builds the union vocabulary of the default preset's models and each model's
+    own (single mode, one-model presets, the Detect tab), then runs that preset for
+    one token so every model has run a first forward (the slowest of all).
+    """
+    from wash.ensemble import generate
+    from wash.models import load_model
+    from wash.ui.providers import build_config, preset_names, preset_rows
+    from wash.ui.texts import example_prompts
+    from wash.vocab import align, model_vocab
+
+    rows, mode = preset_rows(preset_names()[0], list(models))
+    config = build_config(rows, example_prompts(1)[0], 1, 1.0, 0, mode, list(models))
+    names = list(dict.fromkeys(s.model for s in config.active_providers()))
+    say(f"building the union vocabulary of {' + '.join(names)} (once per process)")
+    align([model_vocab(load_model(n)) for n in names])
+    for name in dict.fromkeys(models):
+        if [name] != names:
+            say(f"building the vocabulary index of {name} alone")
+            align([model_vocab(load_model(name))])
+    say("warming up: one token of the default preset")
+    generate(config)
+
+
+def start_preload(models: Sequence[str], echo: Progress | None = None) -> Preload:
+    """Start loading (and warming up) the app's models in a background thread."""
+    names = list(dict.fromkeys(models))
+    return Preload(names, then=lambda say: warm_up(names, say), echo=echo).start()
+
+
+def preload_markdown(preload: Preload | None) -> str:
+    """The page's model status line."""
+    if preload is None or not preload.started:
+        return "Models load on the first click."
+    models = ", ".join(preload.names)
+    if preload.ready:
+        return f"**Models ready in {preload.elapsed_s:.1f} s** ({models})."
+    if preload.done:
+        return (f"**Loading the models failed** after {preload.elapsed_s:.0f} s: "
+                f"{preload.last_message}. Generate will try again and report the error.")
+    loaded = len(preload.loaded())
+    return (f"**Loading models** ({loaded}/{len(preload.names)} loaded, {preload.elapsed_s:.0f} s; "
+            f"a first-ever start dequantises the GGUF files, a minute or more): "
+            f"{preload.last_message or 'starting'}  \n"
+            f"You can click Generate now: it waits for the models.")
+
+
+# -- one run ----------------------------------------------------------------------------
 @dataclass
 class RunRecord:
-    """Everything one run produced, as plain JSON-ready data (kept in the session's gr.State)."""
+    """Everything one run produced, as the engine's own events (kept in the session's gr.State)."""
 
     settings: dict
     labels: list[str]
     compare: bool
-    events: dict[str, list[dict]] = field(default_factory=lambda: {WASH: [], SINGLE: []})
-    steps: dict[str, list[dict]] = field(default_factory=lambda: {WASH: [], SINGLE: []})
-    results: dict[str, dict | None] = field(default_factory=lambda: {WASH: None, SINGLE: None})
+    events: dict[str, list] = field(default_factory=lambda: {WASH: [], SINGLE: []})
+    steps: dict[str, list[StepEvent]] = field(default_factory=lambda: {WASH: [], SINGLE: []})
+    results: dict[str, RunResult | None] = field(default_factory=lambda: {WASH: None, SINGLE: None})
     load_messages: list[str] = field(default_factory=list)
     #: Seconds from the click to the first committed token (model loading included).
     first_token_s: float | None = None
+    #: True while the run waits for the app's preload; then the seconds it waited.
+    waiting_for_preload: bool = False
+    preload_wait_s: float | None = None
 
     @classmethod
     def start(cls, config: GenerationConfig, compare: bool) -> "RunRecord":
-        specs = config.providers[:1] if config.mode == "single" else config.providers
-        settings = {k: v for k, v in dataclasses.asdict(config).items() if k not in ("providers", "extra")}
+        settings = {k: v for k, v in dataclasses.asdict(config).items() if k != "providers"}
         settings["providers"] = [str(s) for s in config.providers]
         settings["compare_with_single"] = compare
-        return cls(settings=settings, labels=[s.label(i) for i, s in enumerate(specs)], compare=compare)
+        return cls(settings=settings, labels=[s.label(i) for i, s in enumerate(config.active_providers())],
+                   compare=compare)
 
     @property
     def single_label(self) -> str:
         return self.labels[0].split(" ", 1)[0] + SINGLE_LABEL_SUFFIX
+
+    @property
+    def lazy(self) -> bool:
+        return self.settings.get("forwards") == "lazy"
 
     def add(self, stream: str, event: LoadEvent | StepEvent | ResyncEvent | FinishedEvent) -> None:
         if isinstance(event, LoadEvent):
             if event.message not in self.load_messages:
                 self.load_messages.append(event.message)
             return
-        self.events[stream].append(event.to_dict())
+        self.events[stream].append(event)
         if isinstance(event, StepEvent):
-            self.steps[stream].append(event.to_dict())
+            self.steps[stream].append(event)
         elif isinstance(event, FinishedEvent):
-            self.results[stream] = event.to_dict()["result"]
+            self.results[stream] = event.result
 
     @property
     def finished(self) -> bool:
         return self.results[WASH] is not None and (not self.compare or self.results[SINGLE] is not None)
 
     def to_json(self) -> dict:
-        """The download: settings, provider labels, every event of each stream."""
+        """The download: settings, provider labels, every event of each stream, as plain JSON."""
         out = {"settings": self.settings, "providers": self.labels, "load_messages": self.load_messages,
-               "first_token_s": self.first_token_s, "events": self.events[WASH]}
+               "first_token_s": self.first_token_s, "preload_wait_s": self.preload_wait_s,
+               "events": [e.to_dict() for e in self.events[WASH]]}
         if self.compare:
-            out["single_events"] = self.events[SINGLE]
+            out["single_events"] = [e.to_dict() for e in self.events[SINGLE]]
         return out
 
 
@@ -146,57 +214,86 @@ def lockstep(streams: dict[str, Iterator]) -> Iterator[tuple[str, object]]:
                 del active[name]
 
 
-def _worker(config: GenerationConfig, compare: bool, stop: threading.Event, out: queue.Queue) -> None:
+def _wait_for_preload(preload: Preload, stop: threading.Event, out: queue.Queue,
+                      poll_seconds: float = 0.2) -> None:
+    """Relay the preload's progress (from its latest message on) until it ends or Stop."""
+    seen = max(0, len(preload.messages_from(0)) - 1)
+    while True:
+        ended = preload.wait(poll_seconds)
+        for message in preload.messages_from(seen):
+            out.put((_PRELOAD, LoadEvent(message)))
+            seen += 1
+        if ended or stop.is_set():
+            out.put((_PRELOAD_DONE, None))
+            return
+
+
+def _worker(config: GenerationConfig, compare: bool, stop: threading.Event, out: queue.Queue,
+            preload: Preload | None) -> None:
     from wash.ensemble import generate_stream
-    from wash.models import load_model
 
     try:
-        specs = config.providers[:1] if config.mode == "single" else config.providers
-        for name in dict.fromkeys(s.model for s in specs):
-            out.put((WASH, LoadEvent(f"loading model {name}")))
-            load_model(name, progress=lambda m: out.put((WASH, LoadEvent(m))))
-        streams = {WASH: generate_stream(config, should_stop=stop.is_set)}
+        if preload is not None and preload.started and not preload.done:
+            # Not a second load: the models are loading already; wait for them visibly.
+            _wait_for_preload(preload, stop, out)
+            if stop.is_set():
+                return
+        # A failed preload is not fatal here: loading again reports the error properly.
+        def relay(event: LoadEvent) -> None:
+            out.put((WASH, event))
+
+        streams = {WASH: generate_stream(config, should_stop=stop.is_set, on_load=relay)}
         if compare:
-            streams[SINGLE] = generate_stream(single_config(config), should_stop=stop.is_set)
+            streams[SINGLE] = generate_stream(single_config(config), should_stop=stop.is_set, on_load=relay)
         for name, event in lockstep(streams):
             out.put((name, event))
     except BaseException as exc:  # handed to the consumer, which reports it
-        out.put(("error", exc))
+        out.put((_ERROR, exc))
     finally:
-        out.put(("done", None))
+        out.put((_DONE, None))
 
 
-def _status(record: RunRecord, config: GenerationConfig, started: float, stop: threading.Event) -> str:
+def _status(record: RunRecord, config: GenerationConfig, started: float, stop: threading.Event,
+            ended: bool = False) -> str:
     elapsed = time.perf_counter() - started
     n = len(record.steps[WASH])
     if record.finished:
         result = record.results[WASH]
-        tps = n / result["timing"]["total_s"] if result["timing"]["total_s"] > 0 else 0.0
-        how = "Stopped" if result["finish_reason"] == "stopped" else "Done"
-        return f"**{how}**: {n} tokens, {tps:.2f} tokens/s (finish: {result['finish_reason']})."
+        total = result.timing.total_s
+        tps = n / total if total > 0 else 0.0
+        how = "Stopped" if result.finish_reason == "stopped" else "Done"
+        return f"**{how}**: {n} tokens, {tps:.2f} tokens/s (finish: {result.finish_reason})."
+    if ended:
+        return "**Stopped** while the models were loading: nothing was generated."
     if stop.is_set():
         return f"**Stopping** after the current step… ({elapsed:.0f} s)"
     if n == 0:
         last = record.load_messages[-1] if record.load_messages else "starting"
+        if record.waiting_for_preload:
+            return (f"**Waiting for the models** the app is loading ({elapsed:.0f} s; a first-ever start "
+                    f"dequantises the GGUF files, a minute or more): {last}")
         return (f"**Loading models** ({elapsed:.0f} s; a first load takes about a minute on a CPU): "
                 f"{last}")
     return f"**Generating**: token {n} / {config.max_new_tokens} ({elapsed:.0f} s)"
 
 
 def drive(config: GenerationConfig, compare: bool, stop: threading.Event,
-          throttle: Throttle | None = None, poll_seconds: float = 0.5) -> Iterator[RunView]:
+          throttle: Throttle | None = None, poll_seconds: float = 0.5,
+          preload: Preload | None = None) -> Iterator[RunView]:
     """Run a generation in a worker thread and yield a view after every event.
 
-    Re-raises the worker's exception (``WashInputError`` for bad input found late,
-    e.g. a prompt longer than a model's context). Closing this generator early
-    (browser gone, request cancelled) sets ``stop`` so the worker ends too.
+    While ``preload`` (the app's model loading) is still running, the worker first
+    waits for it and the views show its progress. Re-raises the worker's exception
+    (``WashInputError`` for bad input found late, e.g. a prompt longer than a
+    model's context). Closing this generator early (browser gone, request
+    cancelled) sets ``stop`` so the worker ends too.
     """
     compare = compare and config.mode != "single"
     record = RunRecord.start(config, compare)
     throttle = throttle or Throttle()
     out: queue.Queue = queue.Queue()
     started = time.perf_counter()
-    thread = threading.Thread(target=_worker, args=(config, compare, stop, out), daemon=True,
+    thread = threading.Thread(target=_worker, args=(config, compare, stop, out, preload), daemon=True,
                               name="wash-generation")
     thread.start()
     try:
@@ -206,16 +303,23 @@ def drive(config: GenerationConfig, compare: bool, stop: threading.Event,
             except queue.Empty:
                 yield RunView(_status(record, config, started, stop), record)
                 continue
-            if stream == "done":
+            if stream == _DONE:
                 break
-            if stream == "error":
+            if stream == _ERROR:
                 raise event
+            if stream == _PRELOAD_DONE:
+                record.waiting_for_preload = False
+                record.preload_wait_s = time.perf_counter() - started
+                continue
+            if stream == _PRELOAD:
+                record.waiting_for_preload = True
+                stream = WASH
             record.add(stream, event)
             if record.first_token_s is None and isinstance(event, StepEvent):
                 record.first_token_s = time.perf_counter() - started
             refresh = isinstance(event, StepEvent) and stream == WASH and throttle.tick()
             if not isinstance(event, (ResyncEvent, FinishedEvent)):
                 yield RunView(_status(record, config, started, stop), record, refresh=refresh)
-        yield RunView(_status(record, config, started, stop), record, refresh=True, finished=True)
+        yield RunView(_status(record, config, started, stop, ended=True), record, refresh=True, finished=True)
     finally:
         stop.set()

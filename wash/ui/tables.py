@@ -1,6 +1,7 @@
 """End-of-run summaries: the detection table, routing statistics, download files.
 
-The detection table is a pandas DataFrame (one row per provider and run) so the
+They read the engine's ``RunResult`` and ``ProviderDetection`` dataclasses. The
+detection table is a pandas DataFrame (one row per provider and run) so the
 widget shows it and the CSV download writes exactly the same columns.
 """
 
@@ -14,22 +15,25 @@ from typing import Sequence
 
 import pandas as pd
 
+from wash.events import ProviderDetection, RunResult
+
 DETECTION_COLUMNS = ["run", "provider", "model", "scheme", "key", "tokens scored", "z", "p",
                      "detected (z > 4)"]
 
 
-def detection_frame(rows: Sequence[dict], run: str = "WASH", threshold: float = 4.0) -> pd.DataFrame:
-    """Rows of ``ProviderDetection.to_dict()`` -> the table's DataFrame."""
+def detection_frame(rows: Sequence[ProviderDetection], run: str = "WASH",
+                    threshold: float = 4.0) -> pd.DataFrame:
+    """Verdicts -> the table's DataFrame."""
     records = [{
         "run": run,
-        "provider": d["provider"],
-        "model": d["model"],
-        "scheme": d["scheme"],
-        "key": int(d["key"]),
-        "tokens scored": int(d["tokens_scored"]),
-        "z": round(float(d["z"]), 3),
-        "p": float(f"{float(d['p']):.3g}"),
-        "detected (z > 4)": "yes" if d["detected"] else "no",
+        "provider": d.provider,
+        "model": d.model,
+        "scheme": d.scheme,
+        "key": int(d.key),
+        "tokens scored": int(d.tokens_scored),
+        "z": round(float(d.z), 3),
+        "p": float(f"{float(d.p):.3g}"),
+        "detected (z > 4)": "yes" if d.detected else "no",
     } for d in rows]
     frame = pd.DataFrame.from_records(records, columns=DETECTION_COLUMNS)
     if threshold != 4.0:
@@ -41,36 +45,39 @@ def empty_detection_frame() -> pd.DataFrame:
     return pd.DataFrame(columns=DETECTION_COLUMNS)
 
 
-def combined_detection(result: dict, single_result: dict | None) -> pd.DataFrame:
+def combined_detection(result: RunResult, single_result: RunResult | None) -> pd.DataFrame:
     """The WASH run's rows, then the single-model run's rows when it was compared."""
-    threshold = float(result.get("settings", {}).get("z_threshold", 4.0))
-    frames = [detection_frame(result["detection"], run=result["mode"], threshold=threshold)]
+    threshold = float(result.settings.get("z_threshold", 4.0))
+    frames = [detection_frame(result.detection, run=result.mode, threshold=threshold)]
     if single_result is not None:
-        frames.append(detection_frame(single_result["detection"], run="single (P1 alone)",
+        frames.append(detection_frame(single_result.detection, run="single (P1 alone)",
                                       threshold=threshold))
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 
-def tokens_per_second(result: dict) -> float:
-    tokens = result["routing"]["tokens"]
-    total = result["timing"]["total_s"]
-    return tokens / total if total > 0 else 0.0
+def tokens_per_second(result: RunResult) -> float:
+    total = result.timing.total_s
+    return result.routing.tokens / total if total > 0 else 0.0
 
 
-def routing_markdown(result: dict, single_result: dict | None = None,
+def routing_markdown(result: RunResult, single_result: RunResult | None = None,
                      first_token_s: float | None = None) -> str:
     """Routing statistics and speed of the finished run(s)."""
-    r, t = result["routing"], result["timing"]
+    r, t = result.routing, result.timing
     first = "" if first_token_s is None else f" · first token {first_token_s:.1f} s after the click"
+    forwards = result.settings.get("forwards", "eager")
+    calls = ", ".join(f"{m} {c}" for m, c in t.forward_calls.items())
     lines = [
-        f"**{r['tokens']} tokens** ({result['mode']} mode, finish: {result['finish_reason']}) · "
-        f"**{tokens_per_second(result):.2f} tokens/s** · {t['per_token_ms']:.0f} ms per token "
-        f"(median {t['median_token_ms']:.0f}){first}",
-        f"Routed tokens: **{r['routed_token_fraction']:.1%}** in {r['routed_spans']} span(s), "
-        f"mean span length {r['mean_routed_span_length']:.2f} tokens.",
+        f"**{r.tokens} tokens** ({result.mode} mode, {forwards} forwards, finish: {result.finish_reason}) · "
+        f"**{tokens_per_second(result):.2f} tokens/s** · {t.per_token_ms:.0f} ms per token "
+        f"(median {t.median_token_ms:.0f}){first}",
+        f"Routed tokens: **{r.routed_token_fraction:.1%}** in {r.routed_spans} span(s), "
+        f"mean span length {r.mean_routed_span_length:.2f} tokens.",
     ]
+    if calls:
+        lines.append(f"Forward calls per base model: {calls}.")
     if single_result is not None:
-        lines.append(f"Single-model comparison: {single_result['routing']['tokens']} tokens at "
+        lines.append(f"Single-model comparison: {single_result.routing.tokens} tokens at "
                      f"{tokens_per_second(single_result):.2f} tokens/s.")
     return "  \n".join(lines)
 

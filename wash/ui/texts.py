@@ -45,6 +45,40 @@ def scheme_lines() -> list[str]:
     return [f"- **{name}**: {SCHEME_LINES.get(name, cls.summary)}" for name, cls in SCHEMES.items()]
 
 
+#: What each ``forwards`` setting does (``wash.config.FORWARDS``), for the page.
+FORWARDS_LINES = {
+    "eager": "every base model runs its forward each step; the token is drawn from the average p̄, "
+             "and the distribution view shows every p_i, p̄ and p*.",
+    "lazy": "each step picks one provider uniformly at random and draws the token from its p_i alone "
+            "(the same law as drawing from p̄); only that provider's model runs, the others catch up "
+            "later in one batched forward. Faster, but p̄, p* and the other providers' p_i are never "
+            "computed, so the distribution view shows the chosen provider's bars only.",
+}
+
+
+def mode_lines() -> list[str]:
+    """One markdown bullet per mode, from the engine's own ``MODE_TABLE``."""
+    from wash.config import MODE_TABLE
+
+    return [f"- **{m.name}**: {m.description}." for m in MODE_TABLE.values()]
+
+
+def forwards_lines() -> list[str]:
+    from wash.config import FORWARDS
+
+    return [f"- **{f}**: {FORWARDS_LINES.get(f, '')}" for f in FORWARDS]
+
+
+def mode_info(mode: str | None, forwards: str | None) -> str:
+    """The line under the mode and forwards radios: what the chosen pair does."""
+    from wash.config import MODE_TABLE
+
+    spec = MODE_TABLE.get(mode or "")
+    what = f"**{spec.name}**: {spec.description}." if spec else ""
+    how = FORWARDS_LINES.get(forwards or "", "")
+    return f"{what}  \n**{forwards}** forwards: {how}" if how else what
+
+
 def about_markdown() -> str:
     return "\n".join([
         "## What WASH is",
@@ -75,16 +109,17 @@ def about_markdown() -> str:
         "- **Distribution chart**: for one token, the probability each provider gave to the top "
         "candidates (p_i), their average p̄ (what WASH samples from) and the consensus p* (the "
         "average of the providers' unwatermarked distributions). ‖p̄ − p*‖∞ is the largest gap "
-        "over the whole vocabulary: the smaller it is, the less watermark is left.",
+        "over the whole vocabulary: the smaller it is, the less watermark is left. A step drawn from "
+        "one provider (lazy forwards, or a specialist inside a routed span) computed only that "
+        "provider's distribution: the chart then shows its bars alone and says why the rest is missing.",
         "- **Detection table**: each provider's detector on the finished text, re-tokenised with "
         "its own tokenizer, as a third party would run it.",
         "",
         "## Modes",
-        "- **wash**: average, route, re-synchronise (the method).",
-        "- **naive**: average over the union without routing (a missing token is re-tokenised for "
-        "the other models at once).",
-        "- **single**: provider 1 alone, the watermarked baseline.",
-        "- **unwatermarked**: the base models averaged with no watermark.",
+        *mode_lines(),
+        "",
+        "## Forwards",
+        *forwards_lines(),
         "",
         "## Reference",
         PAPER_REFERENCE,

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from wash.events import StepEvent
+
 #: Label of the first token of a routed span: drawn from p̄, missing from some vocabularies.
 ROUTED_FROM_AVERAGE = "routed: drawn from p̄"
 ROUTED_COLOUR = "#f59e0b"
@@ -18,17 +20,16 @@ def specialist_label(index: int) -> str:
     return f"routed: P{index + 1}"
 
 
-def token_label(step: dict) -> str | None:
-    """None for an averaged token; otherwise which routed case produced it."""
-    if not step.get("routed"):
+def token_label(step: StepEvent) -> str | None:
+    """None for a token every vocabulary holds; otherwise which routed case produced it."""
+    if not step.routed:
         return None
-    chosen = step.get("chosen")
-    return ROUTED_FROM_AVERAGE if chosen is None else specialist_label(int(chosen))
+    return ROUTED_FROM_AVERAGE if step.chosen is None else specialist_label(int(step.chosen))
 
 
-def highlight_segments(steps: Sequence[dict]) -> list[tuple[str, str | None]]:
+def highlight_segments(steps: Sequence[StepEvent]) -> list[tuple[str, str | None]]:
     """One (token text, label) pair per step, in order."""
-    return [(s["token"], token_label(s)) for s in steps]
+    return [(s.token, token_label(s)) for s in steps]
 
 
 def colour_map(palette: Sequence[str], n: int) -> dict[str, str]:
@@ -43,25 +44,39 @@ def _fmt_z(z: float | None) -> str:
     return "–" if z is None else f"{z:.2f}"
 
 
-def describe_step(step: dict, labels: Sequence[str]) -> str:
-    """Markdown: where one token came from, who could produce it, the live z at that point."""
+def describe_step(step: StepEvent, labels: Sequence[str], lazy: bool = False) -> str:
+    """Markdown: where one token came from, who could produce it, the live z at that point.
+
+    ``lazy``: the run used lazy forwards, so a token may come from one uniformly
+    picked provider and its step computed no p̄ or p* (said so plainly).
+    """
     n = len(labels)
-    head = f"**Token {step['step'] + 1}** `{step['token']!r}`"
-    if not step.get("routed"):
+    head = f"**Token {step.step + 1}** `{step.token!r}`"
+    holders = ", ".join(labels[i] for i in step.specialists) or "none"
+    who = labels[int(step.chosen)] if step.chosen is not None else None
+    if not step.routed and who is None:
         origin = f"drawn from the average p̄ of all {n} provider(s); every vocabulary holds it."
-    elif step.get("chosen") is None:
-        holders = ", ".join(labels[i] for i in step.get("specialists", [])) or "none"
-        origin = (f"first token of routed span {step['span_id']}: drawn from p̄ but missing from some "
+    elif not step.routed:
+        origin = (f"drawn from **{who}** alone, picked uniformly at random (lazy forwards: the same law "
+                  f"as drawing from p̄ of all {n} provider(s)); every vocabulary holds it.")
+    elif who is None:
+        origin = (f"first token of routed span {step.span_id}: drawn from p̄ but missing from some "
                   f"vocabularies. Specialists that can continue it: {holders}.")
+    elif lazy:
+        origin = (f"routed span {step.span_id}: drawn from **{who}** alone (lazy forwards: the uniformly "
+                  f"picked provider, or the span's specialist). Specialists holding the span: {holders}.")
     else:
-        k = int(step["chosen"])
-        holders = ", ".join(labels[i] for i in step.get("specialists", [])) or "none"
-        origin = (f"routed span {step['span_id']}: produced by specialist **{labels[k]}** alone "
+        origin = (f"routed span {step.span_id}: produced by specialist **{who}** alone "
                   f"(picked uniformly). Specialists still holding the span: {holders}.")
-    linf = step.get("linf")
-    gap = "" if linf is None else f" ‖p̄ − p*‖∞ = {linf:.4f}."
-    zs = ", ".join(f"P{i + 1} {_fmt_z(z)}" for i, z in enumerate(step.get("live_z") or []))
-    return f"{head}: {origin}{gap}  \nLive z after it: {zs}"
+    gap = "" if step.linf is None else f" ‖p̄ − p*‖∞ = {step.linf:.4f}."
+    missing = ""
+    if step.average_probs is None:
+        kind = "a lazy step" if (lazy or not step.routed) else "a routed step"
+        missing = (f"  \n*Not computed on this step:* p̄, p* and the other providers' distributions "
+                   f"({kind} computes only the chosen provider's: the chart shows "
+                   f"{who or 'that provider'} alone).")
+    zs = ", ".join(f"P{i + 1} {_fmt_z(z)}" for i, z in enumerate(step.live_z or []))
+    return f"{head}: {origin}{gap}{missing}  \nLive z after it: {zs}"
 
 
 def score_segments(tokens: Sequence[str],

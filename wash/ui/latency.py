@@ -1,0 +1,187 @@
+"""Measure the app's start-up and click-to-first-token latency (a script, not a test).
+
+    python -m wash.ui.latency                     # the real models, the user's model cache
+    python -m wash.ui.latency --fresh             # an empty WASH_CACHE_DIR: a first-ever start
+    WASH_APP_MODELS=tiny-smollm2,tiny-gemma3 python -m wash.ui.latency --repeats 3   # quick check
+
+It starts ``app.py`` in a subprocess on a free localhost port, polls the app's
+``/status`` API endpoint until the model preload reports ready (``start_to_ready_s``
+is measured from the process start), then times ``/generate`` for the default
+preset (the page's defaults: paper preset, first example prompt, seed 0) through
+``gradio_client``: the seconds from the submit to the first streamed update whose
+text holds a token (``click_to_first_token_s``), several times. It prints one JSON
+object and stops the app. Numbers depend on the machine and its load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+#: Index of the highlighted text and the status among /generate's outputs.
+OUT_STATUS, OUT_TEXT = 0, 1
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _client(url: str, deadline: float, proc: subprocess.Popen, log: Path):
+    """A gradio_client.Client once the server answers (the models may still be loading)."""
+    from gradio_client import Client
+
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"app exited with {proc.returncode}:\n{_tail(log)}")
+        try:
+            return Client(url, verbose=False)
+        except Exception:  # noqa: BLE001 - not up yet
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"app not answering on {url}:\n{_tail(log)}") from None
+            time.sleep(0.25)
+
+
+def _tail(log: Path, n: int = 30) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return ""
+
+
+def wait_ready(client, deadline: float, poll_s: float = 0.25) -> dict:
+    """Poll ``/status`` until the preload has ended; its last answer."""
+    while True:
+        status = client.predict(api_name="/status")
+        if status["done"]:
+            return status
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"models not ready in time: {status['messages'][-3:]}")
+        time.sleep(poll_s)
+
+
+def default_request(models: list[str]) -> tuple:
+    """The /generate inputs of the page as it opens (the default preset)."""
+    from wash.ui.providers import HEADERS, preset_names, preset_rows
+    from wash.ui.texts import example_prompts
+
+    rows, mode = preset_rows(preset_names()[0], models)
+    table = {"headers": HEADERS, "data": rows, "metadata": None}
+    return table, example_prompts(1)[0], mode
+
+
+def click_to_first_token(client, table: dict, prompt: str, mode: str, max_new: int, seed: int,
+                         forwards: str) -> tuple[float, str]:
+    """Seconds from submitting /generate to the first update holding a token; the final status."""
+    started = time.perf_counter()
+    job = client.submit(table, prompt, max_new, 1.0, seed, mode, False, forwards, api_name="/generate")
+    first = None
+    for update in job:
+        if first is None and update[OUT_TEXT]:
+            first = time.perf_counter() - started
+    outputs = job.outputs()
+    status = outputs[-1][OUT_STATUS] if outputs else ""
+    if first is None:
+        raise RuntimeError(f"no token came back (status: {status!r})")
+    return first, status
+
+
+def measure(args: argparse.Namespace) -> dict:
+    from wash.ui.settings import app_models
+
+    models = app_models()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1",
+               GRADIO_ANALYTICS_ENABLED="False", TRANSFORMERS_VERBOSITY="error")
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    cache = None
+    if args.fresh:
+        cache = tempfile.TemporaryDirectory(prefix="wash-fresh-cache-")
+        env["WASH_CACHE_DIR"] = cache.name
+    fd, log_name = tempfile.mkstemp(prefix="wash-latency-app-", suffix=".log")
+    os.close(fd)
+    log = Path(log_name)
+    command = [sys.executable, "app.py"]
+    with open(log, "w") as log_file:
+        started = time.monotonic()
+        proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log_file, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            deadline = started + args.timeout
+            client = _client(url, deadline, proc, log)
+            answering_s = time.monotonic() - started
+            status = wait_ready(client, deadline)
+            ready_s = time.monotonic() - started
+            if not status["ready"]:
+                raise RuntimeError(f"the app's preload failed: {status['error']}")
+            table, prompt, mode = default_request(models)
+            samples, statuses = [], []
+            for i in range(args.repeats):
+                first, final = click_to_first_token(client, table, prompt, mode, args.max_new_tokens,
+                                                    args.seed + i if args.vary_seed else args.seed,
+                                                    args.forwards)
+                samples.append(round(first, 3))
+                statuses.append(final)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    os.killpg(proc.pid, signal.SIGKILL)
+            if cache is not None:
+                cache.cleanup()
+    return {
+        "command": shlex.join([Path(sys.executable).name, "-m", "wash.ui.latency", *sys.argv[1:]]),
+        "env": {k: os.environ[k] for k in ("WASH_APP_MODELS", "WASH_CACHE_DIR", "WASH_APP_CONCURRENCY")
+                if k in os.environ},
+        "app_command": shlex.join(command),
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "models": models,
+        "fresh_cache": bool(args.fresh),
+        "preset": {"table": table["data"], "mode": mode, "prompt": prompt, "forwards": args.forwards,
+                   "max_new_tokens": args.max_new_tokens},
+        "server_answering_s": round(answering_s, 3),
+        "start_to_ready_s": round(ready_s, 3),
+        "app_reported_preload_s": status["elapsed_s"],
+        "preload_messages": status["messages"],
+        "click_to_first_token_s": {"median": round(statistics.median(samples), 3), "samples": samples},
+        "final_status": statuses[-1] if statuses else None,
+        "cpu_count": os.cpu_count(),
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "app_log": str(log),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m wash.ui.latency", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--fresh", action="store_true",
+                        help="point WASH_CACHE_DIR at an empty temporary directory (a first-ever start, "
+                             "which dequantises the GGUF files)")
+    parser.add_argument("--repeats", type=int, default=5, help="generations timed (default 5)")
+    parser.add_argument("--max-new-tokens", type=int, default=2,
+                        help="tokens per timed generation (default 2; only the first is timed)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--vary-seed", action="store_true", help="seed + i for repeat i")
+    parser.add_argument("--forwards", choices=("eager", "lazy"), default="eager")
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds allowed for start-up")
+    args = parser.parse_args(argv)
+    print(json.dumps(measure(args), ensure_ascii=False, indent=1))
+
+
+if __name__ == "__main__":
+    main()
