@@ -249,8 +249,7 @@ def test_workers_split_the_jobs_and_give_the_same_rows(tmp_path, outputs):
     meta = json_load(out / "decay_meta.json")
     assert meta["workers"] == 2
     # workers run their models one after the other, on their share of the cores
-    assert meta["forward_settings"] == {"parallel": False, "threads_per_model": threads_per_worker(2),
-                                        "pool_threads": 1}
+    assert meta["forward_settings"] == {"parallel": False, "threads_per_model": threads_per_worker(2)}
 
 
 def test_shard_tables_merge_without_duplicates(tmp_path):
@@ -332,7 +331,7 @@ def test_experiments_default_to_lazy_forwards_unless_they_measure_eager(outputs)
     _module, config, out = outputs["decay"]
     assert config.forwards == "lazy" and out.meta["forwards"] == "lazy"
     assert out.meta["config"]["forwards"] == "lazy"
-    assert set(out.meta["forward_settings"]) == {"parallel", "threads_per_model", "pool_threads"}
+    assert set(out.meta["forward_settings"]) == {"parallel", "threads_per_model"}
     assert (pd.read_csv(out.runs_csv)["forwards"] == "lazy").all()  # part of every job key
 
 

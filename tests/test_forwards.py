@@ -39,7 +39,7 @@ def test_parallel_and_sequential_forwards_give_equal_logits(tiny_smollm2, tiny_g
     par = [ModelContext(lm, lm.encode_prompt(PROMPT)) for lm in lms]
     seq = [ModelContext(lm, lm.encode_prompt(PROMPT)) for lm in lms]
     for _ in range(4):
-        a = run_all([c.next_logits for c in par])
+        a = run_all([(c.lm.name, c.next_logits) for c in par])
         b = [c.next_logits() for c in seq]  # the caller's thread, its own thread count
         for x, y in zip(a, b):
             assert torch.allclose(x, y, atol=1e-5), float((x - y).abs().max())
@@ -57,6 +57,31 @@ def test_parallel_and_sequential_forwards_give_identical_seeded_text(monkeypatch
     seq = steps(config(n=20, seed=4))
     assert [e.token for e in par] == [e.token for e in seq]
     assert [e.average_probs for e in par] == [e.average_probs for e in seq]
+
+
+def test_lazy_background_catch_up_does_not_depend_on_timing(monkeypatch):
+    """Background catch-ups feed chunks fixed by the algorithm: the same seed gives the same
+    text and the same per-step distributions, in parallel, sequentially, and under a slow model."""
+    import time
+
+    import wash.resync as resync
+
+    monkeypatch.setenv("WASH_THREADS_PER_MODEL", "1")
+    first = steps(config(n=30, seed=7, forwards="lazy"))
+    monkeypatch.setenv("WASH_PARALLEL_FORWARDS", "0")
+    sequential = steps(config(n=30, seed=7, forwards="lazy"))
+    monkeypatch.setenv("WASH_PARALLEL_FORWARDS", "1")
+    feed = resync.ModelContext._feed
+
+    def slow_feed(self, target, logits=True):  # every forward late: queued work piles up differently
+        time.sleep(0.01)
+        return feed(self, target, logits)
+
+    monkeypatch.setattr(resync.ModelContext, "_feed", slow_feed)
+    slow = steps(config(n=30, seed=7, forwards="lazy"))
+    for other in (sequential, slow):
+        assert [e.token for e in other] == [e.token for e in first]
+        assert [e.provider_probs for e in other] == [e.provider_probs for e in first]
 
 
 # -- lazy forwards -----------------------------------------------------------------------

@@ -37,7 +37,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from wash.parallel import parallel_enabled, pool_threads, threads_per_model
+from wash.parallel import settings as forward_settings
 
 PROMPT = ("The committee published its annual report on the state of the regional railways, and the "
           "first chapter explains")
@@ -128,8 +128,7 @@ def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int) -> dic
     report["sum_plain_ms"] = sum(plain.values())
     slowest = max(plain.values())
     report["slowest_plain_ms"] = slowest
-    report["forward_pool"] = {"parallel": parallel_enabled(), "pool_threads": pool_threads(),
-                              "threads_per_model": threads_per_model()}
+    report["forwards"] = forward_settings()
     report["wash"], report["lazy"] = {}, {}
     for n in (2, 3, 5):
         specs = providers_for(n, models)

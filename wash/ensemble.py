@@ -16,10 +16,12 @@ Every mode runs this one loop, switched by the fields of ``config.MODE_TABLE``
 
 Lazy forwards (``forwards="lazy"``) replace steps 1-3 by: pick a provider
 uniformly at random and draw x from its own p_i. Since p̄ = (1/N) Σ p_i, that is
-the same law for x; only the picked provider's model runs a forward, and the
-others catch up on the new ids in one batched forward when next needed
-(``resync.ModelContext`` feeds pending ids lazily). The price: p̄, p* and the
-other providers' p_i are never computed, so lazy step events carry ``None`` there.
+the same law for x; only the picked provider's model computes logits. Picks are
+drawn one step ahead from their own seeded stream, so while the picked model
+computes, every other model feeds the ids it has not seen on its own thread,
+without its output layer (``resync.ModelContext.catch_up_async``). The price: p̄,
+p* and the other providers' p_i are never computed, so lazy step events carry
+``None`` there.
 
 ``generate_stream`` yields the events of ``events.py``; ``generate`` drains it and
 returns the final ``RunResult``.
@@ -41,13 +43,15 @@ from wash.detection import LiveDetector, detect_text
 from wash.errors import WashInputError
 from wash.events import (FinishedEvent, LoadEvent, ResyncEvent, RoutingSummary, RunResult, SpanRecord,
                          StepEvent, Timing, TokenRecord)
-from wash.parallel import pool_threads, run_all, threads_per_model
+from wash import parallel
+from wash.parallel import run_all
 from wash.providers import ProviderSet, build_providers
 from wash.resync import ModelContext, resynchronise
 from wash.routing import pick_specialist, specialists, starts_new_word, word_complete
 from wash.sampling import process_logits, sample, uniform_choice
 from wash.vocab import encode_bytes, model_vocab
 from wash.watermarks.base import softmax
+from wash.watermarks.hashing import derive_seed
 
 Event = LoadEvent | StepEvent | ResyncEvent | FinishedEvent
 LoadCallback = Callable[[LoadEvent], None]
@@ -141,6 +145,12 @@ class _Run:
             p.start_generation(config.seed)
         self.gen = torch.Generator()
         self.gen.manual_seed(config.seed)
+        # Lazy forwards draw their provider picks from their own stream, one step ahead, so
+        # the model picked next is known while the others catch up (the picks are uniform
+        # and independent of everything else, so drawing them early changes no law).
+        self.picks = torch.Generator()
+        self.picks.manual_seed(derive_seed("lazy-picks", config.seed))
+        self.next_pick = uniform_choice(self.n, self.picks)
         # Detectors are always the providers' real ones, also when the watermarks are off.
         self.live = ([LiveDetector(p, self.contexts[p.model].ids) for p in self.providers]
                      if config.live_detection else [])
@@ -181,9 +191,24 @@ class _Run:
 
     def _provider_union_dist(self, i: int) -> torch.Tensor:
         m = self.prov_model[i]
-        dist = run_all([lambda: to_union(self._dist(i, self._logits(m)), self.alignment.scatter_index[m],
-                                         self.alignment.size)], [self.lms[m].device])
+        dist = run_all([(m, lambda: to_union(self._dist(i, self._logits(m)), self.alignment.scatter_index[m],
+                                             self.alignment.size))], [self.lms[m].device])
         return dist[0]
+
+    def _catch_up_in_background(self) -> None:
+        """Lazy forwards: every model but the one picked next starts feeding its new ids now.
+
+        The feed runs on the model's own thread, without the output layer, while the
+        picked model computes the next step on its thread; a model picked later then
+        feeds only the one id committed since (it is never the next pick, so one more
+        id always arrives before it is asked for logits). The chunks are fixed by the algorithm
+        (what was committed when the feed was queued), not by timing, so a seed still
+        fixes the text.
+        """
+        picked = self.prov_model[self.next_pick]
+        for m, ctx in self.contexts.items():
+            if m != picked:
+                ctx.catch_up_async()
 
     # -- helpers ---------------------------------------------------------------------
     def _room_for(self, u: int) -> bool:
@@ -242,7 +267,7 @@ class _Run:
     def eager_step(self) -> tuple[int, StepEvent | None]:
         """Every model's forward at once; average every provider over the union; draw one token."""
         t0 = time.perf_counter()
-        parts = run_all([(lambda m=m: self._model_step(m)) for m in self.models],
+        parts = run_all([(m, lambda m=m: self._model_step(m)) for m in self.models],
                         [self.lms[m].device for m in self.models])
         by_model = dict(zip(self.models, parts))
         p_bar = average([p.p_bar_part for p in parts], self.n)
@@ -263,14 +288,18 @@ class _Run:
     def lazy_step(self) -> tuple[int, StepEvent | None]:
         """Pick one provider uniformly; draw the token from its own distribution (same law as p̄)."""
         t0 = time.perf_counter()
-        k = uniform_choice(self.n, self.gen)
+        k = self.next_pick
+        self.next_pick = uniform_choice(self.n, self.picks)
         dist = self._provider_union_dist(k)
         x = sample(dist, self.gen)
         if self._end_of_step(x):
             return x, None
         view = candidates([dist], self.config.top_k)
         provider_probs = [probs_at(dist, view) if i == k else None for i in range(self.n)]
-        return x, self._commit_drawn(x, t0, k, view, provider_probs, None, None)
+        event = self._commit_drawn(x, t0, k, view, provider_probs, None, None)
+        if not event.routed:
+            self._catch_up_in_background()
+        return x, event
 
     def _commit_drawn(self, x: int, t0: float, chosen: int | None, view: list[int], provider_probs: list,
                       p_bar: torch.Tensor | None, p_star: torch.Tensor | None) -> StepEvent:
@@ -338,6 +367,8 @@ class _Run:
         span_bytes = self._span_bytes()
         new = resynchronise(span_bytes, self.contexts, self.span_starts, self.vocabs)
         self._feed_live()
+        if self.config.forwards == "lazy":
+            self._catch_up_in_background()
         text = span_bytes.decode("utf-8", errors="replace")
         span_id = len(self.spans)
         self.spans.append(SpanRecord(span_id=span_id, text=text, start=len(self.tokens) - len(self.span),
@@ -349,6 +380,8 @@ class _Run:
                            ids_replaced={m: replaced for m, (_, replaced) in new.items()})
 
     def result(self, load_s: float, total_s: float) -> RunResult:
+        for ctx in self.contexts.values():
+            ctx.settle()  # a background feed still queued finishes before its counters are read
         a = self.alignment
         text = b"".join(a.token_bytes(t.union_id) for t in self.tokens).decode("utf-8", errors="replace")
         if self.tokens:  # bytes of a character cut off by the end stay visible as U+FFFD
@@ -376,7 +409,7 @@ class _Run:
             finish_reason=self.finish,
             settings={"max_new_tokens": cfg.max_new_tokens, "min_new_tokens": cfg.min_new_tokens,
                       "temperature": cfg.temperature, "top_p": cfg.top_p, "z_threshold": cfg.z_threshold,
-                      "forwards": cfg.forwards, "parallel_threads": pool_threads(),
-                      "threads_per_model": threads_per_model(),
+                      "forwards": cfg.forwards, "parallel_forwards": parallel.parallel_enabled(),
+                      "threads_per_model": parallel.threads_per_model(),
                       "live_z_final": [d.z(force=True) for d in self.live]},
         )

@@ -1,57 +1,63 @@
-"""Parallel forwards: the distinct base models of a step run at the same time (WASH-Par).
+"""Parallel forwards: each base model computes on its own thread (WASH-Par on one machine).
 
 An eager WASH step needs one forward per distinct base model. Run one after the
 other, a step costs the SUM of the models' forwards; run side by side, it costs
 about the slowest one, which is what the paper's parallel variant (one GPU per
-model) and union-vocabulary ensembling servers achieve.
+model) and union-vocabulary ensembling servers achieve. Lazy forwards (one
+provider's model per step) use the same threads to let the models that sat a step
+out catch up in the background while the chosen one computes.
 
-On a CPU the models share the cores, so what matters is how torch's intra-op
-threads are split. One process-wide pool of Python threads runs the per-model
-work; each pool thread pins its own torch (OpenMP) thread count to
-``threads_per_model`` when it starts (OpenMP thread counts are per calling thread,
-so the caller's own setting is untouched). The default splits the cores evenly
-between two models: ``max(1, cores // 2)``, one thread each on a 2-core machine,
-where a second torch thread buys these small models nothing (docs/BENCHMARKS.md).
-Override with ``WASH_THREADS_PER_MODEL``. Torch kernels release the GIL, so the
-Python threads do run concurrently; only the models' Python glue contends.
+Every base model gets ONE executor thread for the whole process, and all of that
+model's forwards run on it, in the order they were submitted. That order is what
+makes the results reproducible: a context's ids are fed in chunks fixed by the
+algorithm (never by timing), on a thread whose torch thread count is fixed, so a
+seed gives the same text whatever the machine's load.
 
-How it combines with other concurrency (all are multiplied, so budget the cores):
+On a CPU the models share the cores. Each executor thread pins its own torch
+(OpenMP) thread count to ``threads_per_model`` when it starts (OpenMP thread
+counts belong to the calling thread, so the caller's setting is untouched). The
+default splits the cores between two models: ``max(1, cores // 2)``, one thread
+each on a 2-core machine, where a second torch thread buys these small models
+nothing (docs/BENCHMARKS.md). Override with ``WASH_THREADS_PER_MODEL``. Torch
+kernels release the GIL, so the threads do compute at the same time; only the
+models' Python glue contends.
 
-* ``--workers K`` (experiments): every worker process would have its own pool, so
-  with K > 1 the workers run their models one after the other
+How it combines with other concurrency:
+
+* ``--workers K`` (experiments): every worker process would have its own
+  threads, so with K > 1 the workers run their models one after the other
   (``WASH_PARALLEL_FORWARDS=0``) with ``cores // K`` torch threads each
-  (``wash.experiments.workers.forward_env``): K processes, not K pools, share the
-  cores. With one worker the parallel pool is used.
-* the app's concurrency limit (``WASH_APP_CONCURRENCY``, default 2): each running
-  generation submits its models' work to the SAME pool, whose size is
-  ``WASH_FORWARD_THREADS`` (default 2, one per model of a two-model ensemble), so
-  concurrent generations queue for the pool instead of oversubscribing the cores.
+  (``wash.experiments.workers.forward_env``): K processes, not K sets of model
+  threads, share the cores. With one worker the models run side by side.
+* the app's concurrency limit (``WASH_APP_CONCURRENCY``, default 2): concurrent
+  generations submit their forwards to the SAME per-model threads, so two users
+  of one model queue for it instead of oversubscribing the cores.
 
 On GPUs each model sits on its own device where there are several
-(``models.resolve_device``); where two share one device, each pool thread issues
-its work on its own CUDA stream so the kernels can overlap. (No GPU was available
-where this was written; the CUDA path is not exercised by the tests.)
+(``models.resolve_device``); where two share one device, each model's thread
+issues its work on its own CUDA stream so the kernels can overlap. (No GPU was
+available where this was written; the CUDA path is not exercised by the tests.)
 
-``WASH_PARALLEL_FORWARDS=0`` runs the same tasks one after another in a single
-pool thread: the same thread settings, so the same floating-point results and the
-same seeded text; only the wall clock differs.
+``WASH_PARALLEL_FORWARDS=0`` puts every model on one shared executor thread: the
+same work in the same order with the same thread settings, so the same
+floating-point results and the same seeded text; only the wall clock differs.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Sequence, TypeVar
 
 import torch
 
 T = TypeVar("T")
 
-_POOL: ThreadPoolExecutor | None = None
-_POOL_KEY: tuple[int, int] | None = None
+_EXECUTORS: dict[tuple[str, int], ThreadPoolExecutor] = {}
 _GUARD = threading.Lock()
 _LOCAL = threading.local()
+_SHARED = "(all models)"
 
 
 def threads_per_model() -> int:
@@ -65,32 +71,32 @@ def parallel_enabled() -> bool:
     return os.environ.get("WASH_PARALLEL_FORWARDS", "1") not in ("0", "false", "no", "off")
 
 
-def pool_threads() -> int:
-    if not parallel_enabled():
-        return 1
-    return max(1, int(os.environ.get("WASH_FORWARD_THREADS", "2")))
-
-
-def _init_thread(threads: int) -> None:
+def _init_thread(key: str, threads: int) -> None:
     torch.set_num_threads(threads)
+    _LOCAL.key = key
 
 
-def _pool() -> ThreadPoolExecutor:
-    """The process-wide pool, rebuilt when its settings change (tests switch them)."""
-    global _POOL, _POOL_KEY
-    key = (pool_threads(), threads_per_model())
+def _lane(model: str) -> str:
+    return model if parallel_enabled() else _SHARED
+
+
+def on_model_thread(model: str) -> bool:
+    """Whether the calling thread is the one that runs ``model``'s forwards."""
+    return getattr(_LOCAL, "key", None) == _lane(model)
+
+
+def _executor(model: str) -> ThreadPoolExecutor:
+    """The model's executor thread (per setting: tests switch the environment between runs)."""
+    key = (_lane(model), threads_per_model())
     with _GUARD:
-        if _POOL is None or _POOL_KEY != key:
-            if _POOL is not None:
-                _POOL.shutdown(wait=True)
-            _POOL = ThreadPoolExecutor(max_workers=key[0], thread_name_prefix="wash-forward",
-                                       initializer=_init_thread, initargs=(key[1],))
-            _POOL_KEY = key
-        return _POOL
+        if key not in _EXECUTORS:
+            _EXECUTORS[key] = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"wash-{key[0]}",
+                                                 initializer=_init_thread, initargs=key)
+        return _EXECUTORS[key]
 
 
 def _on_stream(device: torch.device | None, task: Callable[[], T]) -> T:
-    """Run ``task``, on this pool thread's own CUDA stream when its model is on a GPU."""
+    """Run ``task``, on this thread's own CUDA stream when its model is on a GPU."""
     if device is None or device.type != "cuda":
         return task()
     streams = getattr(_LOCAL, "streams", None)
@@ -104,14 +110,23 @@ def _on_stream(device: torch.device | None, task: Callable[[], T]) -> T:
     return out
 
 
-def run_all(tasks: Sequence[Callable[[], T]], devices: Sequence[torch.device | None] | None = None) -> list[T]:
-    """Run per-model tasks in the pool and return their results in order.
+def submit(model: str, task: Callable[[], T], device: torch.device | None = None) -> Future:
+    """Queue ``task`` on ``model``'s thread, after everything queued there before it."""
+    return _executor(model).submit(_on_stream, device, task)
 
-    Every task runs on a pool thread, even a lone one, so that results never
-    depend on how many tasks a step happened to have (thread counts are the
-    pool's, not the caller's). Exceptions propagate to the caller.
+
+def run_all(tasks: Sequence[tuple[str, Callable[[], T]]],
+            devices: Sequence[torch.device | None] | None = None) -> list[T]:
+    """Run ``(model, task)`` pairs, each on its model's thread, and return results in order.
+
+    Every task runs on its model's thread, even a lone one, so results never
+    depend on how many tasks a step happened to have. Exceptions propagate.
     """
     devices = list(devices) if devices is not None else [None] * len(tasks)
-    pool = _pool()
-    futures = [pool.submit(_on_stream, d, t) for t, d in zip(tasks, devices)]
+    futures = [submit(m, t, d) for (m, t), d in zip(tasks, devices)]
     return [f.result() for f in futures]
+
+
+def settings() -> dict:
+    """What a run records about its forwards."""
+    return {"parallel": parallel_enabled(), "threads_per_model": threads_per_model()}

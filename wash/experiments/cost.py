@@ -6,7 +6,7 @@ interleave the variants so that load on a shared machine hits them alike):
 * ``unwatermarked`` / ``single``: ``models[0]`` alone, without / with its watermark;
 * ``wash-par``: WASH over N providers with every base model resident and the
   parallel forwards of ``wash/parallel.py``: each eager step runs the distinct
-  base models' KV-cached forwards concurrently, one pool thread each (the paper's
+  base models' KV-cached forwards concurrently, one executor thread each (the paper's
   WASH-Par.; a step costs about the slowest model's forward, not the sum). Its
   subprocess runs with ``WASH_PARALLEL_FORWARDS=1`` whatever the environment says;
 * ``wash-seq``: the same ensemble with every base model's weights offloaded by
@@ -34,7 +34,7 @@ Each (variant, round) runs in a fresh subprocess so that its peak resident memor
 (sampled every few ms during generation) counts only the models it loads. Latency
 is the engine's per-token time (total decode time / tokens); ratios are taken
 against ``single`` from the same invocation. Each row records the forward
-settings its subprocess ran with (parallel or not, pool threads, torch threads per
+settings its subprocess ran with (parallel or not, torch threads per
 model).
 """
 
@@ -256,7 +256,6 @@ def worker(variant: str, config: Config) -> list[dict]:
                              "text_sha1": hashlib.sha1(result.text.encode("utf-8")).hexdigest()[:12],
                              "forwards": result.settings.get("forwards"),
                              "parallel_forwards": parallel_enabled(),
-                             "pool_threads": result.settings.get("parallel_threads"),
                              "threads_per_model": result.settings.get("threads_per_model")})
     gpu_peak = torch.cuda.max_memory_allocated() if torch.cuda.is_available() else 0
     if tmp is not None:

@@ -382,7 +382,7 @@ def _write_meta(path: Path, name: str, config: ExperimentConfig, command: str | 
 
 
 def forward_settings(workers: int = 1) -> dict[str, Any]:
-    """How the generations' forwards ran: parallel or not, torch threads per model, pool threads.
+    """How the generations' forwards ran: parallel or not, torch threads per model.
 
     With one worker these are this process's (``wash.parallel``'s defaults or the
     ``WASH_*`` environment); with several, what ``workers.forward_env`` gives each worker.
@@ -392,11 +392,10 @@ def forward_settings(workers: int = 1) -> dict[str, Any]:
 
         env = forward_env(workers)
         return {"parallel": env["WASH_PARALLEL_FORWARDS"] != "0",
-                "threads_per_model": int(env["WASH_THREADS_PER_MODEL"]), "pool_threads": 1}
-    from wash.parallel import parallel_enabled, pool_threads, threads_per_model
+                "threads_per_model": int(env["WASH_THREADS_PER_MODEL"])}
+    from wash.parallel import settings
 
-    return {"parallel": parallel_enabled(), "threads_per_model": threads_per_model(),
-            "pool_threads": pool_threads()}
+    return settings()
 
 
 def _worker_threads(workers: int) -> int:

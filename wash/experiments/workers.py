@@ -14,12 +14,12 @@ How ``--workers`` combines with the parallel forwards (``wash/parallel.py``): th
 two multiply, so only one of them spreads a run over the cores.
 
 * One process (``--workers 1``, the default): the engine's process-wide forward
-  pool runs the distinct base models of an eager step side by side, one pool
-  thread each (``WASH_FORWARD_THREADS``, default 2) with ``WASH_THREADS_PER_MODEL``
+  threads run the distinct base models of an eager step side by side, one thread
+  per model with ``WASH_THREADS_PER_MODEL``
   torch threads (default cores // 2); the environment's ``WASH_*`` settings apply.
 * K worker processes: the jobs are the parallelism. Each worker gets
   ``WASH_PARALLEL_FORWARDS=0`` (its models run one after the other in a single
-  pool thread) and ``WASH_THREADS_PER_MODEL`` = ``OMP_NUM_THREADS`` = cores // K
+  executor thread) and ``WASH_THREADS_PER_MODEL`` = ``OMP_NUM_THREADS`` = cores // K
   (at least 1: one on a 2-core machine with 2 workers), so K workers use about K x
   cores // K cores, never more. Sequential and parallel forwards give the same
   text (same thread settings per model, see ``wash/parallel.py``), so rows do not
