@@ -203,8 +203,14 @@ class _Run:
         feeds only the one id committed since (it is never the next pick, so one more
         id always arrives before it is asked for logits). The chunks are fixed by the algorithm
         (what was committed when the feed was queued), not by timing, so a seed still
-        fixes the text.
+        fixes the text for a given ``WASH_PARALLEL_FORWARDS`` setting (the two settings
+        chunk lazy feeds differently, so their texts can differ by float rounding).
         """
+        if not parallel.parallel_enabled():
+            # One shared thread: a feed now would only delay the next pick, and feeding a
+            # model's backlog in one forward when it is next picked costs less in total
+            # (what K experiment workers, each on its share of the cores, want).
+            return
         picked = self.prov_model[self.next_pick]
         for m, ctx in self.contexts.items():
             if m != picked:
