@@ -19,8 +19,8 @@ What it measures, all in ONE run so ratios are comparable on a noisy machine:
 * peak resident memory of a process that only loads the two models, against one
   that also runs WASH with N = 5 (separate child processes, ``ru_maxrss``).
 
-Latencies are medians over decoded tokens (the first token, which includes the
-prompt's forward pass, is excluded).
+Latencies are medians (or means, for lazy) over decoded tokens, then medians over
+``--rounds`` interleaved repeats. The re-encode reference and memory run once.
 """
 
 from __future__ import annotations
@@ -63,14 +63,14 @@ def plain_decode_ms(name: str, tokens: int) -> float:
     return _median_ms(times)
 
 
-def wash_ms(specs: list[str], tokens: int, reencode: bool = False, forwards: str = "eager") -> dict:
+def wash_ms(specs: list[str], tokens: int, reencode: bool = False, forwards: str = "eager", seed: int = 0) -> dict:
     import os
 
     from wash.config import GenerationConfig, ProviderSpec
     from wash.ensemble import generate
 
     cfg = GenerationConfig(providers=[ProviderSpec.parse(s) for s in specs], prompt=PROMPT,
-                           max_new_tokens=tokens, seed=0, live_detection=False,
+                           max_new_tokens=tokens, seed=seed, live_detection=False,
                            reencode_every_step=reencode, forwards=forwards)
     before = os.environ.get("WASH_PARALLEL_FORWARDS")
     if reencode:  # the reference runs as mixing methods without caches run: one model after the other
@@ -112,7 +112,25 @@ def peak_rss_mb(models: tuple[str, str], tokens: int) -> dict:
     return {"models_loaded_mb": base, "wash_n5_mb": wash, "ratio": wash / base}
 
 
-def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int) -> dict:
+def _median_of(runs: list[dict]) -> dict:
+    """Per-key median over rounds of the numeric fields, with each round's values kept."""
+    out: dict = {}
+    for key, value in runs[0].items():
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            values = [r[key] for r in runs]
+            out[key] = statistics.median(values)
+            if key in ("median_token_ms", "mean_token_ms"):
+                out[key + "_rounds"] = values
+        else:
+            out[key] = value
+    return out
+
+
+def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int, rounds: int = 3) -> dict:
+    """Every latency is measured ``rounds`` times, interleaved (plain decodes, then each N eager
+    and lazy, then again), and reported as the median over rounds: on a shared machine one
+    model's speed drifts by 10-15% within minutes, and interleaving spreads that drift over
+    every number alike, so the ratios are taken between numbers measured side by side."""
     from wash.models import load_model
 
     for m in models:
@@ -120,29 +138,44 @@ def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int) -> dic
     report: dict = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                     "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads, "
                                f"{'cuda' if torch.cuda.is_available() else 'cpu'}",
-                    "models": list(models), "tokens": tokens,
+                    "models": list(models), "tokens": tokens, "rounds": rounds,
                     # Quote only runs that started on an idle machine (load average well below 1).
-                    "load_average_at_start": list(os.getloadavg())}
-    plain = {m: plain_decode_ms(m, tokens) for m in models}
+                    "load_average_at_start": list(os.getloadavg()),
+                    "forwards": forward_settings()}
+    plain_rounds: dict[str, list[float]] = {m: [] for m in models}
+    eager_rounds: dict[str, list[dict]] = {str(n): [] for n in (2, 3, 5)}
+    lazy_rounds: dict[str, list[dict]] = {str(n): [] for n in (2, 3, 5)}
+    for r in range(rounds):
+        for m in models:
+            plain_rounds[m].append(plain_decode_ms(m, tokens))
+        for n in (2, 3, 5):
+            specs = providers_for(n, models)
+            eager_rounds[str(n)].append(wash_ms(specs, tokens, seed=r))
+            lazy_rounds[str(n)].append(wash_ms(specs, tokens, forwards="lazy", seed=r))
+        print(f"[bench] round {r + 1}/{rounds}: plain " +
+              ", ".join(f"{m} {plain_rounds[m][-1]:.1f}" for m in models) + "; " +
+              "; ".join(f"N={n} eager {eager_rounds[str(n)][-1]['median_token_ms']:.1f} "
+                        f"lazy {lazy_rounds[str(n)][-1]['mean_token_ms']:.1f}" for n in (2, 3, 5)),
+              file=sys.stderr)
+    plain = {m: statistics.median(v) for m, v in plain_rounds.items()}
     report["plain_decode_ms"] = plain
+    report["plain_decode_ms_rounds"] = plain_rounds
     report["sum_plain_ms"] = sum(plain.values())
     slowest = max(plain.values())
     report["slowest_plain_ms"] = slowest
-    report["forwards"] = forward_settings()
     report["wash"], report["lazy"] = {}, {}
     for n in (2, 3, 5):
         specs = providers_for(n, models)
-        r = wash_ms(specs, tokens)
+        r = _median_of(eager_rounds[str(n)])
         r["overhead_vs_sum"] = r["median_token_ms"] / report["sum_plain_ms"] - 1
         r["median_vs_slowest"] = r["median_token_ms"] / slowest
         report["wash"][str(n)] = r
-        lz = wash_ms(specs, tokens, forwards="lazy")
-        # Each lazy step runs one uniformly picked provider's model: expect the mean of their plain decodes.
+        lz = _median_of(lazy_rounds[str(n)])
+        # Each lazy step computes logits for one uniformly picked provider's model: the mean of
+        # their plain decodes is what lazy would cost if the other models' catch-ups were free.
         lz["expected_from_mix_ms"] = statistics.mean(plain[s.split(":")[0]] for s in specs)
         lz["mean_vs_slowest"] = lz["mean_token_ms"] / slowest
         report["lazy"][str(n)] = lz
-        print(f"[bench] N={n}: eager {r['median_token_ms']:.1f} ms/token (median), "
-              f"lazy {lz['mean_token_ms']:.1f} ms/token (mean)", file=sys.stderr)
     report["n5_vs_n2"] = report["wash"]["5"]["median_token_ms"] / report["wash"]["2"]["median_token_ms"]
     cached = wash_ms(providers_for(3, models), reencode_tokens)
     slow = wash_ms(providers_for(3, models), reencode_tokens, reencode=True)
@@ -163,7 +196,7 @@ def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int) -> dic
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
-    report = run_bench(tuple(args.models), args.tokens, args.reencode_tokens)
+    report = run_bench(tuple(args.models), args.tokens, args.reencode_tokens, args.rounds)
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:
@@ -177,6 +210,7 @@ def add_parser(sub) -> None:
     b.add_argument("--models", nargs=2, default=["smollm2", "gemma3"])
     b.add_argument("--tokens", type=int, default=64)
     b.add_argument("--reencode-tokens", type=int, default=256)
+    b.add_argument("--rounds", type=int, default=3, help="interleaved repeats of every latency (medians)")
     b.add_argument("--threads", type=int, help="torch threads (default: torch's choice, one per core)")
     b.add_argument("--out", help="also write the JSON report here")
     b.set_defaults(func=cmd_bench)
