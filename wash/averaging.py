@@ -37,8 +37,10 @@ def average(union_vectors: Sequence[torch.Tensor], n: int) -> torch.Tensor:
     The parallel engine scatters each model's providers onto the union in that
     model's own thread (``to_union``) and only this sum runs on the caller's.
     """
-    out = union_vectors[0].clone() if len(union_vectors) == 1 else torch.stack(list(union_vectors)).sum(0)
-    return out / n if n != 1 else out
+    total = union_vectors[0]
+    for v in union_vectors[1:]:
+        total = total + v
+    return total / n if n != 1 else total
 
 
 def to_union(probs: torch.Tensor, scatter_index: torch.Tensor, size: int) -> torch.Tensor:

@@ -95,7 +95,8 @@ def _decode(config: GenerationConfig, pset: ProviderSet, load_s: float,
         if should_stop():
             run.finish = "stopped"
             break
-        x, event = step()
+        with parallel.caller_on_one_thread():
+            x, event = step()
         if event is None:
             break  # end of text drawn, or a context is full
         yield event
@@ -351,8 +352,9 @@ class _Run:
                 return
             t0 = time.perf_counter()
             k = pick_specialist(current, self.gen)
-            dist = self._provider_union_dist(k)
-            y = sample(dist, self.gen)
+            with parallel.caller_on_one_thread():
+                dist = self._provider_union_dist(k)
+                y = sample(dist, self.gen)
             if y == a.eos_index:
                 self.finish = "eos"
                 return
@@ -364,7 +366,8 @@ class _Run:
             current = specialists(current, self.prov_model, a.from_union, y)
             self._commit_to_specialists(y, current)
             self.span.append(y)
-            view = candidates([dist], self.config.top_k)
+            with parallel.caller_on_one_thread():
+                view = candidates([dist], self.config.top_k)
             probs = [probs_at(dist, view) if i == k else None for i in range(self.n)]
             yield self._record(y, True, current, k, t0, view, probs, None, None)
 
