@@ -169,12 +169,18 @@ def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int, rounds
         r = _median_of(eager_rounds[str(n)])
         r["overhead_vs_sum"] = r["median_token_ms"] / report["sum_plain_ms"] - 1
         r["median_vs_slowest"] = r["median_token_ms"] / slowest
+        # The same ratio within each round (numbers measured a minute apart), then its median:
+        # steadier than the ratio of medians when the machine's speed drifts between rounds.
+        r["median_vs_slowest_per_round"] = [e["median_token_ms"] / max(plain_rounds[m][i] for m in models)
+                                            for i, e in enumerate(eager_rounds[str(n)])]
         report["wash"][str(n)] = r
         lz = _median_of(lazy_rounds[str(n)])
         # Each lazy step computes logits for one uniformly picked provider's model: the mean of
         # their plain decodes is what lazy would cost if the other models' catch-ups were free.
         lz["expected_from_mix_ms"] = statistics.mean(plain[s.split(":")[0]] for s in specs)
         lz["mean_vs_slowest"] = lz["mean_token_ms"] / slowest
+        lz["mean_vs_slowest_per_round"] = [e["mean_token_ms"] / max(plain_rounds[m][i] for m in models)
+                                           for i, e in enumerate(lazy_rounds[str(n)])]
         report["lazy"][str(n)] = lz
     report["n5_vs_n2"] = report["wash"]["5"]["median_token_ms"] / report["wash"]["2"]["median_token_ms"]
     cached = wash_ms(providers_for(3, models), reencode_tokens)
