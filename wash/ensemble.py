@@ -111,7 +111,6 @@ def _decode(config: GenerationConfig, pset: ProviderSet, load_s: float,
 class _ModelStep:
     """One base model's share of an eager step, computed in that model's own thread."""
 
-    base: torch.Tensor  # processed base logits (model rows)
     dists: list[torch.Tensor]  # p_i of this model's providers, in provider order
     p_bar_part: torch.Tensor  # Σ of those p_i on the union
     p_star_part: torch.Tensor  # (number of those providers) × softmax(base) on the union
@@ -188,7 +187,7 @@ class _Run:
         p_bar_part = to_union(summed, a.scatter_index[m], a.size)
         p_star_part = (p_bar_part if not self.mode.watermark else
                        to_union(softmax(base) * len(dists), a.scatter_index[m], a.size))
-        return _ModelStep(base, dists, p_bar_part, p_star_part)
+        return _ModelStep(dists, p_bar_part, p_star_part)
 
     def _provider_union_dist(self, i: int) -> torch.Tensor:
         m = self.prov_model[i]

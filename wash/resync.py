@@ -53,11 +53,6 @@ class ModelContext:
         self.ids_fed = 0
         self.forward_s = 0.0
 
-    @property
-    def pending(self) -> int:
-        """Committed ids neither fed nor queued for feeding."""
-        return len(self.ids) - max(self.n_cached, self._queued_to)
-
     def append(self, new_ids: Sequence[int]) -> None:
         self.ids.extend(int(i) for i in new_ids)
 
