@@ -134,9 +134,10 @@ def caller_on_one_thread() -> Iterator[None]:
 
     The generation thread's work (summing, sampling, top-k over ~260k entries) is
     small, but with its default thread count every such op opens an OpenMP team
-    whose second thread must wait for a core the models hold: measured on 2 cores,
-    a 2 MB copy took 4 ms that way instead of 0.3 ms, and an eager step lost about
-    10 ms. The caller's setting is restored on exit (thread counts are per thread).
+    whose second thread must wait for a core the models hold, and a 2 MB copy then
+    took milliseconds. On one thread this work is 2-3 ms a step
+    (``python -m wash.bench_profile``). The caller's setting is restored on exit
+    (thread counts are per thread).
     """
     before = torch.get_num_threads()
     if before != 1:
