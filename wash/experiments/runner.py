@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-import functools
 import hashlib
 import json
 import math
@@ -55,6 +54,7 @@ import pandas as pd
 
 from wash.config import GenerationConfig, ProviderSpec
 from wash.events import ProviderDetection, RunResult
+from wash.version import engine_fingerprint, engine_sources, git_commit as code_version, source_fingerprint  # noqa: F401
 
 Scalar = str | int | float | bool
 
@@ -285,21 +285,6 @@ def machine_description() -> str:
             f"torch {torch.__version__} threads={torch.get_num_threads()}")
 
 
-def code_version() -> str:
-    """The git commit of the working tree (with ``+dirty`` when it has changes), or ``unknown``."""
-    import subprocess
-
-    root = Path(__file__).resolve().parents[2]
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
-                                text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return (commit + ("+dirty" if dirty else "")) if commit else "unknown"
-
-
 def execute(experiment: Experiment, config: ExperimentConfig, command: str | None = None, workers: int = 1,
             shard: tuple[int, int] | None = None) -> Outputs:
     """Run (or resume) ``experiment`` under ``config``; write CSVs, figure and meta.json.
@@ -501,46 +486,6 @@ def run_fields(result: RunResult) -> dict[str, Any]:
             "routed_tokens": int(sum(1 for t in result.tokens if t.routed)),
             "per_token_ms": float(result.timing.per_token_ms), "finish_reason": result.finish_reason,
             "text": result.text}
-
-
-#: The modules that determine a generated text (relative to the repository root); any
-#: change to one of them changes ``engine_fingerprint``.
-ENGINE_SOURCES = ("wash/ensemble.py", "wash/routing.py", "wash/resync.py", "wash/averaging.py",
-                  "wash/sampling.py", "wash/vocab.py", "wash/models.py", "wash/providers.py",
-                  "wash/config.py", "wash/parallel.py", "wash/watermarks/*.py")
-
-
-def engine_sources() -> list[Path]:
-    """The files of ``ENGINE_SOURCES``, sorted (globs expanded)."""
-    root = Path(__file__).resolve().parents[2]
-    files: set[Path] = set()
-    for pattern in ENGINE_SOURCES:
-        found = sorted(root.glob(pattern))
-        if not found:
-            raise FileNotFoundError(f"engine source {pattern} not found under {root}")
-        files.update(found)
-    return sorted(files)
-
-
-def source_fingerprint(files: Iterable[Path], root: Path | None = None) -> str:
-    """A short hash (12 hex digits) over the names and bytes of ``files``."""
-    h = hashlib.sha256()
-    for f in sorted(Path(x) for x in files):
-        name = f.relative_to(root).as_posix() if root is not None else f.name
-        data = f.read_bytes()
-        h.update(f"{name}\0{len(data)}\0".encode())
-        h.update(data)
-    return h.hexdigest()[:12]
-
-
-@functools.lru_cache(maxsize=1)
-def _engine_fingerprint() -> str:
-    return source_fingerprint(engine_sources(), root=Path(__file__).resolve().parents[2])
-
-
-def engine_fingerprint() -> str:
-    """The fingerprint of the engine's source (``ENGINE_SOURCES``), computed once per process."""
-    return _engine_fingerprint()
 
 
 class GenerationStore:

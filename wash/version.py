@@ -1,0 +1,74 @@
+"""Which code made a result: the git commit and a fingerprint of the engine's source.
+
+A run JSON, an experiment's meta and the generation store all record these, so a
+number can be traced to the code that produced it, and a stored text made by an
+older engine is never mistaken for one the current engine would make.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import subprocess
+from pathlib import Path
+from typing import Iterable
+
+from wash import __version__
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: The modules that determine a generated text (relative to the repository root); any
+#: change to one of them changes ``engine_fingerprint``.
+ENGINE_SOURCES = ("wash/ensemble.py", "wash/routing.py", "wash/resync.py", "wash/averaging.py",
+                  "wash/sampling.py", "wash/vocab.py", "wash/models.py", "wash/providers.py",
+                  "wash/config.py", "wash/parallel.py", "wash/watermarks/*.py")
+
+
+@functools.lru_cache(maxsize=1)
+def git_commit() -> str:
+    """The git commit of the working tree (``+dirty`` when tracked files changed), or ``unknown``."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                                text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+    return (commit + ("+dirty" if dirty else "")) if commit else "unknown"
+
+
+def engine_sources() -> list[Path]:
+    """The files of ``ENGINE_SOURCES``, sorted (globs expanded)."""
+    files: set[Path] = set()
+    for pattern in ENGINE_SOURCES:
+        found = sorted(ROOT.glob(pattern))
+        if not found:
+            raise FileNotFoundError(f"engine source {pattern} not found under {ROOT}")
+        files.update(found)
+    return sorted(files)
+
+
+def source_fingerprint(files: Iterable[Path], root: Path | None = None) -> str:
+    """A short hash (12 hex digits) over the names and bytes of ``files``."""
+    h = hashlib.sha256()
+    for f in sorted(Path(x) for x in files):
+        name = f.relative_to(root).as_posix() if root is not None else f.name
+        data = f.read_bytes()
+        h.update(f"{name}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()[:12]
+
+
+@functools.lru_cache(maxsize=1)
+def _engine_fingerprint() -> str:
+    return source_fingerprint(engine_sources(), root=ROOT)
+
+
+def engine_fingerprint() -> str:
+    """The fingerprint of the engine's source (``ENGINE_SOURCES``), computed once per process."""
+    return _engine_fingerprint()
+
+
+def code_version() -> dict[str, str]:
+    """What a result records about the code: package version, git commit, engine fingerprint."""
+    return {"package": __version__, "commit": git_commit(), "engine": engine_fingerprint()}
