@@ -5,7 +5,8 @@
   ``biased-kgw`` equals MarkLLM's KGW with prefix_length 0;
 * e2e: text our provider generates is flagged by MarkLLM's detector, and text
   MarkLLM's watermarked generation produces is flagged by ours, on the real
-  SmolLM2; on the same token ids our all-token z equals MarkLLM's score.
+  SmolLM2; on the same token ids our all-token z (``skip_repeated=false``; by default
+  each (context, token) pair counts once) equals MarkLLM's score.
 MarkLLM's ``evaluation`` package downloads files at import and is never imported.
 """
 
@@ -141,7 +142,7 @@ def test_markllm_text_is_detected_by_us(tmp_path: Path, smollm2, ours_name: str,
     assert det.z > 4.0
     other = build_scheme(ours_name, KEY + 1, smollm2.vocab_size)
     assert other.detect(ids[len(prompt):], prefix=prompt).z < 4.0
-    # Counting every token as MarkLLM does, our z is MarkLLM's score on the same ids.
-    params = {"unique": "false"} if ours_name == "unigram" else {}
-    all_tokens = build_scheme(ours_name, KEY, smollm2.vocab_size, params).detect(ids)
+    # Counting every token as MarkLLM does (skip_repeated=false), our z is MarkLLM's score
+    # on the same ids.
+    all_tokens = build_scheme(ours_name, KEY, smollm2.vocab_size, {"skip_repeated": "false"}).detect(ids)
     assert math.isclose(all_tokens.z, theirs.detect_watermark(text)["score"], rel_tol=1e-9)

@@ -39,16 +39,17 @@ BAD: dict[str, dict[str, list[str]]] = {
         "delta": ["-0.5", "inf", "-inf", "nan", "big"],
         "context_width": ["-1", "2.5", "four"],
         "reduction": ["xor", "", "ADDITIVE"],
+        "skip_repeated": ["maybe", "2"],
     },
     "biased-kgw": {
         "bias": ["-1", "inf", "nan", "strong"],
         "gamma": ["0", "1", "2", "nan", "x"],
-        "unique": ["maybe", "2"],
+        "skip_repeated": ["maybe", "2"],
     },
     "unigram": {
         "gamma": ["0", "1", "-1", "nan", "x"],
         "delta": ["-2", "inf", "nan", "x"],
-        "unique": ["maybe", "-1"],
+        "skip_repeated": ["maybe", "-1"],
     },
     "waterbag": {
         "gamma": ["0", "1.0", "nan", "x"],
@@ -56,6 +57,7 @@ BAD: dict[str, dict[str, list[str]]] = {
         "bag_size": ["0", "-3", "65", "4.0", "many"],
         "context_width": ["-1", "x"],
         "reduction": ["xor"],
+        "skip_repeated": ["sometimes"],
     },
     "dipmark": {
         "alpha": ["-0.01", "0.51", "1", "nan", "inf", "x"],
@@ -87,10 +89,11 @@ BAD: dict[str, dict[str, list[str]]] = {
 #: Edges of the accepted ranges (and one interior value): these must parse.
 GOOD: dict[str, dict[str, list[str]]] = {
     "kgw": {"gamma": ["0.001", "0.999"], "delta": ["0", "12.5"], "context_width": ["0", "1", "64"],
-            "reduction": ["additive", "time", "skip", "min"]},
-    "biased-kgw": {"bias": ["0", "10"], "gamma": ["0.25"], "unique": ["true", "false", "0", "1"]},
-    "unigram": {"gamma": ["0.1"], "delta": ["0"], "unique": ["no"]},
-    "waterbag": {"bag_size": ["1", "64"], "context_width": ["0"], "reduction": ["min"]},
+            "reduction": ["additive", "time", "skip", "min"], "skip_repeated": ["false", "true"]},
+    "biased-kgw": {"bias": ["0", "10"], "gamma": ["0.25"], "skip_repeated": ["true", "false", "0", "1"]},
+    "unigram": {"gamma": ["0.1"], "delta": ["0"], "skip_repeated": ["no"]},
+    "waterbag": {"bag_size": ["1", "64"], "context_width": ["0"], "reduction": ["min"],
+                 "skip_repeated": ["off"]},
     "dipmark": {"alpha": ["0", "0.5"], "context_width": ["1"], "gamma": ["0.9"]},
     "aar": {"context_width": ["1", "100"], "skip_repeated": ["false"]},
     "its-edit": {"keylen": ["1", "4096"], "gamma": ["0", "1"], "n_permutations": ["2", "1000"]},
@@ -171,6 +174,9 @@ def test_defaults_validate_and_build(name: str) -> None:
     ("kgw", "gamma", "0.5"),
     ("kgw", "delta", float("nan")),
     ("kgw", "reduction", None),
+    ("kgw", "skip_repeated", 1),  # 1 is not True here
+    ("waterbag", "skip_repeated", "false"),
+    ("unigram", "skip_repeated", None),
     ("dipmark", "alpha", 0.75),
     ("its-edit", "n_permutations", 1),
     ("exp-edit", "gamma", -0.5),
@@ -179,6 +185,19 @@ def test_defaults_validate_and_build(name: str) -> None:
 def test_params_built_in_code_are_checked_too(scheme: str, field: str, value) -> None:
     with pytest.raises(WashInputError, match=f"parameter '{field}' of scheme '{scheme}'"):
         SCHEMES[scheme].Params(**{field: value})
+
+
+def test_former_name_unique_still_sets_skip_repeated() -> None:
+    # ``unique`` was the context-free schemes' name for what is now the shared ``skip_repeated``
+    for scheme in ("unigram", "biased-kgw"):
+        spec = ProviderSpec.parse(f"smollm2:{scheme}:1:unique=false")
+        assert build_scheme(scheme, 1, 64, dict(spec.params)).params.skip_repeated is False
+        with pytest.raises(WashInputError, match="not both"):
+            ProviderSpec.parse(f"smollm2:{scheme}:1:unique=false,skip_repeated=false")
+        with pytest.raises(WashInputError, match="parameter .skip_repeated. of scheme .* must be bool"):
+            ProviderSpec.parse(f"smollm2:{scheme}:1:unique=maybe")
+    with pytest.raises(WashInputError, match="has no parameter 'unique'"):
+        ProviderSpec.parse("smollm2:kgw:1:unique=false")
 
 
 def test_context_width_bound_depends_on_the_reduction() -> None:
@@ -197,7 +216,8 @@ def test_message_names_range_and_value() -> None:
 
 
 def test_cli_reports_a_bad_parameter_in_one_line_without_loading_a_model(capsys, monkeypatch) -> None:
-    import wash.models
+    import wash.ensemble  # noqa: F401 - imported (and so patched and restored below) before the CLI runs:
+    import wash.models    # a module first imported under the patch would keep no_load for the session
 
     def no_load(*args, **kwargs):
         raise AssertionError("a model was loaded for a spec that should have been refused")

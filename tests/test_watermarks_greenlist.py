@@ -10,6 +10,10 @@ What is checked, and why it could fail:
 * null calibration: on text not generated with the key (uniform random ids and
   ordinary English prose tokenised by the real SmolLM2 tokenizer), 500 sequences
   give mean z ~ 0, sd ~ 1 and at most 2 of 500 above z = 4;
+* each (list, token) pair is scored once (``skip_repeated``, the default), a KGW
+  pair being identified by its list seed (colliding contexts count once), and
+  ``skip_repeated=false`` scores every token (the looping-text null of every
+  scheme is in test_detectors.py);
 * DiPMark is unbiased over keys (Monte Carlo mean of p_i = the base distribution)
   while KGW, checked the same way, is measurably not (so the check has power);
 * power (e2e): 200 tokens from the real SmolLM2 watermarked by one provider give
@@ -132,7 +136,7 @@ def test_biased_kgw_uses_one_list_everywhere() -> None:
     # every token is scored from the first one; repeats are scored once by default
     det = scheme.detect([10, 11, 10, 12])
     assert det.tokens_scored == 3 and det.per_token[2] is None
-    every = build_scheme("biased-kgw", KEY, SMOLLM2_V, {"unique": "false"})
+    every = build_scheme("biased-kgw", KEY, SMOLLM2_V, {"skip_repeated": "false"})
     assert every.detect([10, 11, 10, 12]).tokens_scored == 4
 
 
@@ -141,8 +145,30 @@ def test_unigram_counts_distinct_tokens_unless_told_otherwise() -> None:
     green = int(np.flatnonzero(scheme.green_mask([]).numpy())[0])
     unique = scheme.detect([green] * 10)
     assert unique.tokens_scored == 1 and unique.per_token == [1.0] + [None] * 9
-    every = build_scheme("unigram", KEY, SMOLLM2_V, {"unique": "false"}).detect([green] * 10)
+    every = build_scheme("unigram", KEY, SMOLLM2_V, {"skip_repeated": "false"}).detect([green] * 10)
     assert every.tokens_scored == 10 and math.isclose(every.z, math.sqrt(10))
+
+
+@pytest.mark.parametrize("name", ["kgw", "waterbag"])
+def test_repeated_context_token_pairs_are_scored_once_unless_told_otherwise(name: str) -> None:
+    loop = [int(t) for t in np.random.default_rng(3).integers(0, SMOLLM2_V, 12)]
+    text = loop * 5
+    det = build_scheme(name, KEY, SMOLLM2_V).detect(text)
+    # positions 4..11, and 12..15 whose contexts span the seam; every later pair repeats one
+    assert det.tokens_scored == 12
+    assert det.per_token[:4] == [None] * 4 and det.per_token[16:] == [None] * 44
+    every = build_scheme(name, KEY, SMOLLM2_V, {"skip_repeated": "false"}).detect(text)
+    assert every.tokens_scored == len(text) - 4
+
+
+def test_kgw_pairs_are_identified_by_their_list_seed_not_the_raw_context() -> None:
+    # additive reduction: two contexts with the same sum get the same list, so the same
+    # token after either one is the same coin, counted once
+    scheme = build_scheme("kgw", KEY, SMOLLM2_V)
+    a, b = [10, 20, 30, 40], [40, 30, 20, 10]
+    assert scheme.list_id(a) == scheme.list_id(b) and torch.equal(scheme.green_mask(a), scheme.green_mask(b))
+    det = scheme.detect([7, *b, 7], prefix=a)
+    assert det.per_token[0] is not None and det.per_token[-1] is None
 
 
 def test_waterbag_draws_keys_and_complements_per_generation() -> None:

@@ -4,12 +4,23 @@ Final verdicts are computed the way a third party would: on the generated text
 alone, re-tokenised by the provider's tokenizer. Live traces during generation use
 the ids each model actually holds (prompt as hashing context), which is what a
 provider watching its own output stream would see.
+
+Coordinated providers hash in the union vocabulary of the *generation's* model
+set, so detecting them later needs that set, not just the models of the
+providers one happens to name: ``build_providers(specs, union_models=...)``.
+A run JSON records it (``settings["models"]``; older runs: their providers'
+models), and ``read_run`` gives the text, providers and model set of one, for
+``python -m wash detect --run`` and the app's Detect tab.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+import json
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
+from wash.config import ProviderSpec
+from wash.errors import WashInputError
 from wash.events import ProviderDetection
 from wash.providers import Provider
 
@@ -58,3 +69,78 @@ class LiveDetector:
             self._z = self.detector.result().z
             self._since = 0
         return self._z
+
+
+# -- what a generation recorded ----------------------------------------------------------
+def parse_models(value: str | Sequence[str] | None) -> list[str]:
+    """Model names from ``"m1,m2"`` or a list (blanks and repeats dropped, order kept)."""
+    if value is None:
+        return []
+    items = value.split(",") if isinstance(value, str) else [str(v) for v in value]
+    return list(dict.fromkeys(m.strip() for m in items if m and m.strip()))
+
+
+def generation_models(run: Mapping[str, Any]) -> list[str]:
+    """The base models a generation ran (its union vocabulary), from its run JSON.
+
+    ``settings["models"]`` where the run records it; otherwise (runs written before
+    it did) the models of its ``providers``, which is the same set: the engine loads
+    exactly the active providers' models.
+    """
+    recorded = (run.get("settings") or {}).get("models")
+    if recorded:
+        return parse_models(recorded)
+    return parse_models([p.get("model", "") for p in run.get("providers") or [] if isinstance(p, Mapping)])
+
+
+def spec_from_dict(d: Mapping[str, Any]) -> ProviderSpec:
+    """A provider as a run JSON lists it (``ProviderSpec.to_dict``), parsed and validated again."""
+    try:
+        params = tuple(sorted((str(k), str(v)) for k, v in dict(d.get("params") or {}).items()))
+        spec = ProviderSpec(model=str(d["model"]), scheme=str(d["scheme"]), key=int(d.get("key", 0)),
+                            params=params, coordinated=bool(d.get("coordinated", False)))
+    except (KeyError, TypeError, ValueError):
+        raise WashInputError(f"a provider in the run JSON is not MODEL/SCHEME/KEY: {dict(d)!r}") from None
+    return ProviderSpec.parse(str(spec))
+
+
+@dataclass
+class RecordedRun:
+    """What detection needs from a finished generation."""
+
+    text: str
+    specs: list[ProviderSpec]
+    #: The generation's model set: the union vocabulary of its coordinated providers.
+    models: list[str]
+
+
+def recorded_run(doc: Mapping[str, Any]) -> RecordedRun:
+    """The text, providers and model set of a run JSON.
+
+    Accepts ``python -m wash generate --json`` output (``RunResult.to_dict()``) and
+    the app's "Download run (JSON)" file, whose last ``finished`` event holds the
+    same object.
+    """
+    run: Any = doc
+    if isinstance(doc, Mapping) and "text" not in doc and isinstance(doc.get("events"), list):
+        finished = [e.get("result") for e in doc["events"]
+                    if isinstance(e, Mapping) and e.get("event") == "finished"]
+        run = finished[-1] if finished else None
+    if not isinstance(run, Mapping) or not isinstance(run.get("text"), str) \
+            or not isinstance(run.get("providers"), list):
+        raise WashInputError("not a run JSON: expected the output of 'python -m wash generate --json' "
+                             "or the app's run download (a finished run with text and providers)")
+    specs = [spec_from_dict(p) for p in run["providers"] if isinstance(p, Mapping)]
+    return RecordedRun(text=run["text"], specs=specs, models=generation_models(run))
+
+
+def read_run(path: str) -> RecordedRun:
+    """``recorded_run`` of a JSON file; unreadable or malformed files are input errors."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            doc = json.load(fh)
+    except OSError as err:
+        raise WashInputError(f"cannot read {path}: {err.strerror}") from None
+    except json.JSONDecodeError as err:
+        raise WashInputError(f"{path} is not JSON ({err.msg} at line {err.lineno})") from None
+    return recorded_run(doc)

@@ -112,16 +112,13 @@ class _AARDetector(Detector):
         super().__init__(scheme, prefix)
         self.total = 0.0
         self.n = 0
-        self.seen: set[tuple[int, int]] = set()
 
     def _score(self, token_id: int) -> float | None:
         seed = self.scheme.seed_for(self.ids)
         if seed is None:
             return None
-        if self.scheme.params.skip_repeated:
-            if (seed, token_id) in self.seen:
-                return None
-            self.seen.add((seed, token_id))
+        if self.scheme.params.skip_repeated and not self.first_occurrence((seed, token_id)):
+            return None
         r = float(hashing.uniforms(seed, self.scheme.vocab_size)[token_id])
         score = -math.log1p(-r)
         self.total += score

@@ -30,7 +30,7 @@ import math
 import numbers
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Sequence
+from typing import Any, ClassVar, Hashable, Sequence
 
 import torch
 
@@ -46,7 +46,8 @@ class Detection:
     z-score derive ``p = 1 - Phi(z)``; schemes whose statistic is a p-value derive
     ``z = Phi^-1(1 - p)``. ``per_token`` holds each token's contribution (1/0 for
     green/red schemes, a score for the others, ``None`` where a token was not
-    scored: too little context, or a repeated context the scheme ignores).
+    scored: too little context, or a repeat of a (context, token) pair or of a
+    context that was already scored; see ``Detector.first_occurrence``).
     """
 
     scheme: str
@@ -83,6 +84,25 @@ class Detector(ABC):
         self.ids: list[int] = [int(t) for t in prefix]
         self.n_prefix = len(self.ids)
         self.per_token: list[float | None] = []
+        self._trials: set[Hashable] = set()
+
+    def first_occurrence(self, trial: Hashable) -> bool:
+        """True the first time this detector meets ``trial``, False at every repeat.
+
+        The one rule every hashing detector follows to score each piece of evidence
+        once (Kirchenbauer et al.'s "ignore repeated n-grams"). A token's score is a
+        deterministic function of the key, of what the scheme hashes from the context
+        (a green list's seed, AAR's seed, SynthID's n-gram) and usually of the token:
+        the scheme names that as ``trial``. A repeat of a trial copies an earlier
+        score instead of adding an independent one, so counting it breaks the null law
+        the test assumes: on looping text (small models loop) a KGW count then
+        spreads like R copies of one binomial, sd about sqrt(R), and z > 4 becomes
+        common without any watermark (measured in docs/DETECTORS.md).
+        """
+        if trial in self._trials:
+            return False
+        self._trials.add(trial)
+        return True
 
     def push(self, token_id: int) -> float | None:
         """Score one more token given everything pushed before; returns its score."""
@@ -130,6 +150,9 @@ class WatermarkScheme(ABC):
     class Params:
         pass
 
+    #: Former spelling -> field of ``Params``: old provider specs keep parsing.
+    param_aliases: ClassVar[dict[str, str]] = {}
+
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         # Stamp the scheme's own Params (not an inherited one) with the name its
@@ -148,11 +171,16 @@ class WatermarkScheme(ABC):
         """Build ``Params`` from ``name=value`` strings (provider spec syntax).
 
         Names and types are checked here, ranges by ``Params.__post_init__``; either
-        failure is a ``WashInputError``.
+        failure is a ``WashInputError``. A name in ``param_aliases`` (a parameter's
+        former spelling) sets the field it stands for.
         """
         fields = {f.name: f for f in dataclasses.fields(cls.Params)}
         values: dict[str, Any] = {}
-        for name, text in raw.items():
+        for given, text in raw.items():
+            name = cls.param_aliases.get(given, given)
+            if name != given and name in raw:
+                raise WashInputError(
+                    f"scheme '{cls.name}': give '{name}' or its former name '{given}', not both")
             if name not in fields:
                 accepted = ", ".join(sorted(fields)) or "none"
                 raise WashInputError(

@@ -17,10 +17,12 @@ sweeps ``bias`` from 2 to 10.
 Implementation: KGW with a context width of 0. MarkLLM's additive reduction of an
 empty context is 0, so the fixed list is KGW's list for f = prf[0]; MarkLLM's KGW
 configured with prefix_length 0 and f_scheme "additive" (delta = bias) therefore
-generates this watermark exactly and, with ``unique=false``, scores it exactly
-as we do. By default each distinct token id is scored once: with one list for
-every context a recurring word is green or red every time, which inflates the
-all-token count's null variance on ordinary text (see ``unigram``).
+generates this watermark exactly and, with ``skip_repeated=false``, scores it
+exactly as we do. By default each distinct token id is scored once, KGW's
+``skip_repeated`` rule with a context of width 0 (one list, so a (list, token)
+pair is a token): with one list for every context a recurring word is green or
+red every time, which inflates the all-token count's null variance on ordinary
+text (see ``unigram``). ``unique``, the parameter's former name, is still accepted.
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from wash.watermarks import register
-from wash.watermarks.base import BOOL, check_choice, check_range
-from wash.watermarks.greenlist import check_fraction
+from wash.watermarks.base import check_range
+from wash.watermarks.greenlist import check_fraction, check_skip_repeated
 from wash.watermarks.kgw import KGW
 
 
@@ -37,22 +39,22 @@ from wash.watermarks.kgw import KGW
 class BiasedKGW(KGW):
     name = "biased-kgw"
     summary = "one fixed, context-free green list (+bias): breaks the zero-mean assumption (paper App. C)"
+    param_aliases = {"unique": "skip_repeated"}
 
     @dataclass(frozen=True)
     class Params:
         bias: float = 2.0
         gamma: float = 0.5
         #: count each distinct token once (as ``unigram``); false = KGW's all-token count
-        unique: bool = True
+        skip_repeated: bool = True
 
         def __post_init__(self) -> None:
             check_range(self, "bias", lo=0.0)  # a logit boost, as KGW's delta
             check_fraction(self, "gamma")
-            check_choice(self, "unique", BOOL)
+            check_skip_repeated(self)
 
     def __init__(self, key: int, vocab_size: int, params: "BiasedKGW.Params | None" = None) -> None:
         # Skip KGW.__init__'s reading of KGW.Params; configure the same machinery directly.
         super(KGW, self).__init__(key, vocab_size, params)
         p = self.params
         self._configure(gamma=p.gamma, delta=p.bias, context_width=0, reduction="additive")
-        self.unique_tokens = bool(p.unique)

@@ -63,16 +63,16 @@ class _DiPMarkDetector(GreenCountDetector):
 
     def __init__(self, scheme: "DiPMark", prefix: Sequence[int]) -> None:
         super().__init__(scheme, prefix, null_rate=scheme.null_green_rate)
-        self.seen: set[tuple[int, ...]] = set()
 
     def _is_green(self, token_id: int) -> bool | None:
         w = self.scheme.context_width
         if len(self.ids) < w:
             return None
         context = tuple(self.ids[len(self.ids) - w:])
-        if context in self.seen:
+        # a context seen before: the generator left it unmarked (and a repeated
+        # (context, token) pair would repeat a coin), so it is never scored twice
+        if not self.first_occurrence(context):
             return None
-        self.seen.add(context)
         return self.scheme.is_green(context, token_id)
 
 

@@ -12,16 +12,30 @@ the n scored ones; without the key a token is green with probability gamma
 whatever the text, so the count is Binomial(n, gamma) under the null and
 z = (hits - gamma n) / sqrt(n gamma (1 - gamma)). DiPMark's detector is the same
 count with another notion of "green", so it reuses :class:`GreenCountDetector`.
+
+Each (list, token) pair is scored once by default (``skip_repeated``, every
+green-list scheme's parameter, as AAR's): a token's colour is a function of the
+list that applies and of the token, so a repeated pair repeats a coin already
+counted, and the binomial null holds only over distinct pairs. "The list" is
+``GreenListScheme.list_id``: KGW's list seed (hashed from the context, so this is
+Kirchenbauer et al.'s "ignore repeated n-grams"), the one fixed list of the
+context-free schemes (each distinct token once, Zhao et al.'s ``unidetect``), or
+all of Water-Bag's bag lists at once. Looping text is where it matters: a 40-token
+loop repeated 5 times gave KGW's all-pairs count a null sd of 2.4 and
+P(z > 4) = 3 %, Water-Bag's 17 % (docs/DETECTORS.md). ``skip_repeated=false``
+counts every token, as MarkLLM and the KGW reference code do (the interop tests
+compare that count).
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Any, Sequence
+from typing import Any, Hashable, Sequence
 
 import torch
 
-from wash.watermarks.base import Detection, Detector, WatermarkScheme, check_range, softmax
+from wash.watermarks.base import (BOOL, Detection, Detector, WatermarkScheme, check_choice, check_range,
+                                  softmax)
 from wash.watermarks.scoring import binomial_z
 
 
@@ -34,6 +48,11 @@ def boost_green(logits: torch.Tensor, mask: torch.Tensor, delta: float) -> torch
 def check_fraction(params: Any, name: str) -> None:
     """A gamma-like share of the vocabulary: strictly between 0 and 1 (both ends leave one list empty)."""
     check_range(params, name, 0.0, 1.0, lo_open=True, hi_open=True)
+
+
+def check_skip_repeated(params: Any) -> None:
+    """``skip_repeated`` is a boolean (every green-list scheme's Params has it)."""
+    check_choice(params, "skip_repeated", BOOL)
 
 
 def is_green(mask: torch.Tensor, token_id: int) -> bool:
@@ -78,42 +97,40 @@ class GreenCountDetector(Detector):
 class _MaskDetector(GreenCountDetector):
     """Green = member of the scheme's green list for the tokens before it.
 
-    With ``scheme.unique_tokens`` each token id is scored at its first occurrence
-    only (Zhao et al.'s ``unidetect``). A context-free list needs this: a word
-    that recurs ("the", ",") is green or red every time, so all-token counts of
-    ordinary text vary more than Binomial(n, gamma) (sd about 1.3 instead of 1 at
-    50 tokens, measured) and false alarms follow. Counting distinct ids restores
-    the binomial null.
+    With ``scheme.skip_repeated`` a (list, token) pair is scored at its first
+    occurrence only (see the module docstring): for KGW a repeated n-gram, for a
+    context-free list a recurring word ("the", ","), which otherwise is green or
+    red at every occurrence and inflates the count's variance even on ordinary
+    text (sd about 1.3 instead of 1 at 50 tokens, measured).
     """
 
     scheme: "GreenListScheme"
 
-    def __init__(self, scheme: "GreenListScheme", prefix: Sequence[int], null_rate: float) -> None:
-        super().__init__(scheme, prefix, null_rate)
-        self.seen_ids: set[int] = set()
-
     def _is_green(self, token_id: int) -> bool | None:
-        mask = self.scheme.green_mask(self.ids, None)
-        if mask is None:
+        list_id = self.scheme.list_id(self.ids)
+        if list_id is None:
             return None
-        if self.scheme.unique_tokens:
-            if token_id in self.seen_ids:
-                return None
-            self.seen_ids.add(token_id)
-        return is_green(mask, token_id)
+        if self.scheme.skip_repeated and not self.first_occurrence((list_id, token_id)):
+            return None
+        return is_green(self.scheme.green_mask(self.ids, None), token_id)
 
 
 class GreenListScheme(WatermarkScheme):
     """A scheme that adds ``delta`` to the logits of a keyed green list of fraction ``gamma``.
 
-    Subclasses set ``self.gamma`` and ``self.delta`` in ``__init__`` and implement
-    ``green_mask``; the perturbation and (by default) the detector follow.
+    Subclasses set ``self.gamma`` and ``self.delta`` in ``__init__``, give their
+    ``Params`` a ``skip_repeated`` field (checked by ``check_skip_repeated``) and
+    implement ``green_mask`` and ``list_id``; the perturbation and (by default)
+    the detector follow.
     """
 
     gamma: float
     delta: float
-    #: Score each distinct token id once (for context-free lists; see ``_MaskDetector``).
-    unique_tokens: bool = False
+
+    @property
+    def skip_repeated(self) -> bool:
+        """Whether the detector scores each (list, token) pair once (``Params.skip_repeated``)."""
+        return bool(self.params.skip_repeated)
 
     @abstractmethod
     def green_mask(self, ids: Sequence[int], state: Any) -> torch.Tensor | None:
@@ -122,6 +139,17 @@ class GreenListScheme(WatermarkScheme):
         ``state`` is ``new_state``'s per-generation draw (``None`` when detecting).
         ``None`` means no list applies (too little context): the token is left
         unperturbed and unscored.
+        """
+
+    @abstractmethod
+    def list_id(self, ids: Sequence[int]) -> Hashable | None:
+        """What the detector's list after ``ids`` is a function of (given the key), or ``None``
+        where no list applies, as for ``green_mask``.
+
+        Two positions with equal ``list_id`` and the same token are one trial, scored
+        once under ``skip_repeated``. It must be at least as fine as the list itself
+        (equal ids, equal lists), and should be no finer: a seed, not the raw context,
+        so that contexts that hash alike (additive sums collide) count once too.
         """
 
     def distribution(

@@ -169,16 +169,14 @@ class _SynthIDDetector(Detector):
         super().__init__(scheme, prefix)
         self.g_sum = 0
         self.n = 0
-        self.seen: set[tuple[int, ...]] = set()
 
     def _score(self, token_id: int) -> float | None:
         c = self.scheme.context_len
         if len(self.ids) < c:
             return None
         context = tuple(self.ids[len(self.ids) - c:])
-        if context in self.seen:
+        if not self.first_occurrence(context):  # the generator left a repeated context unmarked
             return None
-        self.seen.add(context)
         hits = int(self.scheme.g_values(context, torch.tensor([token_id])).sum())
         self.g_sum += hits
         self.n += 1

@@ -27,12 +27,20 @@ Under the null the p_k are independent and near-uniform, so z stays close to
 N(0, 1) (checked by the null-calibration tests). ``per_token`` reports 1/0 with
 respect to the best (key, indicator) at ``result`` time. ``result`` is O(n)
 (an exact binomial tail and the per-token relabelling); ``push`` is O(bag_size).
+
+Each (context, token) pair is scored once (``skip_repeated``, default true, the
+green-list schemes' shared rule; the pair's identity is the tuple of the bag's
+list seeds): a repeated pair repeats all bag_size coins at once, and the Sidak
+minimum over keys amplifies the resulting overdispersion. On a 40-token loop
+repeated 5 times the all-pairs count gave P(z > 4) = 17 % with no watermark,
+82 % on a 12-token loop (docs/DETECTORS.md). ``skip_repeated=false`` counts every
+token (the all-pairs count of the KGW detectors it builds on).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Hashable, Sequence
 
 import numpy as np
 import torch
@@ -40,7 +48,7 @@ from scipy import stats
 
 from wash.watermarks import hashing, register
 from wash.watermarks.base import Detection, Detector, check_range
-from wash.watermarks.greenlist import GreenListScheme, check_fraction, is_green
+from wash.watermarks.greenlist import GreenListScheme, check_fraction, check_skip_repeated, is_green
 from wash.watermarks.kgw import KGW, check_context
 
 
@@ -89,10 +97,11 @@ class _WaterBagDetector(Detector):
         self.flags: list[tuple[bool, ...] | None] = []
 
     def _score(self, token_id: int) -> float | None:
-        masks = [kgw.green_mask(self.ids) for kgw in self.scheme.bag]
-        if masks[0] is None:
+        list_id = self.scheme.list_id(self.ids)
+        if list_id is None or (self.scheme.skip_repeated and not self.first_occurrence((list_id, token_id))):
             self.flags.append(None)
             return None
+        masks = [kgw.green_mask(self.ids) for kgw in self.scheme.bag]
         flags = tuple(is_green(m, token_id) for m in masks)
         self.flags.append(flags)
         self.scored += 1
@@ -142,6 +151,8 @@ class WaterBag(GreenListScheme):
         bag_size: int = 4
         context_width: int = 4
         reduction: str = "additive"
+        #: Detector: score each (context, token) pair once; false = every token.
+        skip_repeated: bool = True
 
         def __post_init__(self) -> None:
             check_fraction(self, "gamma")
@@ -149,6 +160,7 @@ class WaterBag(GreenListScheme):
             # each bag key holds a KGW list (a V-sized permutation) and is tested at detection
             check_range(self, "bag_size", lo=1, hi=MAX_BAG_SIZE, integer=True)
             check_context(self)
+            check_skip_repeated(self)
 
     def __init__(self, key: int, vocab_size: int, params: "WaterBag.Params | None" = None) -> None:
         super().__init__(key, vocab_size, params)
@@ -166,6 +178,11 @@ class WaterBag(GreenListScheme):
         draw = hashing.derive_seed("waterbag-draw", self.key, generation_seed)
         size = len(self.bag)
         return WaterBagDraw(key_index=draw % size, complement=bool((draw // size) % 2))
+
+    def list_id(self, ids: Sequence[int]) -> Hashable | None:
+        """The seeds of every bag key's list: the detector tests all of them on each token."""
+        seeds = tuple(kgw.list_id(ids) for kgw in self.bag)
+        return None if seeds[0] is None else seeds
 
     def green_mask(self, ids: Sequence[int], state: Any) -> torch.Tensor | None:
         """The drawn key's KGW list, or its complement. A ``None`` state means generation seed 0's draw."""
