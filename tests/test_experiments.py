@@ -3,7 +3,9 @@
 Every experiment runs its ``tiny`` preset (tiny random models around the real
 tokenizers, a handful of tokens) through the same driver as ``python -m wash
 experiment``, and its CSVs are checked for the expected columns and sane values.
-The statistics helpers are checked against values computed independently with
+The driver is checked for what a long run relies on: the same rows from one
+process or two, and a resumed run that computes only the jobs an interruption
+left undone. The statistics helpers are checked against values computed independently with
 scipy or known from the literature.
 """
 
@@ -17,7 +19,7 @@ import pytest
 from scipy import stats as sps
 
 from wash.experiments import EXPERIMENTS, load, stats
-from wash.experiments.runner import execute
+from wash.experiments.driver import execute
 
 
 # -- statistics ------------------------------------------------------------------------
@@ -157,7 +159,8 @@ def test_values_are_sane(outputs):
     # offloaded weights leave (almost) nothing resident
     assert cost.loc["wash-seq", "resident_weights_mb"] < 0.1 * cost.loc["single", "resident_weights_mb"]
     # wash-seq runs its models one after the other; lazy is WASH with lazy forwards
-    assert cost.loc["wash-seq", "forwards"] == "eager" and not runner_bool(cost.loc["wash-seq", "parallel_forwards"])
+    assert cost.loc["wash-seq", "forwards"] == "eager"
+    assert not csv_bool(cost.loc["wash-seq", "parallel_forwards"])
     assert cost.loc["single", "forwards"] == "eager" and cost.loc["lazy", "forwards"] == "lazy"
     cost_rows = outputs["cost"][2].rows.set_index("variant")
     assert cost_rows.loc["lazy", "forwards"] == "lazy"  # in the job key: a lazy row never passes for an eager one
@@ -210,14 +213,14 @@ def test_report_renders_markdown_from_outputs(outputs, tmp_path):
     assert (tmp_path / "figures" / f"{out.out_dir.name}.png").exists()
 
 
-# -- shared generations and worker processes -------------------------------------------
+# -- shared generations, worker processes and interruptions ---------------------------
 def _by_job(rows: pd.DataFrame) -> pd.DataFrame:
     cols = ["job", "provider", "z", "text"]
     return rows[cols].sort_values(["job", "provider"]).reset_index(drop=True)
 
 
 def test_stored_generations_are_shared_and_equal_fresh_ones(tmp_path, tiny_smollm2, tiny_gemma3):
-    from wash.experiments.runner import GenerationStore
+    from wash.experiments.store import GenerationStore
 
     tpr = load("tpr")
     config = tpr.Config.from_preset("tiny", out=tmp_path / "tpr", schemes=("kgw", "unigram"))
@@ -236,35 +239,99 @@ def test_stored_generations_are_shared_and_equal_fresh_ones(tmp_path, tiny_smoll
     assert store.get({"mode": "wash", "providers": "nothing"}) is None
 
 
-def test_workers_split_the_jobs_and_give_the_same_rows(tmp_path, outputs):
+def test_store_of_a_committed_output_stays_in_scratch(tmp_path):
+    decay = load("decay")
+    assert decay.Config(out=tmp_path / "runs" / "decay").store_root() == tmp_path / "runs" / "generations"
+    # results/ is committed; the generations of a run written there go to the scratch runs/
+    assert decay.Config(out=tmp_path / "results" / "decay").store_root() == tmp_path / "runs" / "generations"
+
+
+def test_jobs_are_plain_data():
+    import pickle
+
+    from wash.experiments.jobs import Job
+
+    decay = load("decay")
+    config = decay.Config.from_preset("tiny")
+    for job in decay.jobs(config):
+        again = pickle.loads(pickle.dumps(job))  # what a worker process receives
+        assert again.id == job.id and again.fn is job.fn and again.args[1:] == job.args[1:]
+    with pytest.raises(TypeError, match="module-level"):
+        Job({"i": 1}, lambda: [])
+    with pytest.raises(TypeError, match="module-level"):
+        Job({"i": 1}, _a_closure())
+
+
+def _a_closure():
+    def rows() -> list:
+        return []
+    return rows
+
+
+def interrupt(*_args, **_kwargs):
+    """A job body standing for Ctrl-C arriving while that job runs."""
+    raise KeyboardInterrupt
+
+
+def _plan(experiment, jobs):
+    """``experiment`` with a fixed plan: its summaries and figure, ``jobs`` as its jobs."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(NAME=experiment.NAME, Config=experiment.Config, jobs=lambda _config: jobs,
+                           summarize=experiment.summarize, figure=experiment.figure)
+
+
+def _interrupted_at(jobs, k, fn=interrupt, args=()):
+    from wash.experiments.jobs import Job
+
+    return [*jobs[:k], Job(jobs[k].key, fn, args), *jobs[k + 1:]]
+
+
+def test_resume_after_an_interruption(tmp_path, outputs):
+    decay, config, whole = outputs["decay"]
+    config = dataclasses_replace(config, out=tmp_path / "decay", cache=False)
+    plan = decay.jobs(config)
+    k = 3
+    with pytest.raises(KeyboardInterrupt):
+        execute(_plan(decay, _interrupted_at(plan, k)), config, command="test interrupted")
+    runs = pd.read_csv(tmp_path / "decay" / "decay_runs.csv")
+    assert set(runs["job"]) == {j.id for j in plan[:k]}  # every job finished before the interruption is kept
+    again = execute(decay, config, command="test resumed")
+    assert again.jobs_run == whole.jobs_total - k  # only the remaining jobs run
+    pd.testing.assert_frame_equal(_by_job(pd.read_csv(again.runs_csv)), _by_job(pd.read_csv(whole.runs_csv)),
+                                  check_dtype=False)
+    pd.testing.assert_frame_equal(again.summary, whole.summary, check_dtype=False)
+
+
+def test_two_workers_give_the_same_rows_and_resume_after_a_failure(tmp_path, outputs):
+    from wash.experiments import generation
+    from wash.experiments.ensembles import make_ensemble
+
     decay, config, one = outputs["decay"]
     out = tmp_path / "decay"
-    two = execute(decay, dataclasses_replace(config, out=out, cache=False), command="test workers", workers=2)
-    assert two.jobs_run == two.jobs_total == one.jobs_total
-    assert not list(out.glob("*.shard-*.csv"))  # the workers' shards are folded into the main CSV
-    assert not (out / ".decay-claims").exists()  # the workers' job claims are cleared
-    pd.testing.assert_frame_equal(_by_job(one.rows), _by_job(two.rows), check_dtype=False)
+    config = dataclasses_replace(config, out=out, cache=False)
+    plan = decay.jobs(config)
+    # a job that fails in its worker: a provider on a model that does not exist
+    broken = (make_ensemble(1, ["tiny-nosuch"], ["kgw"], 0), "Once upon a time", "wash", config, 0)
+    k = 2
+    with pytest.raises(Exception, match="tiny-nosuch"):
+        execute(_plan(decay, _interrupted_at(plan, k, generation.generation_job, broken)), config,
+                command="test failed", workers=2)
+    kept = set(pd.read_csv(out / "decay_runs.csv")["job"])
+    assert plan[k].id not in kept and kept <= {j.id for j in plan}
+    two = execute(decay, config, command="test workers", workers=2)
+    assert two.jobs_run == two.jobs_total - len(kept) and two.jobs_total == one.jobs_total
+    # the parent alone wrote the outputs, in plan order, whatever order the workers finished in
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in one.out_dir.iterdir())
+    cols = ["job", "provider", "z", "text"]
+    pd.testing.assert_frame_equal(pd.read_csv(two.runs_csv)[cols], pd.read_csv(one.runs_csv)[cols],
+                                  check_dtype=False)
     pd.testing.assert_frame_equal(one.summary.reset_index(drop=True), two.summary.reset_index(drop=True),
                                   check_dtype=False)
     meta = json_load(out / "decay_meta.json")
     assert meta["workers"] == 2
     # workers run their models one after the other, on their share of the cores
     assert meta["forward_settings"] == {"parallel": False, "threads_per_model": threads_per_worker(2)}
-
-
-def test_shard_tables_merge_without_duplicates(tmp_path):
-    from wash.experiments.runner import Job, ResultTable
-
-    path = tmp_path / "x_runs.csv"
-    jobs = [Job({"i": i}, lambda i=i: [{"v": i}, {"v": -i}]) for i in range(3)]
-    a, b = ResultTable(path, shard=0), ResultTable(path, shard=1)
-    a.add(jobs[0], jobs[0].run())
-    b.add(jobs[1], jobs[1].run())
-    b.add(jobs[0], jobs[0].run())  # a job both workers ran (e.g. after a restart) counts once
-    merged = ResultTable(path)
-    assert merged.done == {j.id for j in jobs[:2]} and len(merged.frame) == 4
-    assert not list(tmp_path.glob("*.shard-*")) and len(pd.read_csv(path)) == 4
-    assert ResultTable(path, shard=0).done == merged.done  # a later worker sees the merged rows
 
 
 def test_cli_rejects_workers_for_timings(capsys, tmp_path):
@@ -275,7 +342,7 @@ def test_cli_rejects_workers_for_timings(capsys, tmp_path):
 
 
 def test_worker_env_turns_off_parallel_forwards():
-    from wash.experiments.workers import forward_env, threads_per_worker
+    from wash.experiments.driver import forward_env
 
     env = forward_env(2)
     assert env["WASH_PARALLEL_FORWARDS"] == "0"
@@ -284,13 +351,13 @@ def test_worker_env_turns_off_parallel_forwards():
 
 
 def threads_per_worker(workers):
-    from wash.experiments.workers import threads_per_worker as tpw
+    from wash.experiments.driver import threads_per_worker as tpw
 
     return tpw(workers)
 
 
-def runner_bool(value):
-    from wash.experiments.runner import as_bool
+def csv_bool(value):
+    from wash.experiments.scoring import as_bool
 
     return bool(as_bool([value]).iloc[0])
 
@@ -305,18 +372,6 @@ def json_load(path):
     import json
 
     return json.loads(path.read_text())
-
-
-def test_claimed_jobs_run_once(tmp_path):
-    from wash.experiments.runner import Job, ResultTable, run_jobs
-
-    path, claims = tmp_path / "x_runs.csv", tmp_path / ".x-claims"
-    jobs = [Job({"i": i}, lambda i=i: [{"v": i}]) for i in range(4)]
-    first, second = ResultTable(path, shard=0), ResultTable(path, shard=1)
-    assert run_jobs(first, jobs[:2], "x", claims=claims) == 2
-    assert run_jobs(second, jobs, "x", claims=claims) == 2  # only the two nobody had claimed
-    assert len(list(claims.glob("*.done"))) == 4
-    assert sorted(ResultTable(path).frame["v"]) == [0, 1, 2, 3]
 
 
 # -- forwards (eager / lazy) and the engine fingerprint --------------------------------
@@ -340,7 +395,7 @@ def test_forwards_option_reaches_the_engine_and_the_meta(forwards, tmp_path, mon
                                                          tiny_gemma3):
     import wash.ensemble
     from wash.cli import main
-    from wash.experiments.runner import engine_fingerprint
+    from wash.version import engine_fingerprint
 
     seen = []
     real = wash.ensemble.generate
@@ -372,49 +427,96 @@ def test_forwards_option_reaches_the_engine_and_the_meta(forwards, tmp_path, mon
 
 def test_generation_store_reuses_only_texts_of_the_same_engine(tmp_path, monkeypatch, tiny_smollm2, tiny_gemma3):
     import wash.ensemble
-    from wash.experiments import runner
+    from wash.experiments import store as store_module
+    from wash.experiments.ensembles import make_ensemble, prompt_set
+    from wash.experiments.generation import generated
+    from wash.experiments.store import store_of
 
     calls = []
     real = wash.ensemble.generate
     monkeypatch.setattr(wash.ensemble, "generate", lambda config, *a, **k: calls.append(1) or real(config, *a, **k))
     decay = load("decay")
     config = decay.Config.from_preset("tiny", out=tmp_path / "decay")
-    specs = runner.make_ensemble(2, config.models, ["kgw"], seed=0)
-    prompt = runner.prompt_set(config)[0].text
+    specs = make_ensemble(2, config.models, ["kgw"], seed=0)
+    prompt = prompt_set(config)[0].text
+    store = store_of(config)
 
-    monkeypatch.setattr(runner, "engine_fingerprint", lambda: "engine-a")
-    fresh, dets = runner.generated(specs, prompt, "wash", config, 0)
-    assert len(calls) == 1 and dets is not None
-    again, dets_again = runner.generated(specs, prompt, "wash", config, 0)
-    assert len(calls) == 1 and dets_again is None  # reused from the store...
-    assert again == fresh  # ...and equal to the fresh generation's fields, JSON-exact
-    monkeypatch.setattr(runner, "engine_fingerprint", lambda: "engine-b")
-    other, dets_other = runner.generated(specs, prompt, "wash", config, 0)
-    assert len(calls) == 2 and dets_other is not None  # another engine: generated afresh, not reused
-    assert other["text"] == fresh["text"]  # (the same source, really: the same text)
+    def generate_and_store(config):
+        gen = generated(specs, prompt, "wash", config, 0)
+        if gen.new_entry:  # what the driver's parent does with a job's new generations
+            store.put(*gen.new_entry)
+        return gen
+
+    monkeypatch.setattr(store_module, "engine_fingerprint", lambda: "engine-a")
+    fresh = generate_and_store(config)
+    assert len(calls) == 1 and fresh.detections is not None and fresh.new_entry is not None
+    again = generate_and_store(config)
+    assert len(calls) == 1 and again.detections is None  # reused from the store...
+    assert again.new_entry is None
+    assert again.fields == fresh.fields  # ...and equal to the fresh generation's fields, JSON-exact
+    monkeypatch.setattr(store_module, "engine_fingerprint", lambda: "engine-b")
+    other = generate_and_store(config)
+    assert len(calls) == 2 and other.detections is not None  # another engine: generated afresh, not reused
+    assert other.fields["text"] == fresh.fields["text"]  # (the same source, really: the same text)
     assert len(list((tmp_path / "generations").glob("*.json"))) == 2
-    eager = dataclasses_replace(config, forwards="eager")
-    runner.generated(specs, prompt, "wash", eager, 0)
+    generate_and_store(dataclasses_replace(config, forwards="eager"))
     assert len(calls) == 3  # eager and lazy texts are stored apart
+    generate_and_store(dataclasses_replace(config, profile="paper"))
+    assert len(calls) == 4  # so are texts served with other settings (top-k 10)
+    assert not generated(specs, prompt, "wash", dataclasses_replace(config, cache=False), 0).new_entry
 
 
 def test_engine_fingerprint_covers_the_engine_sources(tmp_path):
-    from wash.experiments import runner
-
     from pathlib import Path
 
-    root = Path(runner.__file__).resolve().parents[2]
-    names = {p.relative_to(root).as_posix() for p in runner.engine_sources()}
+    from wash import version
+
+    root = Path(version.__file__).resolve().parents[1]
+    names = {p.relative_to(root).as_posix() for p in version.engine_sources()}
     for module in ("ensemble", "routing", "resync", "averaging", "sampling", "vocab", "models", "providers",
                    "config", "parallel", "watermarks/kgw", "watermarks/base", "watermarks/synthid"):
         assert f"wash/{module}.py" in names
-    assert "wash/events.py" not in names and "wash/experiments/runner.py" not in names
-    fp = runner.engine_fingerprint()
-    assert len(fp) == 12 and fp == runner.engine_fingerprint()
+    assert "wash/events.py" not in names and not any(n.startswith("wash/experiments/") for n in names)
+    fp = version.engine_fingerprint()
+    assert len(fp) == 12 and fp == version.engine_fingerprint()
     a, b = tmp_path / "a.py", tmp_path / "b.py"
     a.write_text("x = 1\n")
     b.write_text("y = 2\n")
-    before = runner.source_fingerprint([a, b], root=tmp_path)
-    assert runner.source_fingerprint([b, a], root=tmp_path) == before  # order does not matter
+    before = version.source_fingerprint([a, b], root=tmp_path)
+    assert version.source_fingerprint([b, a], root=tmp_path) == before  # order does not matter
     b.write_text("y = 3\n")
-    assert runner.source_fingerprint([a, b], root=tmp_path) != before
+    assert version.source_fingerprint([a, b], root=tmp_path) != before
+
+
+# -- serving profiles ---------------------------------------------------------------------
+def test_profile_reaches_the_engine_the_rows_the_store_and_the_meta(tmp_path, monkeypatch, capsys,
+                                                                     tiny_smollm2, tiny_gemma3):
+    import wash.ensemble
+    from wash.cli import main
+
+    seen = []
+    real = wash.ensemble.generate
+    monkeypatch.setattr(wash.ensemble, "generate", lambda c, *a, **k: seen.append(c) or real(c, *a, **k))
+    out = tmp_path / "decay"
+    assert main(["experiment", "decay", "--preset", "tiny", "--out", str(out), "--profile", "paper",
+                 "--schemes", "kgw", "--set", "n_values=2", "--set", "settings=mixed"]) == 0
+    capsys.readouterr()
+    assert [(c.temperature, c.top_k, c.top_p) for c in seen] == [(1.0, 10, 1.0)]
+    meta = json_load(out / "decay_meta.json")
+    assert meta["profile"] == {"name": "paper", "temperature": 1.0, "top_k": 10, "top_p": 1.0}
+    assert meta["config"]["profile"] == "paper"
+    assert (pd.read_csv(out / "decay_runs.csv")["top_k"] == 10).all()  # part of every job key
+    [stored] = [json_load(f) for f in (tmp_path / "generations").glob("*.json")]
+    assert stored["key"]["top_k"] == 10
+    assert main(["experiment", "decay", "--tiny", "--set", "profile=greedy", "--show"]) == 2
+    assert "unknown serving profile 'greedy'" in capsys.readouterr().err
+
+
+def test_a_task_temperature_keeps_the_profile_truncation():
+    from wash.experiments.generation import engine_settings
+
+    quality = load("quality")
+    config = quality.Config.from_preset("tiny", profile="paper")
+    settings = engine_settings(config, seed=0, max_new_tokens=6, temperature=config.arith_temperature)
+    assert (settings["temperature"], settings["top_k"], settings["top_p"]) == (0.7, 10, 1.0)
+    assert quality.Config().profile == "open" and engine_settings(quality.Config(), 0)["top_k"] == 0

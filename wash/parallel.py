@@ -27,7 +27,7 @@ How it combines with other concurrency:
 * ``--workers K`` (experiments): every worker process would have its own
   threads, so with K > 1 the workers run their models one after the other
   (``WASH_PARALLEL_FORWARDS=0``) with ``cores // K`` torch threads each
-  (``wash.experiments.workers.forward_env``): K processes, not K sets of model
+  (``wash.experiments.driver.forward_env``): K processes, not K sets of model
   threads, share the cores. With one worker the models run side by side.
 * the app's concurrency limit (``WASH_APP_CONCURRENCY``, default 2): concurrent
   generations submit their forwards to the SAME per-model threads, so two users

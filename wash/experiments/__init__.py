@@ -1,13 +1,20 @@
 """The paper's experiments, reproduced on the engine's public API.
 
 Each experiment is a module exposing ``NAME``, a ``Config`` dataclass (with
-``quick``/``tiny`` presets besides the full settings), ``jobs(config)``,
-``summarize(rows, config)`` and ``figure(summary, config)``; the shared driver
-``runner.execute`` makes them resumable, seeded and uniformly reported. Run them
-with ``python -m wash experiment NAME [--quick]``.
+``quick``/``tiny`` presets besides the full settings), ``jobs(config)`` (plain-data
+jobs, ``jobs.Job``), ``summarize(rows, config)`` and ``figure(summary, config)``;
+the shared driver ``driver.execute`` makes them resumable, seeded and uniformly
+reported, in one process or several. Run them with
+``python -m wash experiment NAME [--preset quick]``.
+
+The shared parts, one job each: ``config`` (settings, presets, serving profile),
+``jobs`` (the job type), ``ensembles`` (providers and prompts of a job),
+``generation`` (a text from the engine or the store), ``store`` (stored
+generations), ``scoring`` (detection and perplexity), ``table`` (the results
+CSV), ``driver`` (running a plan), ``stats``, ``plots`` and ``report``.
 
 Submodules are imported on demand (``load``), so that importing the package
-stays cheap and ``python -m wash.experiments.cost`` workers start clean.
+stays cheap and the processes that ``cost`` measures in start clean.
 """
 
 from __future__ import annotations

@@ -3,9 +3,11 @@
 WASH's guarantee assumes the providers' perturbations average to zero. The
 ``biased-kgw`` scheme breaks that on purpose: a fixed, context-free green list is
 promoted by ``bias`` and (by default here, as in the scheme's design) every
-provider uses the SAME key, so the perturbation does not cancel. The paper finds
-that the baseline's detection z rises with the bias while its task accuracy
-collapses, and that WASH keeps z under the threshold with better accuracy.
+provider uses the SAME key, in the union vocabulary (``coordinated=true``), so
+providers on different base models promote the same token strings and the
+perturbation does not cancel. The paper finds that the baseline's detection z
+rises with the bias while its task accuracy collapses, and that WASH keeps z
+under the threshold with better accuracy.
 
 For each bias: the watermarked baseline (``single``, provider 0) and WASH over N
 providers cycling through the base models. Detection z on prompt continuations,
@@ -24,9 +26,13 @@ from typing import ClassVar
 
 import pandas as pd
 
-from wash.experiments import quality, runner
+from wash.experiments import quality
+from wash.experiments.config import ExperimentConfig
+from wash.experiments.ensembles import make_ensemble, prompt_set, specs_text
+from wash.experiments.generation import generation_job
+from wash.experiments.jobs import Job
 from wash.experiments.plots import FigureSpec, Panel, Series
-from wash.experiments.runner import ExperimentConfig, Job
+from wash.experiments.scoring import as_bool, perplexity_long
 from wash.experiments.stats import group_summary
 
 NAME = "biased"
@@ -56,8 +62,16 @@ class Config(ExperimentConfig):
 
 
 def _specs(mode: str, bias: float, models, config: Config, seed: int, salt: int):
+    """The providers of one run: ``biased-kgw`` with the bias, coordinated in the union vocabulary.
+
+    ``coordinated=true`` puts the list over union ids, which are a function of token
+    text: with the same key every base model then promotes the same token strings,
+    the one shared bias the experiment tests. Without it each model hashes its own
+    vocabulary ids, so the same key gives smollm2 and gemma3 unrelated lists.
+    """
     n = config.n if mode == "wash" else 1
-    return runner.make_ensemble(n, models, [SCHEME], seed, salt, shared_key=config.same_key, bias=bias)
+    return make_ensemble(n, models, [SCHEME], seed, salt, shared_key=config.same_key, bias=bias,
+                         coordinated="true")
 
 
 def jobs(config: Config) -> list[Job]:
@@ -68,21 +82,21 @@ def jobs(config: Config) -> list[Job]:
         for mode in MODES:
             for seed in config.seeds:
                 if "continuation" in config.tasks:
-                    for pi, prompt in enumerate(runner.prompt_set(config)):
+                    for pi, prompt in enumerate(prompt_set(config)):
                         specs = _specs(mode, bias, config.models, config, seed, pi)
                         key = config.key(task="continuation", bias=float(bias), mode=mode, item=prompt.id,
-                                         seed=seed, providers=runner.specs_text(specs))
-                        out.append(Job(key, runner.generation_job(specs, prompt.text, mode, config, seed,
-                                                                  scorers=config.models)))
+                                         seed=seed, providers=specs_text(specs))
+                        out.append(Job(key, generation_job, (specs, prompt.text, mode, config, seed),
+                                       {"scorers": config.models}))
                 if "arithmetic" in config.tasks:
                     for qi, problem in enumerate(load_arithmetic(limit=config.arith_problems)):
                         specs = _specs(mode, bias, config.arith_models, config, seed, qi)
                         key = quality.arithmetic_key(config, config.arith_tokens, config.arith_temperature,
                                                      bias=float(bias), mode=mode, item=problem.id, seed=seed,
-                                                     providers=runner.specs_text(specs))
-                        out.append(Job(key, quality.arithmetic_job(specs, problem, mode, config, seed,
-                                                                   config.arith_tokens, config.arith_temperature,
-                                                                   config.arith_models)))
+                                                     providers=specs_text(specs))
+                        args = (specs, problem, mode, config, seed, config.arith_tokens, config.arith_temperature,
+                                config.arith_models)
+                        out.append(Job(key, quality.arithmetic_job, args))
     return out
 
 
@@ -97,10 +111,10 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
     if len(cont):
         z = group_summary(cont, ["bias", "mode"], "z").rename(columns=lambda c: c if c in ("bias", "mode")
                                                               else f"z_{c}")
-        det = cont.groupby(["bias", "mode"])["detected"].apply(lambda s: float(runner.as_bool(s).mean()))
+        det = cont.groupby(["bias", "mode"])["detected"].apply(lambda s: float(as_bool(s).mean()))
         table = table.merge(z, on=["bias", "mode"], how="left").merge(
             det.rename("detected_rate").reset_index(), on=["bias", "mode"], how="left")
-        ppl = runner.perplexity_long(cont, config.models, ["bias", "mode"])
+        ppl = perplexity_long(cont, config.models, ["bias", "mode"])
         if len(ppl):
             wide = ppl.groupby(["bias", "mode", "scorer"])["ppl"].mean().unstack("scorer")
             wide.columns = [f"ppl_{c}" for c in wide.columns]

@@ -1,11 +1,16 @@
 """``python -m wash experiment NAME``: run, resume or re-summarise one experiment.
 
-Settings come from the experiment's preset (full by default, ``--quick`` for a
-run of minutes, ``--tiny`` for the random test models), then the common options
-(``--forwards eager|lazy`` among them: each experiment has its own default, named
-in its docstring), then ``--set field=value`` for anything experiment-specific (``--show`` lists the
-fields and the number of jobs without running anything). Bad input ends in one
-line and exit code 2, like the rest of the CLI.
+Settings come from the experiment's preset (``--preset full`` by default, ``quick``
+for a run of minutes, ``tiny`` for the random test models; ``--quick`` and ``--tiny``
+are short for them), then the common options (``--forwards eager|lazy`` among them:
+each experiment has its own default, named in its docstring; ``--profile`` for the
+serving settings), then ``--set field=value`` for anything experiment-specific
+(``--show`` lists the fields and the number of jobs without running anything). Bad
+input ends in one line and exit code 2, like the rest of the CLI.
+
+Outputs go to ``runs/NAME`` (``runs/NAME-PRESET``) by default, a scratch folder git
+ignores; results worth keeping are written to (or copied into) ``results/NAME``,
+which is committed (see results/README.md).
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wash.config import FORWARDS
+from wash.config import DEFAULT_PROFILE, FORWARDS, PROFILES
 from wash.errors import WashInputError
 from wash.experiments import EXPERIMENTS, load
 
@@ -29,9 +34,15 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Experiments: " + "; ".join(f"{k}: {v}" for k, v in EXPERIMENTS.items()))
     p.add_argument("name", choices=list(EXPERIMENTS))
     preset = p.add_mutually_exclusive_group()
-    preset.add_argument("--quick", action="store_true", help="small preset (minutes on 2 CPU cores)")
-    preset.add_argument("--tiny", action="store_true", help="test preset on the tiny random models (seconds)")
-    p.add_argument("--out", type=Path, help="output directory (default runs/NAME, or runs/NAME-quick)")
+    preset.add_argument("--preset", choices=("full", "quick", "tiny"),
+                        help="full (default): the paper's sizes; quick: minutes on 2 CPU cores; "
+                             "tiny: the tiny random test models (seconds)")
+    preset.add_argument("--quick", action="store_true", help="same as --preset quick")
+    preset.add_argument("--tiny", action="store_true", help="same as --preset tiny")
+    p.add_argument("--out", type=Path,
+                   help="output directory (default runs/NAME or runs/NAME-PRESET: scratch, git-ignored). "
+                        "Write results worth keeping to results/NAME, the committed folder "
+                        "(results/README.md)")
     p.add_argument("--models", nargs="+", help="base models; the first is the fixed/instruct model")
     p.add_argument("--prompts", type=int, help="number of prompts (interleaved across domains)")
     p.add_argument("--tokens", type=int, help="new tokens per generation")
@@ -41,12 +52,16 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="eager: every model's forward each step, token drawn from the average; lazy: one "
                         "uniformly picked provider draws it (same law, one forward). Default: the "
                         "experiment's own (lazy where only the texts are read, eager for cost)")
+    p.add_argument("--profile", choices=tuple(PROFILES),
+                   help="serving profile of every provider (default %s): " % DEFAULT_PROFILE + "; ".join(
+                       f"{q.name}: {q.description}" for q in PROFILES.values()))
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="any other config field, e.g. --set n_values=1,3,5 (repeatable)")
     p.add_argument("--workers", type=int, default=1,
-                   help="worker processes sharing the jobs (default 1; 2 on a 2-core CPU: about 1.8x the "
-                        "throughput); with more than one, each runs its models' forwards one after the other "
-                        "on cores/K torch threads instead of in the parallel pool")
+                   help="processes running the jobs (default 1; 2 on a 2-core CPU: about 1.8x the "
+                        "throughput); this process alone writes the outputs. With more than one, each worker "
+                        "runs its models' forwards one after the other on cores/K torch threads instead of in "
+                        "the parallel pool")
     p.add_argument("--show", action="store_true", help="print the resolved config and job count, run nothing")
     p.set_defaults(func=cmd_experiment)
     return p
@@ -82,13 +97,13 @@ def _scalar(sample: Any, text: str, name: str) -> Any:
 def build_config(args: argparse.Namespace):
     module = load(args.name)
     cls = module.Config
-    preset = "quick" if args.quick else "tiny" if args.tiny else "full"
+    preset = "quick" if args.quick else "tiny" if args.tiny else (args.preset or "full")
     fields = {f.name: f for f in dataclasses.fields(cls)}
     defaults = {**{f.name: f.default for f in fields.values()}, **cls.PRESETS.get(preset, {})}
     overrides: dict[str, Any] = {
         "models": tuple(args.models) if args.models else None, "prompts": args.prompts, "tokens": args.tokens,
         "seeds": tuple(args.seeds) if args.seeds else None, "schemes": tuple(args.schemes) if args.schemes else None,
-        "forwards": getattr(args, "forwards", None),
+        "forwards": getattr(args, "forwards", None), "profile": getattr(args, "profile", None),
     }
     for item in args.set:
         if "=" not in item:
@@ -107,7 +122,7 @@ def build_config(args: argparse.Namespace):
 
 def validate(config) -> None:
     """Check models, schemes and sizes up front: one clear line instead of a failure mid-run."""
-    from wash.config import MAX_NEW_TOKENS_CAP
+    from wash.config import MAX_NEW_TOKENS_CAP, profile
     from wash.models import check_model_name
     from wash.watermarks import scheme_class
 
@@ -124,10 +139,11 @@ def validate(config) -> None:
         raise WashInputError("give at least one seed")
     if config.forwards not in FORWARDS:
         raise WashInputError(f"unknown forwards '{config.forwards}' (accepted: {', '.join(FORWARDS)})")
+    profile(config.profile)
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:
-    from wash.experiments.runner import execute
+    from wash.experiments.driver import execute
 
     try:
         module, config = build_config(args)
@@ -140,8 +156,6 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     command = "python -m wash " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None
     if not 1 <= args.workers <= 64:
         raise WashInputError(f"--workers must be from 1 to 64, got {args.workers}")
-    if args.workers > 1 and not getattr(module, "PARALLEL", True):
-        raise WashInputError(f"experiment {module.NAME} measures time and memory: run it with one worker")
     out = execute(module, config, command=command, workers=args.workers)
     print(f"[wash] {module.NAME}: {out.jobs_run} of {out.jobs_total} jobs run now ({out.elapsed_s:.0f} s); "
           f"outputs in {out.out_dir}", file=sys.stderr)

@@ -23,9 +23,12 @@ from typing import ClassVar
 
 import pandas as pd
 
-from wash.experiments import runner
+from wash.experiments.config import ExperimentConfig
+from wash.experiments.ensembles import make_ensemble, prompt_set, specs_text
+from wash.experiments.generation import generation_job
+from wash.experiments.jobs import Job
 from wash.experiments.plots import FigureSpec, Panel, Series
-from wash.experiments.runner import ExperimentConfig, Job
+from wash.experiments.scoring import as_bool
 from wash.experiments.stats import group_summary
 
 NAME = "coordinated"
@@ -47,12 +50,12 @@ class Config(ExperimentConfig):
 
 def providers_for(condition: str, scheme: str, config: Config, seed: int, salt: int):
     if condition == "single":
-        return runner.make_ensemble(1, config.models, [scheme], seed, salt)
+        return make_ensemble(1, config.models, [scheme], seed, salt)
     if condition == "independent":
-        return runner.make_ensemble(config.n, config.models, [scheme], seed, salt)
+        return make_ensemble(config.n, config.models, [scheme], seed, salt)
     if condition == "coordinated":
-        return runner.make_ensemble(config.n, config.models, [scheme], seed, salt, shared_key=True,
-                                    coordinated="true")
+        return make_ensemble(config.n, config.models, [scheme], seed, salt, shared_key=True,
+                             coordinated="true")
     raise ValueError(f"unknown condition '{condition}' (accepted: {', '.join(CONDITIONS)})")
 
 
@@ -60,12 +63,12 @@ def jobs(config: Config) -> list[Job]:
     out = []
     for scheme in config.schemes:
         for condition in CONDITIONS:
-            for pi, prompt in enumerate(runner.prompt_set(config)):
+            for pi, prompt in enumerate(prompt_set(config)):
                 for seed in config.seeds:
                     specs = providers_for(condition, scheme, config, seed, pi)
                     key = config.key(scheme=scheme, condition=condition, prompt_id=prompt.id, seed=seed,
-                                     providers=runner.specs_text(specs))
-                    out.append(Job(key, runner.detection_job(specs, prompt.text, "wash", config, seed)))
+                                     providers=specs_text(specs))
+                    out.append(Job(key, generation_job, (specs, prompt.text, "wash", config, seed)))
     return out
 
 
@@ -74,7 +77,7 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
     if rows.empty:
         return summary
     rate = rows.groupby(["scheme", "condition"], sort=False)["detected"].apply(
-        lambda s: float(runner.as_bool(s).mean())).rename("detected_rate").reset_index()
+        lambda s: float(as_bool(s).mean())).rename("detected_rate").reset_index()
     return summary.merge(rate, on=["scheme", "condition"])
 
 

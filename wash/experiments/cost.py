@@ -55,12 +55,14 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from wash.experiments import runner
+from wash.experiments.config import ExperimentConfig
+from wash.experiments.ensembles import make_ensemble, prompt_set
+from wash.experiments.generation import generate_run
+from wash.experiments.jobs import Job
 from wash.experiments.plots import FigureSpec, Panel, Series
-from wash.experiments.runner import ExperimentConfig, Job
 
 NAME = "cost"
-#: Timings and peak memory would be distorted by worker processes sharing the cores.
+#: Timings and peak memory would be distorted by the driver's worker processes sharing the cores.
 PARALLEL = False
 VARIANTS = ("unwatermarked", "single", "wash-par", "wash-seq", "lazy", "reencode")
 #: ``WASH_PARALLEL_FORWARDS`` forced in a variant's subprocess (others inherit the environment).
@@ -93,8 +95,8 @@ def variant_setup(variant: str, config: Config, seed: int, salt: int) -> tuple[l
     scheme = config.schemes[0]
     forwards = {"forwards": variant_forwards(variant, config)}
     if variant in ("unwatermarked", "single"):
-        return runner.make_ensemble(1, config.models, [scheme], seed, salt), variant, forwards
-    specs = runner.make_ensemble(config.n, config.models, [scheme], seed, salt)
+        return make_ensemble(1, config.models, [scheme], seed, salt), variant, forwards
+    specs = make_ensemble(config.n, config.models, [scheme], seed, salt)
     if variant in ("wash-par", "wash-seq", "lazy"):
         return specs, "wash", forwards
     if variant == "reencode":
@@ -109,7 +111,7 @@ def variant_forwards(variant: str, config: Config) -> str:
 
 def jobs(config: Config) -> list[Job]:
     out = []
-    prompts = [p.id for p in runner.prompt_set(config)]
+    prompts = [p.id for p in prompt_set(config)]
     for r in range(config.rounds):
         for variant in config.variants:
             variant_setup(variant, config, 0, 0)  # validate the name now
@@ -117,26 +119,25 @@ def jobs(config: Config) -> list[Job]:
                              scheme=config.schemes[0], models=",".join(config.models),
                              offload=config.offload if variant == "wash-seq" else "none",
                              seeds=",".join(map(str, config.seeds)))
-            out.append(Job(key, _subprocess_job(variant, config)))
+            out.append(Job(key, measure_in_subprocess, (variant, config)))
     return out
 
 
-def _subprocess_job(variant: str, config: Config):
-    def run() -> list[dict]:
-        payload = json.dumps({"variant": variant, "config": config.to_dict()})
-        env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
-               "TRANSFORMERS_VERBOSITY": os.environ.get("TRANSFORMERS_VERBOSITY", "error")}
-        if variant in PARALLEL_ENV:
-            env["WASH_PARALLEL_FORWARDS"] = PARALLEL_ENV[variant]
-        proc = subprocess.run([sys.executable, "-m", "wash.experiments.cost", "--worker", payload],
-                              capture_output=True, text=True, env=env)
-        if proc.returncode != 0:
-            raise RuntimeError(f"cost worker for {variant} failed:\n{proc.stderr[-3000:]}")
-        return json.loads(proc.stdout.strip().splitlines()[-1])
-    return run
+def measure_in_subprocess(variant: str, config: Config) -> list[dict]:
+    """A job: ``measure`` one variant in a fresh Python process, so its peak memory is its own."""
+    payload = json.dumps({"variant": variant, "config": config.to_dict()})
+    env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
+           "TRANSFORMERS_VERBOSITY": os.environ.get("TRANSFORMERS_VERBOSITY", "error")}
+    if variant in PARALLEL_ENV:
+        env["WASH_PARALLEL_FORWARDS"] = PARALLEL_ENV[variant]
+    proc = subprocess.run([sys.executable, "-m", "wash.experiments.cost", "--measure", payload],
+                          capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"cost measurement of {variant} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-# -- the worker: one variant in a fresh process ---------------------------------------
+# -- the measurement: one variant in a fresh process ----------------------------------
 class PeakRss:
     """Samples this process's resident memory in a thread: peak RSS and peak anonymous RSS (bytes).
 
@@ -212,7 +213,7 @@ def offload_model(model, folder: Path, kind: str, execution_device) -> None:
         raise ValueError(f"unknown offload '{kind}' (accepted: disk, cpu)")
 
 
-def worker(variant: str, config: Config) -> list[dict]:
+def measure(variant: str, config: Config) -> list[dict]:
     """Measure one variant: load, (offload), warm up, then generate every prompt under a RSS sampler."""
     import torch
 
@@ -220,7 +221,7 @@ def worker(variant: str, config: Config) -> list[dict]:
     from wash.parallel import parallel_enabled
 
     baseline = rss_bytes()
-    prompts = runner.prompt_set(config)
+    prompts = prompt_set(config)
     specs0, mode, extra = variant_setup(variant, config, config.seeds[0], 0)
     models = list(dict.fromkeys(s.model for s in specs0))
     lms = {m: load_model(m) for m in models}
@@ -233,7 +234,7 @@ def worker(variant: str, config: Config) -> list[dict]:
     weights = sum(resident_weight_bytes(lm.model) for lm in lms.values())
     after_setup = rss_bytes()
     warm = prompts[-1].text
-    runner.generate_run(specs0, warm, mode, config, seed=config.seeds[0], max_new_tokens=WARMUP_TOKENS, **extra)
+    generate_run(specs0, warm, mode, config, seed=config.seeds[0], max_new_tokens=WARMUP_TOKENS, **extra)
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     rows = []
@@ -242,7 +243,7 @@ def worker(variant: str, config: Config) -> list[dict]:
             for seed in config.seeds:
                 specs, _mode, _extra = variant_setup(variant, config, seed, pi)
                 t0 = time.perf_counter()
-                result = runner.generate_run(specs, prompt.text, mode, config, seed, **extra)
+                result = generate_run(specs, prompt.text, mode, config, seed, **extra)
                 wall = time.perf_counter() - t0
                 t = result.timing
                 rows.append({"prompt_id": prompt.id, "seed": seed, "tokens_generated": result.routing.tokens,
@@ -269,13 +270,13 @@ def worker(variant: str, config: Config) -> list[dict]:
     return rows
 
 
-def _worker_main(argv: list[str]) -> int:
-    payload = json.loads(argv[argv.index("--worker") + 1])
+def _measure_main(argv: list[str]) -> int:
+    payload = json.loads(argv[argv.index("--measure") + 1])
     raw = payload["config"]
     fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in raw.items()}
     fields["out"] = Path(fields["out"])
     config = Config(**fields)
-    print(json.dumps(worker(payload["variant"], config)))
+    print(json.dumps(measure(payload["variant"], config)))
     return 0
 
 
@@ -325,4 +326,4 @@ def figure(summary: pd.DataFrame, config: Config) -> FigureSpec:
 
 
 if __name__ == "__main__":
-    sys.exit(_worker_main(sys.argv))
+    sys.exit(_measure_main(sys.argv))

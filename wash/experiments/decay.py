@@ -31,9 +31,12 @@ from typing import ClassVar
 
 import pandas as pd
 
-from wash.experiments import runner
+from wash.experiments.config import ALL_SCHEMES, ExperimentConfig
+from wash.experiments.ensembles import make_ensemble, prompt_set, rotate, specs_text
+from wash.experiments.generation import generation_job
+from wash.experiments.jobs import Job
 from wash.experiments.plots import FigureSpec, Panel, Series
-from wash.experiments.runner import ALL_SCHEMES, ExperimentConfig, Job
+from wash.experiments.scoring import as_bool
 from wash.experiments.stats import group_summary
 
 NAME = "decay"
@@ -77,14 +80,14 @@ def jobs(config: Config) -> list[Job]:
         models = _models(config, setting)
         for scheme in config.schemes:
             for n in config.n_values:
-                for pi, prompt in enumerate(runner.prompt_set(config)):
+                for pi, prompt in enumerate(prompt_set(config)):
                     for seed in config.seeds:
-                        schemes = runner.rotate(config.pool(), pi + seed) if scheme == MIX else [scheme]
-                        specs = runner.make_ensemble(n, models, schemes, seed, salt=pi)
+                        schemes = rotate(config.pool(), pi + seed) if scheme == MIX else [scheme]
+                        specs = make_ensemble(n, models, schemes, seed, salt=pi)
                         # N = 1 is models[0] alone in both settings: one job, shared (see summarize)
                         key = config.key(setting=BASELINE if n == 1 else setting, scheme=scheme, n=n,
-                                         prompt_id=prompt.id, seed=seed, providers=runner.specs_text(specs))
-                        out.append(Job(key, runner.detection_job(specs, prompt.text, "wash", config, seed)))
+                                         prompt_id=prompt.id, seed=seed, providers=specs_text(specs))
+                        out.append(Job(key, generation_job, (specs, prompt.text, "wash", config, seed)))
     return out
 
 
@@ -101,7 +104,7 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
                          ignore_index=True)
     summary = group_summary(rows, ["setting", "scheme", "n"], "z")
     extra = rows.groupby(["setting", "scheme", "n"], sort=False).agg(
-        detected_rate=("detected", lambda s: float(runner.as_bool(s).mean())),
+        detected_rate=("detected", lambda s: float(as_bool(s).mean())),
         mean_tokens_scored=("tokens_scored", "mean"),
         routed_token_fraction=("routed_token_fraction", "mean")).reset_index()
     summary = summary.merge(extra, on=["setting", "scheme", "n"]).sort_values(["setting", "scheme", "n"],

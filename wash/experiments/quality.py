@@ -24,14 +24,19 @@ measured on identically distributed texts.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, ClassVar
+from typing import ClassVar, Sequence
 
 import pandas as pd
 
-from wash.experiments import runner
+from wash.config import ProviderSpec
+from wash.experiments.config import ExperimentConfig
+from wash.experiments.ensembles import make_ensemble, prompt_set, specs_text
+from wash.experiments.generation import generate_run, generation_job, run_fields
+from wash.experiments.jobs import Job
 from wash.experiments.plots import FigureSpec, Panel, Series
-from wash.experiments.runner import ExperimentConfig, Job
+from wash.experiments.scoring import as_bool, perplexity_long
 from wash.experiments.stats import group_summary, wilson_interval
+from wash.prompts import ArithmeticProblem
 
 NAME = "quality"
 TASKS = ("continuation", "arithmetic")
@@ -59,7 +64,7 @@ class Config(ExperimentConfig):
 
 def _specs(mode: str, scheme: str, models, config: Config, seed: int, salt: int):
     n = config.n if mode in ("naive", "wash") else 1
-    return runner.make_ensemble(n, models, [scheme], seed, salt)
+    return make_ensemble(n, models, [scheme], seed, salt)
 
 
 def arithmetic_prompt(question: str, models) -> str:
@@ -84,12 +89,12 @@ def jobs(config: Config) -> list[Job]:
             label = "none" if mode == "unwatermarked" else scheme
             for seed in config.seeds:
                 if "continuation" in config.tasks:
-                    for pi, prompt in enumerate(runner.prompt_set(config)):
+                    for pi, prompt in enumerate(prompt_set(config)):
                         specs = _specs(mode, scheme, config.models, config, seed, pi)
                         key = config.key(task="continuation", scheme=label, mode=mode, item=prompt.id, seed=seed,
-                                         providers=runner.specs_text(specs))
-                        out.append(Job(key, runner.generation_job(specs, prompt.text, mode, config, seed,
-                                                                  scorers=config.models)))
+                                         providers=specs_text(specs))
+                        out.append(Job(key, generation_job, (specs, prompt.text, mode, config, seed),
+                                       {"scorers": config.models}))
                 if "arithmetic" in config.tasks:
                     if mode == "naive" and len(set(config.arith_models)) == 1:
                         continue  # one vocabulary: naive averaging IS wash (same text), not run twice
@@ -97,32 +102,33 @@ def jobs(config: Config) -> list[Job]:
                         specs = _specs(mode, scheme, config.arith_models, config, seed, qi)
                         key = arithmetic_key(config, config.arith_tokens, config.arith_temperature, scheme=label,
                                              mode=mode, item=problem.id, seed=seed,
-                                             providers=runner.specs_text(specs))
-                        out.append(Job(key, arithmetic_job(specs, problem, mode, config, seed, config.arith_tokens,
-                                                           config.arith_temperature, config.arith_models)))
+                                             providers=specs_text(specs))
+                        args = (specs, problem, mode, config, seed, config.arith_tokens, config.arith_temperature,
+                                config.arith_models)
+                        out.append(Job(key, arithmetic_job, args))
     return out
 
 
-def arithmetic_job(specs, problem, mode: str, config: ExperimentConfig, seed: int, tokens: int,
-                   temperature: float, prompt_models) -> Callable[[], list[dict]]:
-    """A job body: answer one word problem in ``mode``; one row with the answer and verdict.
+def arithmetic_job(specs: Sequence[ProviderSpec], problem: ArithmeticProblem, mode: str,
+                   config: ExperimentConfig, seed: int, tokens: int, temperature: float,
+                   prompt_models: Sequence[str]) -> list[dict]:
+    """A job: answer one word problem in ``mode``; one row with the answer and verdict.
 
     The prompt format follows ``prompt_models`` (the experiment's arithmetic
     ensemble), not ``specs``, so that every mode of one experiment sees the same prompt.
+    The task's own ``temperature`` replaces the profile's; its top-k and top-p apply.
     """
     from wash.prompts import extract_last_integer
 
-    def run() -> list[dict]:
-        prompt = arithmetic_prompt(problem.question, prompt_models)
-        result = runner.generate_run(specs, prompt, mode, config, seed, max_new_tokens=tokens,
-                                     temperature=temperature)
-        answer = extract_last_integer(result.text)
-        return [{**runner.run_fields(result), "expected": problem.answer, "answer": answer,
-                 "correct": answer == problem.answer}]
-    return run
+    prompt = arithmetic_prompt(problem.question, prompt_models)
+    result = generate_run(specs, prompt, mode, config, seed, max_new_tokens=tokens, temperature=temperature)
+    answer = extract_last_integer(result.text)
+    return [{**run_fields(result), "expected": problem.answer, "answer": answer,
+             "correct": answer == problem.answer}]
 
 
-def arithmetic_key(config: Config | ExperimentConfig, tokens: int, temperature: float, **params) -> dict:
+def arithmetic_key(config: ExperimentConfig, tokens: int, temperature: float, **params) -> dict:
+    """The job key of an arithmetic answer: the task's own length and temperature replace the config's."""
     return {**config.key(task="arithmetic", **params), "tokens": tokens, "temperature": temperature}
 
 
@@ -131,7 +137,7 @@ def accuracy_summary(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     records = []
     for keys, g in rows.groupby(by, sort=False):
         keys = keys if isinstance(keys, tuple) else (keys,)
-        k, n = int(runner.as_bool(g["correct"]).sum()), len(g)
+        k, n = int(as_bool(g["correct"]).sum()), len(g)
         lo, hi = wilson_interval(k, n)
         records.append({**dict(zip(by, keys)), "count": n, "accuracy": k / n, "ci_low": lo, "ci_high": hi})
     return pd.DataFrame(records, columns=[*by, "count", "accuracy", "ci_low", "ci_high"])
@@ -144,7 +150,7 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
     if "task" in rows:
         cont = rows[rows["task"] == "continuation"]
         if len(cont):
-            ppl = group_summary(runner.perplexity_long(cont, config.models, ["scheme", "mode"]),
+            ppl = group_summary(perplexity_long(cont, config.models, ["scheme", "mode"]),
                                 ["scheme", "mode", "scorer"], "ppl")
             parts.append(ppl.rename(columns={"mean": "value"}).assign(
                 task="continuation", metric="perplexity (mean over texts)"))

@@ -49,6 +49,17 @@ def _forward_note(meta: dict) -> str:
     return f" ({how}, {fs.get('threads_per_model', '?')} thread(s) per model)"
 
 
+def _profile_note(meta: dict) -> str:
+    """``; profile: paper (temperature 1, top-k 10, top-p 1)`` from meta.json, if recorded (runs
+    made before serving profiles existed sampled at the config's temperature and top-p, untruncated)."""
+    p = meta.get("profile")
+    if not p:
+        return ""
+    top_k = p.get("top_k", 0)
+    return (f"; profile: {p.get('name', '?')} (temperature {p.get('temperature', '?'):g}, "
+            f"top-k {top_k if top_k else 'off'}, top-p {p.get('top_p', '?'):g})")
+
+
 def section(out_dir: Path, figures: Path | None, link_prefix: str = "figures") -> str:
     meta_files = sorted(out_dir.glob("*_meta.json"))
     if not meta_files:
@@ -59,6 +70,7 @@ def section(out_dir: Path, figures: Path | None, link_prefix: str = "figures") -
     parts = [f"Command: `{meta['command']}`  ",
              f"Date: {meta['date']}; code: {meta.get('code', 'not recorded')}"
              + (f" (engine {meta['engine']})" if meta.get("engine") else "")
+             + _profile_note(meta)
              + f"; forwards: {meta.get('forwards', 'eager')}{_forward_note(meta)}; machine: {meta['machine']}; "
              f"{meta['jobs_total']} jobs, {meta['elapsed_s_total']:.0f} s wall-clock running them"
              + (f" in {meta['workers']} worker processes of {meta.get('threads_per_worker', '?')} torch "

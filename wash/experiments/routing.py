@@ -22,9 +22,11 @@ from typing import ClassVar
 
 import pandas as pd
 
-from wash.experiments import runner
+from wash.experiments.config import ExperimentConfig
+from wash.experiments.ensembles import make_ensemble, rotate, specs_text
+from wash.experiments.generation import generation_job
+from wash.experiments.jobs import Job
 from wash.experiments.plots import FigureSpec, Panel, Series
-from wash.experiments.runner import ExperimentConfig, Job
 from wash.prompts import DOMAINS
 
 NAME = "routing"
@@ -54,10 +56,10 @@ def jobs(config: Config) -> list[Job]:
     for domain in DOMAINS:
         for pi, prompt in enumerate(load_prompts(domain=domain, limit=config.per_domain)):
             for seed in config.seeds:
-                schemes = runner.rotate(config.schemes, pi + seed)
-                specs = runner.make_ensemble(config.n, config.models, schemes, seed, salt=pi)
-                key = config.key(domain=domain, prompt_id=prompt.id, seed=seed, providers=runner.specs_text(specs))
-                out.append(Job(key, runner.detection_job(specs, prompt.text, "wash", config, seed)))
+                schemes = rotate(config.schemes, pi + seed)
+                specs = make_ensemble(config.n, config.models, schemes, seed, salt=pi)
+                key = config.key(domain=domain, prompt_id=prompt.id, seed=seed, providers=specs_text(specs))
+                out.append(Job(key, generation_job, (specs, prompt.text, "wash", config, seed)))
     return out
 
 

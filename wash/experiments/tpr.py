@@ -23,9 +23,11 @@ from typing import ClassVar
 
 import pandas as pd
 
-from wash.experiments import runner
+from wash.experiments.config import ExperimentConfig
+from wash.experiments.ensembles import make_ensemble, prompt_set, specs_text
+from wash.experiments.generation import generation_job
+from wash.experiments.jobs import Job
 from wash.experiments.plots import FigureSpec, Panel, Series
-from wash.experiments.runner import ExperimentConfig, Job
 from wash.experiments.stats import NOMINAL_Z_5PCT, rate_above, tpr_at_fpr, wilson_interval
 
 NAME = "tpr"
@@ -54,13 +56,13 @@ def jobs(config: Config) -> list[Job]:
     out = []
     for scheme in config.schemes:
         for mode, n in config.conditions():
-            for pi, prompt in enumerate(runner.prompt_set(config)):
+            for pi, prompt in enumerate(prompt_set(config)):
                 for seed in config.seeds:
-                    specs = runner.make_ensemble(n, config.models, [scheme], seed, salt=pi)
+                    specs = make_ensemble(n, config.models, [scheme], seed, salt=pi)
                     for m in (mode, "unwatermarked"):  # the negatives of naive and wash coincide
                         key = config.key(scheme=scheme, mode=m, n=n, prompt_id=prompt.id, seed=seed,
-                                         providers=runner.specs_text(specs))
-                        out.append(Job(key, runner.detection_job(specs, prompt.text, m, config, seed)))
+                                         providers=specs_text(specs))
+                        out.append(Job(key, generation_job, (specs, prompt.text, m, config, seed)))
     return out
 
 

@@ -1,0 +1,109 @@
+"""The settings every experiment shares, its presets, and the job key they imply.
+
+Each experiment subclasses ``ExperimentConfig`` with its own fields and ``quick`` /
+``tiny`` presets. The serving settings (temperature, top-k, top-p) are not free
+fields: they come from one named profile of ``wash.config.PROFILES`` (``open`` by
+default, ``paper`` for the paper release's top-k 10), so a result's sampling is
+one recorded word and every generation of a run is served alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from wash.config import DEFAULT_PROFILE, ServingProfile, profile as serving_profile
+
+Scalar = str | int | float | bool
+
+#: The paper's default watermark schemes (Table 2) plus Unigram and SynthID.
+ALL_SCHEMES = ("kgw", "unigram", "waterbag", "dipmark", "aar", "its-edit", "exp-edit", "synthid")
+
+
+@dataclass
+class ExperimentConfig:
+    """Settings common to every experiment; subclasses add their own fields and presets.
+
+    ``models[0]`` is the fixed base model (and the instruct model for arithmetic);
+    heterogeneous ensembles assign provider ``i`` the model ``models[i % len(models)]``.
+    """
+
+    out: Path = Path("runs")
+    models: tuple[str, ...] = ("smollm2", "gemma3")
+    prompts: int = 30
+    tokens: int = 200
+    seeds: tuple[int, ...] = (0,)
+    schemes: tuple[str, ...] = ALL_SCHEMES
+    #: Serving profile (``wash.config.PROFILES``): every provider's temperature, top-k, top-p.
+    profile: str = DEFAULT_PROFILE
+    z_threshold: float = 4.0
+    #: Reuse stored generations (see ``store_root`` and ``wash.experiments.store``).
+    cache: bool = True
+    #: ``eager`` or ``lazy`` forwards for every generation (``wash.config.FORWARDS``); each
+    #: experiment sets its own default (lazy where only the final texts are read).
+    forwards: str = "eager"
+    #: Name of the preset the config was built from (recorded in meta.json).
+    preset: str = "full"
+
+    PRESETS: ClassVar[dict[str, dict[str, Any]]] = {}
+
+    @classmethod
+    def from_preset(cls, name: str = "full", **overrides: Any) -> "ExperimentConfig":
+        """The preset's settings, then ``overrides`` (``None`` values ignored, lists made tuples)."""
+        if name != "full" and name not in cls.PRESETS:
+            raise ValueError(f"unknown preset '{name}' (accepted: full, {', '.join(cls.PRESETS)})")
+        values = {**cls.PRESETS.get(name, {}), **{k: v for k, v in overrides.items() if v is not None}}
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(values) - names
+        if unknown:
+            raise ValueError(f"unknown setting(s) {sorted(unknown)} for {cls.__name__}")
+        for f in dataclasses.fields(cls):
+            if f.name in values and isinstance(values[f.name], list):
+                values[f.name] = tuple(values[f.name])
+        return cls(preset=name, **values)
+
+    # -- serving: read from the profile, never set one by one ---------------------------
+    @property
+    def serving(self) -> ServingProfile:
+        """The serving profile (a one-line ``WashInputError`` for an unknown name)."""
+        return serving_profile(self.profile)
+
+    @property
+    def temperature(self) -> float:
+        return self.serving.temperature
+
+    @property
+    def top_k(self) -> int:
+        return self.serving.top_k
+
+    @property
+    def top_p(self) -> float:
+        return self.serving.top_p
+
+    def key(self, **params: Scalar) -> dict[str, Scalar]:
+        """A job key: the given parameters plus the settings every generation depends on.
+
+        The serving values (not the profile's name) enter the key: they are what the
+        text depends on, and a row of one profile is never taken for another's.
+        """
+        return {"tokens": self.tokens, "temperature": self.temperature, "top_k": self.top_k,
+                "top_p": self.top_p, "forwards": self.forwards, **params}
+
+    def store_root(self) -> Path:
+        """Where generations are stored: ``<out>/../generations``, shared by sibling outputs.
+
+        Generations are scratch, so an output folder inside ``results/`` (committed)
+        stores them in the scratch folder beside it, ``runs/generations``, instead.
+        """
+        parent = Path(self.out).parent
+        if parent.name == "results":
+            return parent.parent / "runs" / "generations"
+        return parent / "generations"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The fields, JSON-ready (``from_preset(**to_dict())`` rebuilds the config)."""
+        d = dataclasses.asdict(self)
+        d["out"] = str(self.out)
+        return d
