@@ -19,7 +19,7 @@ from typing import Callable
 
 import gradio as gr
 
-from wash.config import FORWARDS, MAX_NEW_TOKENS_CAP, MODES
+from wash.config import DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_TOP_K, MODES, PROFILES
 from wash.models import Preload
 from wash.ui import handlers, plots, tables, texts
 from wash.ui.providers import HEADERS, preset_names, preset_rows
@@ -47,6 +47,13 @@ CSS = """
 def _providers_table(rows: list[list[str]], elem_id: str, label: str) -> gr.Dataframe:
     return gr.Dataframe(value=rows, headers=HEADERS, datatype="str", type="array", column_count=4,
                         interactive=True, label=label, elem_id=elem_id, wrap=True)
+
+
+def _profiles_info() -> str:
+    """One line on what each serving profile sets."""
+    def part(p) -> str:
+        return f"{p.name}: temperature {p.temperature:g}, " + (f"top-k {p.top_k}" if p.top_k else "no truncation")
+    return "; ".join(part(p) for p in PROFILES.values()) + " (paper: as the paper's release serves)"
 
 
 def _generate_tab(models: list[str], preload: Preload | None) -> dict:
@@ -82,7 +89,15 @@ def _generate_tab(models: list[str], preload: Preload | None) -> dict:
             with gr.Row():
                 w["max_new"] = gr.Slider(1, MAX_NEW_TOKENS_CAP, value=48, step=1, label="max new tokens",
                                          elem_id="max-new-tokens")
-                w["temperature"] = gr.Slider(0.0, 2.0, value=1.0, step=0.05, label="temperature")
+                w["profile"] = gr.Radio(list(PROFILES) + ["custom"], value=DEFAULT_PROFILE,
+                                        label="serving profile", elem_id="profile", info=_profiles_info())
+            with gr.Row():
+                start = PROFILES[DEFAULT_PROFILE]
+                w["temperature"] = gr.Slider(0.0, 2.0, value=start.temperature, step=0.05, label="temperature",
+                                             elem_id="temperature")
+                w["top_k"] = gr.Number(start.top_k, precision=0, minimum=0, maximum=MAX_TOP_K,
+                                       label="top-k (0 = off)", elem_id="top-k", min_width=80)
+                w["top_p"] = gr.Slider(0.01, 1.0, value=start.top_p, step=0.01, label="top-p", elem_id="top-p")
             with gr.Row():
                 w["seed"] = gr.Number(0, precision=0, label="seed", elem_id="seed", min_width=80)
                 w["mode"] = gr.Radio(list(MODES), value="wash", label="mode", elem_id="mode")
@@ -118,6 +133,8 @@ def _generate_tab(models: list[str], preload: Preload | None) -> dict:
     w["detection"] = gr.Dataframe(tables.empty_detection_frame(), label="Detection on the final text",
                                   interactive=False, elem_id="detection-table")
     w["routing"] = gr.Markdown("", label="routing and speed", elem_id="routing")
+    w["reproduce"] = gr.Textbox("", label="Reproduce the WASH text with this command", lines=1, max_lines=4,
+                                buttons=["copy"], interactive=False, elem_id="reproduce")
     with gr.Row():
         w["json"] = gr.DownloadButton("Download run (JSON)", interactive=False, elem_id="download-json")
         w["csv"] = gr.DownloadButton("Download table (CSV)", interactive=False, elem_id="download-csv")
@@ -132,10 +149,13 @@ def _detect_tab(models: list[str]) -> dict:
     w: dict = {}
     rows, _ = preset_rows(preset_names()[0], models)
     gr.Markdown("Score any text with chosen providers' own detectors (each re-tokenises it with its "
-                "own tokenizer). Coordinated providers must be listed with the same models as in "
-                "generation, since their token space is the union of those vocabularies.")
+                "own tokenizer). Coordinated providers hash in the union vocabulary of the generation's "
+                "models: name them below (Send text to Detect fills them in), whichever providers you test.")
     w["text"] = gr.Textbox(label="Text to score", lines=6, elem_id="detect-text")
     w["table"] = _providers_table(rows, "detect-providers", "Providers to test")
+    w["models"] = gr.Dropdown(models, value=[], multiselect=True, allow_custom_value=True,
+                              label="Models of the generation (coordinated providers' union vocabulary; "
+                                    "empty: the providers' own models)", elem_id="detect-models")
     with gr.Row():
         w["threshold"] = gr.Number(4.0, label="z threshold", elem_id="detect-threshold")
         w["go"] = gr.Button("Score", variant="primary", elem_id="detect-btn")
@@ -175,11 +195,17 @@ def _wire_generate(g: dict, d: dict, tabs: gr.Tabs, models: list[str], preload: 
                         api_visibility="undocumented")
     outputs = [g["status"], g["text"], g["single_text"], g["zplot"], g["dist"], g["step"], g["info"],
                g["detection"], g["routing"], g["json"], g["csv"], g["plain"], g["state"]]
-    # forwards comes last so API callers' positional order from before it existed still holds.
-    g["go"].click(on_gpu(handlers.make_generate(preload)),
-                  [g["table"], g["prompt"], g["max_new"], g["temperature"], g["seed"], g["mode"],
-                   g["compare"], g["forwards"]],
-                  outputs, api_name="generate", show_progress="hidden")
+    # Inputs added later (forwards, then top-k and top-p) come last, so API callers'
+    # positional order from before they existed still holds.
+    inputs = [g["table"], g["prompt"], g["max_new"], g["temperature"], g["seed"], g["mode"],
+              g["compare"], g["forwards"], g["top_k"], g["top_p"]]
+    g["go"].click(on_gpu(handlers.make_generate(preload)), inputs, outputs, api_name="generate",
+                  show_progress="hidden")
+    g["go"].click(handlers.reproduce_line, inputs, g["reproduce"], queue=False, api_visibility="undocumented")
+    serving = [g["temperature"], g["top_k"], g["top_p"]]
+    g["profile"].input(handlers.apply_profile, g["profile"], serving, queue=False, api_visibility="undocumented")
+    for control in serving:
+        control.input(handlers.match_profile, serving, g["profile"], queue=False, api_visibility="undocumented")
     for radio in (g["mode"], g["forwards"]):
         radio.change(handlers.describe_mode, [g["mode"], g["forwards"]], g["mode_info"], queue=False,
                      api_visibility="undocumented")
@@ -188,12 +214,14 @@ def _wire_generate(g: dict, d: dict, tabs: gr.Tabs, models: list[str], preload: 
                      api_visibility="undocumented")
     g["step"].input(handlers.show_step, [g["state"], g["step"]], [g["dist"], g["info"]],
                     trigger_mode="always_last", api_visibility="undocumented")
-    g["to_detect"].click(handlers.send_to_detect, [g["plain"], g["table"]], [d["text"], d["table"], tabs],
+    g["to_detect"].click(handlers.send_to_detect, [g["plain"], g["table"], g["state"]],
+                         [d["text"], d["table"], d["models"], tabs],
                          api_visibility="undocumented")
 
 
 def _wire_detect(d: dict) -> None:
-    d["go"].click(handlers.run_detect, [d["text"], d["table"], d["threshold"]],
+    # models comes last so API callers' positional order from before it existed still holds.
+    d["go"].click(handlers.run_detect, [d["text"], d["table"], d["threshold"], d["models"]],
                   [d["result"], d["provider"], d["tokens"], d["rows"]], api_name="detect")
     d["provider"].input(handlers.choose_detect_provider, [d["rows"], d["provider"]], d["tokens"],
                         api_visibility="undocumented")

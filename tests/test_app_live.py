@@ -383,6 +383,34 @@ def test_browser_generation_shows_text_z_chart_and_distributions(tiny_app, brows
 
 
 @pytest.mark.browser
+def test_browser_profile_sets_serving_and_the_command_line_remakes_the_text(tiny_app, browser, capsys):
+    import shlex
+
+    from wash.cli import main as cli_main
+
+    page = _open(browser, tiny_app.url)
+    _set_number(page, "max-new-tokens", 10)
+    page.locator("#profile").get_by_label("paper", exact=True).check()
+    page.wait_for_function("() => document.querySelector('#top-k input').value === '10'")
+    page.click("#generate-btn")
+    assert _wait_finished(page).startswith("Done")
+    page.wait_for_function("() => { const t = document.querySelector('#reproduce textarea');"
+                           " return t && t.value.length > 0; }")
+    line = page.locator("#reproduce textarea").input_value()
+    assert line.startswith("python -m wash generate ") and "--profile paper" in line
+    page.get_by_text("Plain text", exact=True).click()  # the accordion holds the text box
+    plain = page.locator("#plain-text textarea").input_value()
+    capsys.readouterr()
+    assert cli_main(shlex.split(line)[3:] + ["--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["text"] == plain and result["settings"]["top_k"] == 10
+    # Any serving control moved by hand makes the profile "custom".
+    _set_number(page, "top-k", 7)
+    page.wait_for_function("() => document.querySelector('#profile input[value=custom]').checked")
+    page.close()
+
+
+@pytest.mark.browser
 def test_browser_compare_switch_shows_both_traces(tiny_app, browser):
     page = _open(browser, tiny_app.url)
     _set_number(page, "max-new-tokens", 6)

@@ -19,7 +19,7 @@ from wash.config import MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MODE_TABLE
 from wash.errors import WashInputError
 from wash.events import (ProviderDetection, RoutingSummary, RunResult, StepEvent, Timing)
 from wash.models import Preload
-from wash.ui import plots, tables, texts, theory, tokens
+from wash.ui import handlers, plots, tables, texts, theory, tokens
 from wash.ui import providers as ui_providers
 from wash.ui.providers import (PRESETS, add_row, build_config, preset_names, preset_rows, remove_last_row,
                                rows_to_specs)
@@ -98,6 +98,19 @@ def test_build_config_accepts_widget_values():
     assert (config.max_new_tokens, config.seed, config.mode, len(config.providers)) == (12, 3, "naive", 3)
     assert config.forwards == "eager"
     assert build_config(ROWS, "Hello", 4, 1.0, 0, "wash", TINY, forwards="lazy").forwards == "lazy"
+
+
+def test_serving_controls_reach_the_config_and_the_profile_follows_them():
+    config = build_config(ROWS, "Hello", 4, 1.0, 0, "wash", TINY, top_k=10.0, top_p=1.0)
+    assert (config.top_k, config.profile) == (10, "paper")
+    with pytest.raises(WashInputError, match="top-k must be an integer"):
+        build_config(ROWS, "Hello", 4, 1.0, 0, "wash", TINY, top_k=2.5)
+    with pytest.raises(WashInputError, match="top-p must be in"):
+        build_config(ROWS, "Hello", 4, 1.0, 0, "wash", TINY, top_p=0)
+    assert handlers.apply_profile("paper") == (1.0, 10, 1.0)
+    assert handlers.match_profile(1.0, 10, 1.0) == "paper"
+    assert handlers.match_profile(1.0, 0, 1.0) == "open"
+    assert handlers.match_profile(0.7, 10, 1.0) == "custom"
 
 
 def test_mode_texts_come_from_the_mode_table():

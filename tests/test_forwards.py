@@ -116,7 +116,7 @@ def test_lazy_draws_the_first_token_from_the_same_law_as_the_average():
     the first step is the same for every seed. Binned to the likeliest tokens plus
     "other", chi-square, failing only below p = 0.001.
     """
-    first = steps(config(n=1, seed=0, top_k=8))[0]
+    first = steps(config(n=1, seed=0, view_k=8))[0]
     bins = [(u, p) for u, p in zip(first.candidate_ids, first.average_probs) if p > 0.02]
     assert len(bins) >= 2, "the test needs a few likely tokens"
     expected = [p for _, p in bins] + [1.0 - sum(p for _, p in bins)]

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
 from typing import Sequence
 
-from wash.config import FORWARDS, MAX_NEW_TOKENS_CAP, MODES, GenerationConfig, ProviderSpec
+from wash.config import (DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_TOP_K, MODES, PROFILES, GenerationConfig,
+                         ProviderSpec, profile)
 from wash.errors import WashInputError
 
 
@@ -26,9 +28,16 @@ def _specs(values: Sequence[str] | None) -> list[ProviderSpec]:
 def cmd_generate(args: argparse.Namespace) -> int:
     from wash.ensemble import generate
 
+    serving = profile(args.profile).settings()
+    for name in serving:
+        if getattr(args, name) is not None:
+            serving[name] = getattr(args, name)
     config = GenerationConfig(providers=_specs(args.provider), prompt=args.prompt, mode=args.mode,
-                              max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                              top_p=args.top_p, seed=args.seed, live_detection=False, forwards=args.forwards)
+                              max_new_tokens=args.max_new_tokens, seed=args.seed, live_detection=False,
+                              forwards=args.forwards, **serving)
+    config.validate()
+    _progress(f"serving profile: {config.profile} (temperature {config.temperature}, "
+              f"top-k {config.top_k or 'off'}, top-p {config.top_p})")
     result = generate(config, on_load=lambda event: _progress(event.message))
     if args.json:
         print(json.dumps(result_json(result), ensure_ascii=False))
@@ -36,11 +45,33 @@ def cmd_generate(args: argparse.Namespace) -> int:
     print(result.prompt + result.marked_text())
     print()
     r = result.routing
-    print(f"mode={result.mode} forwards={config.forwards} seed={result.seed} tokens={r.tokens} "
+    print(f"mode={result.mode} profile={config.profile} forwards={config.forwards} seed={result.seed} tokens={r.tokens} "
           f"finish={result.finish_reason} routed={r.routed_token_fraction:.1%} (spans {r.routed_spans}, "
           f"mean length {r.mean_routed_span_length:.2f})  {result.timing.per_token_ms:.0f} ms/token")
     _print_detection(result.detection)
     return 0
+
+
+def command_line(config: GenerationConfig) -> str:
+    """The ``python -m wash generate`` call that makes the same text as ``config``.
+
+    Serving settings are written as the matching profile when there is one, else
+    explicitly; options at their defaults are left out so the line stays readable.
+    """
+    args = ["python", "-m", "wash", "generate"]
+    for spec in config.providers:
+        args += ["--provider", str(spec)]
+    args += ["--prompt", config.prompt, "--mode", config.mode, "--seed", str(config.seed),
+             "--max-new-tokens", str(config.max_new_tokens)]
+    name = config.profile
+    if name == "custom":
+        args += ["--temperature", repr(float(config.temperature)), "--top-k", str(config.top_k),
+                 "--top-p", repr(float(config.top_p))]
+    elif name != DEFAULT_PROFILE:
+        args += ["--profile", name]
+    if config.forwards != "eager":
+        args += ["--forwards", config.forwards]
+    return shlex.join(args)
 
 
 def result_json(result) -> dict:
@@ -59,25 +90,45 @@ def _print_detection(rows) -> None:
 
 
 def cmd_detect(args: argparse.Namespace) -> int:
-    from wash.detection import detect_text
+    """Score a text with each provider's detector.
+
+    ``--run`` takes the text, providers and model set from a run JSON; ``--text`` /
+    ``--file``, ``--provider`` and ``--models`` override its parts. The model set
+    (the generation's, by default the providers' own models) is the union
+    vocabulary coordinated providers hash in, so their z does not depend on which
+    providers this call happens to name.
+    """
+    from wash.detection import detect_text, parse_models, read_run
+    from wash.models import check_model_name
     from wash.providers import build_providers
 
-    specs = _specs(args.provider)
+    run = read_run(args.run) if args.run is not None else None
+    specs = _specs(args.provider) or (run.specs if run else [])
     if not specs:
-        raise WashInputError("no provider given (add --provider MODEL:SCHEME:KEY)")
-    if args.text is None and args.file is None:
-        raise WashInputError("give the text to score with --text or --file")
+        raise WashInputError("no provider given (add --provider MODEL:SCHEME:KEY, or --run FILE)")
     if args.file is not None:
         try:
             with open(args.file, encoding="utf-8") as fh:
                 text = fh.read()
         except OSError as err:
             raise WashInputError(f"cannot read {args.file}: {err.strerror}") from None
-    else:
+    elif args.text is not None:
         text = args.text
+    elif run is not None:
+        text = run.text
+    else:
+        raise WashInputError("give the text to score with --text, --file or --run")
     if not text.strip():
         raise WashInputError("the text to score is empty")
-    providers = build_providers(specs, progress=_progress).providers
+    models = parse_models(args.models) if args.models is not None else (run.models if run else [])
+    for name in models:
+        check_model_name(name)
+    if any(s.coordinated for s in specs):
+        union = list(dict.fromkeys(models + [s.model for s in specs]))
+        _progress(f"coordinated providers hash in the union vocabulary of: {', '.join(union)}"
+                  + ("" if models else " (the providers' own models; pass --models or --run for the "
+                                       "generation's model set)"))
+    providers = build_providers(specs, union_models=models, progress=_progress).providers
     rows = detect_text(providers, text, args.z_threshold)
     if args.json:
         print(json.dumps([r.to_dict() for r in rows]))
@@ -96,8 +147,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="MODEL:SCHEME:KEY[:param=value,...], repeat for each provider (1 to 8)")
     g.add_argument("--prompt", required=True)
     g.add_argument("--max-new-tokens", type=int, default=128, help=f"1 to {MAX_NEW_TOKENS_CAP}")
-    g.add_argument("--temperature", type=float, default=1.0)
-    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--profile", choices=tuple(PROFILES), default=DEFAULT_PROFILE,
+                   help="serving settings of every provider: " + "; ".join(
+                       f"{p.name}: {p.description}" for p in PROFILES.values())
+                   + f" (default {DEFAULT_PROFILE}); --temperature/--top-k/--top-p override it")
+    g.add_argument("--temperature", type=float, default=None, help="0 to 5 (0 = greedy)")
+    g.add_argument("--top-k", type=int, default=None, help=f"keep the k most likely tokens, 0 to {MAX_TOP_K} (0 = off)")
+    g.add_argument("--top-p", type=float, default=None, help="nucleus mass in (0, 1]")
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--mode", choices=MODES, default="wash")
     g.add_argument("--forwards", choices=FORWARDS, default="eager",
@@ -107,10 +163,17 @@ def build_parser() -> argparse.ArgumentParser:
     g.set_defaults(func=cmd_generate)
 
     d = sub.add_parser("detect", help="score a text with each provider's own detector")
-    d.add_argument("--provider", action="append", metavar="SPEC")
+    d.add_argument("--provider", action="append", metavar="SPEC",
+                   help="MODEL:SCHEME:KEY[:param=value,...], repeat for each provider (default: the --run's)")
     src = d.add_mutually_exclusive_group()
     src.add_argument("--text")
     src.add_argument("--file")
+    d.add_argument("--run", metavar="FILE",
+                   help="a run JSON (generate --json, or the app's download): its text, providers and "
+                        "model set, unless --text/--file, --provider or --models say otherwise")
+    d.add_argument("--models", metavar="M1,M2",
+                   help="the generation's base models: coordinated providers hash in their union "
+                        "vocabulary (default: the --run's, else the providers' own models)")
     d.add_argument("--z-threshold", type=float, default=4.0)
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=cmd_detect)

@@ -51,6 +51,54 @@ MAX_NEW_TOKENS_CAP = 400
 MAX_ROUTED_SPAN = 16
 #: Options of a provider itself rather than of its scheme.
 PROVIDER_OPTIONS = ("coordinated",)
+#: How the providers' distributions are combined (the only rule so far: their mean).
+AGGREGATION = "mean"
+
+
+@dataclass(frozen=True)
+class ServingProfile:
+    """How every provider serves its model: the base-logit settings before its watermark.
+
+    A watermark perturbs what its provider would serve, so these settings change what
+    is measured: with top-k 10 a green-list boost can only reorder ten candidates,
+    with no truncation it can lift any token. Named profiles make a number's settings
+    one word that a run records.
+    """
+
+    name: str
+    temperature: float
+    #: Keep the k most likely tokens (0: no truncation).
+    top_k: int
+    top_p: float
+    description: str
+
+    def settings(self) -> dict[str, float | int]:
+        return {"temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p}
+
+
+PROFILES: dict[str, ServingProfile] = {p.name: p for p in (
+    ServingProfile("paper", 1.0, 10, 1.0, "as the paper's release serves each provider: temperature 1, top-k 10"),
+    ServingProfile("open", 1.0, 0, 1.0, "temperature 1, no truncation: each model's full distribution"),
+)}
+DEFAULT_PROFILE = "open"
+#: The largest serving top-k accepted (0 turns truncation off).
+MAX_TOP_K = 1000
+
+
+def profile(name: str) -> ServingProfile:
+    """The named serving profile, or a one-line error listing the names."""
+    try:
+        return PROFILES[name]
+    except KeyError:
+        raise WashInputError(f"unknown serving profile '{name}' (accepted: {', '.join(PROFILES)})") from None
+
+
+def profile_name(temperature: float, top_k: int, top_p: float) -> str:
+    """The profile these settings are, or ``custom`` when no profile matches them."""
+    for p in PROFILES.values():
+        if (float(temperature), int(top_k), float(top_p)) == (p.temperature, p.top_k, p.top_p):
+            return p.name
+    return "custom"
 
 
 @dataclass(frozen=True)
@@ -120,7 +168,9 @@ class GenerationConfig:
     """Everything one generation depends on; the same config and seed give the same text.
 
     Order of operations on each provider's base logits: special tokens masked, then
-    temperature, then top-p, THEN the watermark (as a provider would serve it).
+    temperature, top-k, top-p, THEN the watermark (as a provider would serve it). The
+    defaults are the ``open`` profile; ``GenerationConfig.from_profile`` starts from
+    another one.
     """
 
     providers: list[ProviderSpec]
@@ -130,10 +180,12 @@ class GenerationConfig:
     #: End-of-text is masked until this many tokens exist (fixed-length experiments).
     min_new_tokens: int = 0
     temperature: float = 1.0
+    #: Serving top-k: each provider keeps its k most likely tokens (0: no truncation).
+    top_k: int = 0
     top_p: float = 1.0
     seed: int = 0
-    #: How many candidates each step event reports per distribution.
-    top_k: int = 8
+    #: How many candidates each step event reports per distribution (the view, not serving).
+    view_k: int = 8
     #: Compute each provider's detection z on the ids it has seen, every step.
     live_detection: bool = True
     z_threshold: float = 4.0
@@ -142,6 +194,16 @@ class GenerationConfig:
     reencode_every_step: bool = False
     #: ``eager`` or ``lazy`` (see ``FORWARDS``).
     forwards: str = "eager"
+
+    @classmethod
+    def from_profile(cls, name: str, **fields) -> "GenerationConfig":
+        """A config serving with profile ``name``; explicit ``fields`` override it."""
+        return cls(**{**profile(name).settings(), **fields})
+
+    @property
+    def profile(self) -> str:
+        """The serving profile these settings match, or ``custom``."""
+        return profile_name(self.temperature, self.top_k, self.top_p)
 
     @property
     def spec(self) -> Mode:
@@ -179,8 +241,10 @@ class GenerationConfig:
             raise WashInputError(f"temperature must be between 0 and 5, got {self.temperature}")
         if not 0.0 < float(self.top_p) <= 1.0:
             raise WashInputError(f"top-p must be in (0, 1], got {self.top_p}")
-        if not 1 <= self.top_k <= 50:
-            raise WashInputError(f"top-k for the distribution view must be 1..50, got {self.top_k}")
+        if not isinstance(self.top_k, int) or not 0 <= self.top_k <= MAX_TOP_K:
+            raise WashInputError(f"top-k must be an integer from 0 (no truncation) to {MAX_TOP_K}, got {self.top_k}")
+        if not isinstance(self.view_k, int) or not 1 <= self.view_k <= 50:
+            raise WashInputError(f"the distribution view's candidate count must be 1..50, got {self.view_k}")
         try:
             self.seed = int(self.seed)
         except (TypeError, ValueError):

@@ -38,7 +38,7 @@ from typing import Callable, Iterator
 import torch
 
 from wash.averaging import average, candidates, linf, model_probs_at, probs_at, to_union
-from wash.config import GenerationConfig
+from wash.config import AGGREGATION, GenerationConfig
 from wash.detection import LiveDetector, detect_text
 from wash.errors import WashInputError
 from wash.events import (FinishedEvent, LoadEvent, ResyncEvent, RoutingSummary, RunResult, SpanRecord,
@@ -50,6 +50,7 @@ from wash.resync import ModelContext, resynchronise
 from wash.routing import pick_specialist, specialists, starts_new_word, word_complete
 from wash.sampling import process_logits, sample, uniform_choice
 from wash.vocab import encode_bytes, model_vocab
+from wash.version import code_version
 from wash.watermarks.base import softmax
 from wash.watermarks.hashing import derive_seed
 
@@ -170,7 +171,8 @@ class _Run:
     # -- per-model work (runs on the forward pool) -----------------------------------
     def _logits(self, m: str) -> torch.Tensor:
         mask = self.no_eos[m] if len(self.tokens) < self.config.min_new_tokens else self.invalid[m]
-        return process_logits(self.contexts[m].next_logits(), mask, self.config.temperature, self.config.top_p)
+        c = self.config
+        return process_logits(self.contexts[m].next_logits(), mask, c.temperature, c.top_p, c.top_k)
 
     def _dist(self, i: int, base: torch.Tensor) -> torch.Tensor:
         """Provider i's next-token distribution over its model's rows (watermarked if the mode says so)."""
@@ -282,7 +284,7 @@ class _Run:
         if self._end_of_step(x):
             return x, None
         a = self.alignment
-        view = candidates([p_bar, p_star], self.config.top_k)
+        view = candidates([p_bar, p_star], self.config.view_k)
         dists: list[torch.Tensor] = [torch.empty(0)] * self.n
         for m in self.models:
             for i, d in zip(self.by_model[m], by_model[m].dists):
@@ -300,7 +302,7 @@ class _Run:
         x = sample(dist, self.gen)
         if self._end_of_step(x):
             return x, None
-        view = candidates([dist], self.config.top_k)
+        view = candidates([dist], self.config.view_k)
         provider_probs = [probs_at(dist, view) if i == k else None for i in range(self.n)]
         event = self._commit_drawn(x, t0, k, view, provider_probs, None, None)
         if not event.routed:
@@ -366,7 +368,7 @@ class _Run:
             self._commit_to_specialists(y, current)
             self.span.append(y)
             with parallel.caller_on_one_thread():
-                view = candidates([dist], self.config.top_k)
+                view = candidates([dist], self.config.view_k)
             probs = [probs_at(dist, view) if i == k else None for i in range(self.n)]
             yield self._record(y, True, current, k, t0, view, probs, None, None)
 
@@ -416,8 +418,12 @@ class _Run:
             model_ids={m: c.generated_ids() for m, c in self.contexts.items()},
             finish_reason=self.finish,
             settings={"max_new_tokens": cfg.max_new_tokens, "min_new_tokens": cfg.min_new_tokens,
-                      "temperature": cfg.temperature, "top_p": cfg.top_p, "z_threshold": cfg.z_threshold,
-                      "forwards": cfg.forwards, "parallel_forwards": parallel.parallel_enabled(),
+                      "profile": cfg.profile, "temperature": cfg.temperature, "top_k": cfg.top_k,
+                      "top_p": cfg.top_p, "aggregation": AGGREGATION, "models": list(self.models),
+                      "z_threshold": cfg.z_threshold, "max_routed_span": cfg.max_routed_span,
+                      "view_k": cfg.view_k, "forwards": cfg.forwards,
+                      "parallel_forwards": parallel.parallel_enabled(),
                       "threads_per_model": parallel.threads_per_model(),
-                      "live_z_final": [d.z(force=True) for d in self.live]},
+                      "live_z_final": [d.z(force=True) for d in self.live],
+                      "code": code_version()},
         )

@@ -1,8 +1,9 @@
 """Base-logit processing and seeded draws.
 
-Temperature and top-p shape the *base* logits before any watermark is applied:
-that is how a provider serves its model (the watermark sees the distribution the
-user asked for). Every random draw of a generation goes through one
+Temperature, top-k and top-p shape the *base* logits before any watermark is
+applied: that is how a provider serves its model (the watermark sees the
+distribution the user asked for). The order is the one transformers' sampling
+uses: mask, temperature, top-k, top-p. Every random draw of a generation goes through one
 ``torch.Generator``, so a seed fixes the whole run.
 """
 
@@ -11,16 +12,25 @@ from __future__ import annotations
 import torch
 
 
-def process_logits(logits: torch.Tensor, invalid: torch.Tensor, temperature: float, top_p: float) -> torch.Tensor:
-    """Mask non-text rows, apply temperature (0 = greedy) and top-p; float64 out."""
-    x = logits.to(torch.float64).masked_fill_(invalid, float("-inf"))
-    valid = ~invalid if temperature <= 0.0 else None
+def process_logits(logits: torch.Tensor, invalid: torch.Tensor, temperature: float, top_p: float,
+                   top_k: int = 0) -> torch.Tensor:
+    """Mask non-text rows, then temperature (0 = greedy), top-k (0 = off), top-p; float64 out.
+
+    Top-k keeps every row tied with the k-th largest logit, so the kept set never
+    depends on how a sort breaks ties.
+    """
+    # Out of place: ``to`` returns ``logits`` itself when it is already float64, and the
+    # caller's cached logits must stay untouched.
+    x = logits.to(torch.float64).masked_fill(invalid, float("-inf"))
     if temperature <= 0.0:
-        keep = torch.zeros_like(valid)
+        keep = torch.zeros_like(invalid)
         keep[int(torch.argmax(x))] = True
         return x.masked_fill(~keep, float("-inf")).masked_fill(keep, 0.0)
     if temperature != 1.0:
         x.div_(temperature)
+    if 0 < top_k < x.numel():
+        kth = torch.topk(x, top_k).values[-1]
+        x = x.masked_fill(x < kth, float("-inf"))
     if top_p < 1.0:
         probs = torch.softmax(x, dim=-1)
         sorted_p, order = torch.sort(probs, descending=True)

@@ -4,22 +4,31 @@ Providers are built exactly as ``python -m wash detect`` builds them (same
 loader, same union vocabulary for coordinated providers), and the verdicts come
 from ``wash.detection.detect_text``: each detector sees the text re-tokenised by
 its provider's tokenizer.
+
+The tab's "models of the generation" field is the CLI's ``--models``: the model
+set whose union vocabulary coordinated providers hash in. Left empty it is the
+providers' own models; "Send text to Detect" fills it with the last generation's
+set, so a coordinated provider scores the same whichever providers are listed.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from wash.errors import WashInputError
-from wash.events import ProviderDetection
+from wash.events import ProviderDetection, RunResult
 from wash.ui.providers import rows_to_specs
-from wash.ui.settings import MAX_DETECT_CHARS
+from wash.ui.settings import MAX_DETECT_CHARS, check_app_model
 
 
-def detect(text: str, table: Any, threshold: float = 4.0,
-           choices: list[str] | None = None) -> list[ProviderDetection]:
-    """Each provider's verdict with its per-token scores."""
-    from wash.detection import detect_text
+def detect(text: str, table: Any, threshold: float = 4.0, choices: list[str] | None = None,
+           models: str | Sequence[str] | None = None) -> list[ProviderDetection]:
+    """Each provider's verdict with its per-token scores.
+
+    ``models``: the generation's model set (a list or ``"m1,m2"``); empty or None
+    means the providers' own models.
+    """
+    from wash.detection import detect_text, parse_models
     from wash.providers import build_providers
 
     if not text or not text.strip():
@@ -33,5 +42,20 @@ def detect(text: str, table: Any, threshold: float = 4.0,
         threshold = float(threshold)
     except (TypeError, ValueError):
         raise WashInputError(f"the z threshold must be a number, got {threshold!r}") from None
-    providers = build_providers(specs).providers
+    union = parse_models(models)
+    for name in union:
+        try:
+            check_app_model(name, choices)
+        except WashInputError as err:
+            raise WashInputError(f"models of the generation: {err}") from None
+    providers = build_providers(specs, union_models=union).providers
     return detect_text(providers, text, threshold)
+
+
+def result_models(result: RunResult | None) -> list[str]:
+    """The model set of a finished generation (for the Detect tab's field); [] when none."""
+    from wash.detection import generation_models
+
+    if result is None:
+        return []
+    return generation_models({"settings": result.settings, "providers": result.providers})

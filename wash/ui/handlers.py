@@ -15,11 +15,13 @@ from typing import Any, Callable, Iterator
 
 import gradio as gr
 
+from wash.cli import command_line
+from wash.config import PROFILES, profile_name
 from wash.errors import WashInputError
 from wash.events import ProviderDetection
 from wash.models import Preload
 from wash.ui import plots, tables, texts, tokens
-from wash.ui.detect import detect
+from wash.ui.detect import detect, result_models
 from wash.ui.providers import add_row, build_config, preset_rows, remove_last_row
 from wash.ui.run import SINGLE, WASH, RunRecord, RunView, StopRegistry, drive, preload_markdown
 from wash.ui.theory import simulate, summary
@@ -116,10 +118,12 @@ def _reset_outputs(record: RunRecord) -> tuple:
 def make_generate(preload: Preload | None) -> Callable[..., Iterator[tuple]]:
     """The Generate handler; a click while ``preload`` still runs waits for it, visibly."""
     def generate(table: Any, prompt: str, max_new_tokens: Any, temperature: Any, seed: Any, mode: str,
-                 compare: bool, forwards: str = "eager", request: gr.Request = None) -> Iterator[tuple]:
+                 compare: bool, forwards: str = "eager", top_k: Any = 0, top_p: Any = 1.0,
+                 request: gr.Request = None) -> Iterator[tuple]:
         """Stream one generation (two with the comparison switch) into the Generate tab."""
         try:
-            config = build_config(table, prompt, max_new_tokens, temperature, seed, mode, forwards=forwards)
+            config = build_config(table, prompt, max_new_tokens, temperature, seed, mode, forwards=forwards,
+                                  top_k=top_k, top_p=top_p)
         except WashInputError as err:
             raise _as_gr_error(err) from err
         session = getattr(request, "session_hash", None) or "anonymous"
@@ -153,6 +157,33 @@ def make_model_status(preload: Preload | None) -> tuple[Callable[[], tuple[str, 
                     "elapsed_s": 0.0, "messages": []}
         return preload.to_dict()
     return page, status
+
+
+def reproduce_line(table: Any, prompt: str, max_new_tokens: Any, temperature: Any, seed: Any, mode: str,
+                   compare: bool, forwards: str = "eager", top_k: Any = 0, top_p: Any = 1.0) -> str:
+    """The CLI call that makes the same WASH text as the Generate click (empty on bad input)."""
+    try:
+        config = build_config(table, prompt, max_new_tokens, temperature, seed, mode, forwards=forwards,
+                              top_k=top_k, top_p=top_p)
+    except WashInputError:
+        return ""
+    return command_line(config)
+
+
+def apply_profile(name: str) -> tuple[Any, Any, Any]:
+    """Set temperature, top-k and top-p to a serving profile's (``custom`` leaves them)."""
+    if name not in PROFILES:
+        return gr.skip(), gr.skip(), gr.skip()
+    p = PROFILES[name]
+    return p.temperature, p.top_k, p.top_p
+
+
+def match_profile(temperature: Any, top_k: Any, top_p: Any) -> str:
+    """The profile the serving controls now match, or ``custom``."""
+    try:
+        return profile_name(float(temperature), int(float(top_k)), float(top_p))
+    except (TypeError, ValueError):
+        return "custom"
 
 
 def describe_mode(mode: str, forwards: str) -> str:
@@ -192,10 +223,12 @@ def toggle_compare(compare: bool) -> Any:
     return gr.update(visible=bool(compare))
 
 
-def send_to_detect(text: str, table: Any) -> tuple[str, Any, Any]:
+def send_to_detect(text: str, table: Any, record: RunRecord | None = None) -> tuple[str, Any, Any, Any]:
+    """Text, providers and the generation's model set (coordinated providers' union) to Detect."""
     if not text:
         gr.Warning("Nothing to send yet: generate some text first.")
-    return text or "", table, gr.Tabs(selected="detect")
+    models = result_models(record.results[WASH]) if record is not None else []
+    return text or "", table, models if models else gr.skip(), gr.Tabs(selected="detect")
 
 
 # -- detect -------------------------------------------------------------------------
@@ -207,8 +240,9 @@ def _detect_highlight(rows: list[ProviderDetection], label: str | None) -> list:
 
 
 @reports_errors
-def run_detect(text: str, table: Any, threshold: float) -> tuple[Any, Any, list, list[ProviderDetection]]:
-    rows = detect(text, table, threshold)
+def run_detect(text: str, table: Any, threshold: float,
+               models: Any = None) -> tuple[Any, Any, list, list[ProviderDetection]]:
+    rows = detect(text, table, threshold, models=models)
     frame = tables.detection_frame(rows, run="pasted text", threshold=float(threshold)).drop(columns="run")
     labels = [r.provider for r in rows]
     return (frame, gr.update(choices=labels, value=labels[0] if labels else None),

@@ -84,7 +84,8 @@ def remove_last_row(table: Any) -> list[Row]:
 
 
 def build_config(table: Any, prompt: str, max_new_tokens: Any, temperature: Any, seed: Any,
-                 mode: str, choices: list[str] | None = None, forwards: str = "eager") -> GenerationConfig:
+                 mode: str, choices: list[str] | None = None, forwards: str = "eager", top_k: Any = 0,
+                 top_p: Any = 1.0) -> GenerationConfig:
     """A validated GenerationConfig from the Generate tab's inputs (or WashInputError)."""
     if prompt is not None and len(prompt) > MAX_PROMPT_CHARS:
         raise WashInputError(f"the prompt is too long ({len(prompt)} characters; at most {MAX_PROMPT_CHARS})")
@@ -100,13 +101,24 @@ def build_config(table: Any, prompt: str, max_new_tokens: Any, temperature: Any,
     except (TypeError, ValueError):
         raise WashInputError(f"temperature must be a number, got {temperature!r}") from None
     try:
+        k = float(0 if top_k is None else top_k)
+        if not k.is_integer():
+            raise ValueError
+    except (TypeError, ValueError):
+        raise WashInputError(f"top-k must be an integer (0 = no truncation), got {top_k!r}") from None
+    try:
+        nucleus = float(1.0 if top_p is None else top_p)
+    except (TypeError, ValueError):
+        raise WashInputError(f"top-p must be a number in (0, 1], got {top_p!r}") from None
+    try:
         seed_value = float(0 if seed is None else seed)
         if not seed_value.is_integer():
             raise ValueError
     except (TypeError, ValueError):
         raise WashInputError(f"seed must be an integer, got {seed!r}") from None
     config = GenerationConfig(providers=rows_to_specs(table, choices), prompt=prompt or "", mode=mode,
-                              max_new_tokens=int(max_new), temperature=temp, seed=int(seed_value),
+                              max_new_tokens=int(max_new), temperature=temp, top_k=int(k), top_p=nucleus,
+                              seed=int(seed_value),
                               forwards=forwards if forwards is not None else "eager")
     config.validate()
     return config

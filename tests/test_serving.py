@@ -1,0 +1,129 @@
+"""Serving settings: the order mask, temperature, top-k, top-p, and the named profiles.
+
+A provider's watermark perturbs what it would serve, so a wrong order or a leaked
+masked row changes what every experiment measures.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+
+import pytest
+import torch
+
+from wash.cli import build_parser, command_line
+from wash.config import PROFILES, GenerationConfig, ProviderSpec, profile_name
+from wash.ensemble import generate, generate_stream
+from wash.errors import WashInputError
+from wash.events import StepEvent
+from wash.sampling import process_logits
+
+PROMPT = "The committee met on Tuesday to discuss"
+
+
+def kept(x: torch.Tensor) -> list[int]:
+    return [i for i, v in enumerate(x.tolist()) if v > -math.inf]
+
+
+def logits_of(probs: list[float]) -> torch.Tensor:
+    return torch.log(torch.tensor(probs, dtype=torch.float64))
+
+
+# -- process_logits ---------------------------------------------------------------------
+def test_top_k_keeps_the_k_largest():
+    x = logits_of([0.05, 0.3, 0.1, 0.25, 0.2, 0.1])
+    none = torch.zeros(6, dtype=torch.bool)
+    assert kept(process_logits(x, none, 1.0, 1.0, top_k=3)) == [1, 3, 4]
+    assert kept(process_logits(x, none, 1.0, 1.0, top_k=0)) == list(range(6))  # 0: off
+    assert kept(process_logits(x, none, 1.0, 1.0, top_k=99)) == list(range(6))  # more than the rows
+
+
+def test_top_k_keeps_rows_tied_with_the_kth():
+    x = logits_of([0.4, 0.2, 0.2, 0.2])
+    assert kept(process_logits(x, torch.zeros(4, dtype=torch.bool), 1.0, 1.0, top_k=2)) == [0, 1, 2, 3]
+
+
+def test_masked_rows_never_survive_top_k():
+    x = logits_of([0.5, 0.2, 0.15, 0.1, 0.05])
+    invalid = torch.tensor([True, False, False, False, False])  # the likeliest row is a special token
+    assert kept(process_logits(x, invalid, 1.0, 1.0, top_k=2)) == [1, 2]
+
+
+def test_top_p_applies_to_the_top_k_distribution():
+    # Top-k 2 leaves (2/3, 1/3); top-p 0.5 then keeps one row. Top-p first would keep
+    # two rows of the full distribution (0.4 + 0.2 reaches 0.5), and top-k would keep both.
+    x = logits_of([0.4, 0.2, 0.1, 0.1, 0.1, 0.1])
+    out = process_logits(x, torch.zeros(6, dtype=torch.bool), 1.0, 0.5, top_k=2)
+    assert kept(out) == [0]
+
+
+def test_temperature_comes_before_top_p():
+    # At temperature 0.5 row 0 holds 0.16/0.26 = 0.62 of the mass and top-p 0.6 keeps
+    # it alone; at temperature 1 (0.4, then 0.2) top-p 0.6 keeps two rows.
+    x = logits_of([0.4, 0.2, 0.2, 0.1, 0.1])
+    none = torch.zeros(5, dtype=torch.bool)
+    assert kept(process_logits(x, none, 1.0, 0.6, top_k=0)) == [0, 1]
+    out = process_logits(x, none, 0.5, 0.6, top_k=0)
+    assert kept(out) == [0]
+    assert torch.allclose(out[0], x[0] / 0.5)
+
+
+# -- profiles ---------------------------------------------------------------------------
+def test_profiles_and_their_names():
+    spec = [ProviderSpec.parse("tiny-smollm2:kgw:1")]
+    paper = GenerationConfig.from_profile("paper", providers=spec, prompt="x")
+    assert (paper.temperature, paper.top_k, paper.top_p) == (1.0, 10, 1.0)
+    assert paper.profile == "paper"
+    assert GenerationConfig(providers=spec, prompt="x").profile == "open"
+    assert GenerationConfig.from_profile("paper", providers=spec, prompt="x", top_k=20).profile == "custom"
+    assert profile_name(1.0, 0, 1.0) == "open"
+    with pytest.raises(WashInputError, match="unknown serving profile 'fast'.*paper, open"):
+        GenerationConfig.from_profile("fast", providers=spec, prompt="x")
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("top_k", -1, "top-k must be an integer from 0"),
+    ("top_k", 5000, "top-k must be an integer from 0"),
+    ("top_k", 2.5, "top-k must be an integer from 0"),
+    ("view_k", 0, "candidate count must be 1..50"),
+])
+def test_bad_serving_settings_are_refused(field, value, message):
+    cfg = GenerationConfig(providers=[ProviderSpec.parse("tiny-smollm2:kgw:1")], prompt="x", **{field: value})
+    with pytest.raises(WashInputError, match=message):
+        cfg.validate()
+
+
+def test_command_line_round_trips_through_the_parser():
+    specs = [ProviderSpec.parse("tiny-smollm2:kgw:1:gamma=0.25"), ProviderSpec.parse("tiny-gemma3:aar:2")]
+    for serving, expect in [(dict(), None), (dict(top_k=10), "paper"), (dict(top_k=7, top_p=0.9), "custom")]:
+        cfg = GenerationConfig(providers=specs, prompt="It's a \"quoted\" prompt", mode="naive", seed=5,
+                               max_new_tokens=12, forwards="lazy", **serving)
+        line = command_line(cfg)
+        args = build_parser().parse_args(shlex.split(line)[3:])
+        assert args.prompt == cfg.prompt and args.seed == 5 and args.mode == "naive"
+        assert args.provider == [str(s) for s in specs] and args.forwards == "lazy"
+        settings = PROFILES[args.profile].settings()
+        settings.update({k: getattr(args, k) for k in settings if getattr(args, k) is not None})
+        assert settings == {"temperature": cfg.temperature, "top_k": cfg.top_k, "top_p": cfg.top_p}
+        if expect == "paper":
+            assert "--profile paper" in line
+
+
+# -- the engine serves with them --------------------------------------------------------
+def test_top_k_one_is_greedy(tiny_smollm2):
+    spec = [ProviderSpec.parse("tiny-smollm2:none")]
+    a = generate(GenerationConfig(providers=spec, prompt=PROMPT, max_new_tokens=12, top_k=1, seed=3))
+    b = generate(GenerationConfig(providers=spec, prompt=PROMPT, max_new_tokens=12, temperature=0.0, seed=4))
+    assert a.text == b.text and a.settings["top_k"] == 1 and a.settings["profile"] == "custom"
+
+
+def test_watermark_only_reorders_the_served_top_k(tiny_smollm2):
+    """Under top-k 3 a KGW provider's distribution has at most 3 rows: its boost cannot add any."""
+    cfg = GenerationConfig(providers=[ProviderSpec.parse("tiny-smollm2:kgw:1:delta=8")], prompt=PROMPT,
+                           mode="single", max_new_tokens=10, top_k=3, view_k=8, seed=1)
+    events = [e for e in generate_stream(cfg) if isinstance(e, StepEvent)]
+    assert events
+    for e in events:
+        assert sum(1 for p in e.provider_probs[0] if p > 0) <= 3
+        assert e.candidate_ids.index(e.union_id) < 3
