@@ -100,6 +100,7 @@ EXPECTED = {
     "routing": {"domain", "routed_token_fraction", "mean_routed_span_length", "mean_z"},
     "quality": {"task", "scheme", "mode", "scorer", "value", "metric"},
     "cost": {"variant", "per_token_ms", "latency_ratio", "peak_rss_mb", "memory_ratio"},
+    "identify": {"mode", "scheme", "n", "aggregate", "z", "band", "mean_score"},
 }
 #: Test-only overrides of the tiny presets that keep this file short.
 OVERRIDES = {
@@ -166,6 +167,9 @@ def test_values_are_sane(outputs):
     assert cost_rows.loc["lazy", "forwards"] == "lazy"  # in the job key: a lazy row never passes for an eager one
     coordinated = outputs["coordinated"][2].summary
     assert set(coordinated["condition"]) == {"single", "independent", "coordinated"}
+    identify = outputs["identify"][2].summary
+    assert set(identify["mode"]) == {"single", "wash", "unwatermarked"}
+    assert identify["band"].isin(["high", "low", "none"]).all() and identify["mean_score"].between(-1, 1).all()
 
 
 def test_rerun_recomputes_nothing(outputs):

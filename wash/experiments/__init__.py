@@ -30,6 +30,7 @@ EXPERIMENTS: dict[str, str] = {
     "tpr": "TPR at 5% FPR: single, naive average, WASH (Tables 2, 6)",
     "routing": "routed-token fraction and span length per domain (Table 7)",
     "quality": "perplexity and arithmetic accuracy per mode (Tables 3, 6)",
+    "identify": "Water-Probe model identification z: single, WASH N, unwatermarked (Table 1, very probably)",
     "cost": "per-token latency and peak memory: single, WASH-Par, WASH-Seq, lazy, re-encode (Table 5)",
 }
 

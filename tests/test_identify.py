@@ -1,0 +1,119 @@
+"""Water-Probe identification: the statistic by hand, the probe on real tokenizers.
+
+The statistic's examples are small enough to check with pencil and paper; the
+probe runs on the tiny random models (real tokenizers) and, end to end, on the real
+offline smollm2.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from wash.config import ProviderSpec
+from wash.identify import PROMPTS, Probe, forced_contexts, identify
+from wash.identify_stats import band, identification_z, pair_score, ranks, run_score, top_tokens
+
+
+def a(*values: int) -> np.ndarray:
+    return np.asarray(values, dtype=np.int64)
+
+
+# -- the statistic ------------------------------------------------------------------------
+def test_ranks_share_the_lowest_rank_on_ties():
+    assert ranks(a(5, 3, 0, 1)).tolist() == [4, 3, 1, 2]
+    assert ranks(a(2, 2, 0, 7)).tolist() == [2, 2, 1, 4]
+
+
+def test_top_tokens_keeps_seen_tokens_and_breaks_ties_by_id():
+    assert top_tokens(a(5, 3, 0, 1), 2) == {0, 1}
+    assert top_tokens(a(0, 4, 4, 4), 2) == {1, 2}
+    assert top_tokens(a(0, 0, 3, 0), 50) == {2}  # unseen tokens never enter
+
+
+def test_pair_score_by_hand():
+    # T = ({0,1} | {0,1}) & ({0,2} | {1,2}) = {0, 1}. Under P1, token 0 ranks 4 in c1 and
+    # 3 in c2 (+1), token 1 ranks 3 and 4 (-1); under P2 the same directions: cos = 1.
+    p1c1, p1c2 = a(5, 3, 0, 1), a(2, 4, 0, 1)
+    p2c1, p2c2 = a(6, 1, 2, 0), a(1, 5, 2, 0)
+    assert pair_score(p1c1, p1c2, p2c1, p2c2, top=2) == pytest.approx(1.0)
+    # P2's contexts swapped: every direction flips, cos = -1.
+    assert pair_score(p1c1, p1c2, p2c2, p2c1, top=2) == pytest.approx(-1.0)
+    # Under P1 token 1 keeps rank 3 in both contexts (c2 = (1, 3, 0, 4): ranks 2, 3, 1, 4), so
+    # d1 = (+1, 0) against d2 = (+1, -1) on T = {0, 1}: cos = 1/sqrt(2).
+    assert pair_score(p1c1, a(1, 3, 0, 4), p2c1, p2c2, top=2) == pytest.approx(1 / math.sqrt(2))
+    # No token in both prompts' top sets: the pair is not scored.
+    assert pair_score(a(5, 0, 0, 0), a(5, 0, 0, 0), a(0, 0, 0, 5), a(0, 0, 0, 5), top=1) is None
+
+
+def test_run_score_is_the_mean_over_pairs_of_shared_contexts():
+    p1 = {"x": a(5, 3, 0, 1), "y": a(2, 4, 0, 1), "only-p1": a(1, 1, 1, 1)}
+    p2 = {"x": a(6, 1, 2, 0), "y": a(1, 5, 2, 0)}
+    assert run_score(p1, p2, top=2) == (pytest.approx(1.0), 1)
+
+
+def test_identification_z_and_bands():
+    assert identification_z([0.5, 0.6, 0.7]) == pytest.approx((0.6 - 0.1) / 0.1)
+    assert identification_z([0.3, 0.3, 0.3]) == math.inf  # identical runs above the null mean
+    assert identification_z([0.05, 0.05, 0.05]) == -math.inf
+    assert math.isnan(identification_z([0.4]))
+    assert [band(z) for z in (25.0, 10.0, 4.5, 4.0, -3.0, math.inf)] == ["high", "low", "low", "none", "none",
+                                                                          "high"]
+
+
+# -- the probe --------------------------------------------------------------------------
+def test_prompts_and_contexts_have_the_answer_format():
+    assert all(p.endswith("Entry 12:") and p.count("\nEntry ") == 12 for p in PROMPTS)
+    assert PROMPTS[0] != PROMPTS[1]
+    contexts = forced_contexts(50)
+    assert len(set(contexts)) == 50 and contexts == forced_contexts(50)
+    letter, number, animal = contexts[0].split()
+    assert len(letter) == 1 and number in ("zero", "one", "two", "three", "four", "five", "six", "seven",
+                                           "eight", "nine") and animal in ("cat", "dog", "tiger", "lion")
+
+
+def test_probe_is_seeded_and_counts_every_sample(tiny_smollm2):
+    spec = [ProviderSpec.parse("tiny-smollm2:kgw:1:delta=4")]
+    probe = Probe(contexts=4, samples=30, runs=2, seed=5)
+    first, second = identify(spec, "single", probe), identify(spec, "single", probe)
+    assert first.scores == second.scores and first.pairs == 6
+    assert first.distributions == 2 * 2 * 4  # stateless: one distribution per (run, prompt, context)
+
+
+def test_strong_kgw_is_identified_and_scores_above_the_same_model_unwatermarked(tiny_smollm2):
+    """A tiny random model's next token follows its last tokens whatever the prompt, so even
+    unwatermarked its rank shifts agree across prompts (S well above 0.1): the real-model
+    test below checks the unwatermarked side; here the watermark must add to it."""
+    spec = [ProviderSpec.parse("tiny-smollm2:kgw:1:delta=4")]
+    probe = Probe(contexts=12, samples=150, runs=3, seed=0)
+    marked = identify(spec, "single", probe)
+    plain = identify(spec, "unwatermarked", probe)
+    assert marked.z > 10 and marked.band == "high"
+    assert marked.mean > plain.mean + 0.05
+
+
+def test_a_point_mass_scheme_gives_identical_runs(tiny_smollm2):
+    result = identify([ProviderSpec.parse("tiny-smollm2:aar:1")], "single", Probe(contexts=4, samples=20, runs=3))
+    assert result.sd == 0.0 and result.z == math.inf and result.band == "high"
+
+
+def test_bad_probe_settings_are_refused():
+    from wash.errors import WashInputError
+
+    with pytest.raises(WashInputError, match="at least 2 runs"):
+        identify([ProviderSpec.parse("tiny-smollm2:kgw:1")], "single", Probe(runs=1))
+    with pytest.raises(WashInputError, match="unknown probe mode"):
+        identify([ProviderSpec.parse("tiny-smollm2:kgw:1")], "naive", Probe())
+
+
+def test_real_smollm2_is_identified_with_kgw_and_not_without(smollm2):
+    """Water-Probe's premise on a real model: the country after "D seven tiger" hardly depends
+    on the answer prefix, so without a watermark the prompts' rank shifts do not agree."""
+    spec = [ProviderSpec.parse("smollm2:kgw:15485863")]
+    probe = Probe(contexts=20, samples=200, runs=3, seed=0)
+    marked = identify(spec, "single", probe)
+    plain = identify(spec, "unwatermarked", probe)
+    assert marked.z > 10, marked
+    assert plain.z < 4, plain
