@@ -82,16 +82,13 @@ def test_probe_is_seeded_and_counts_every_sample(tiny_smollm2):
     assert first.distributions == 2 * 2 * 4  # stateless: one distribution per (run, prompt, context)
 
 
-def test_strong_kgw_is_identified_and_scores_above_the_same_model_unwatermarked(tiny_smollm2):
-    """A tiny random model's next token follows its last tokens whatever the prompt, so even
-    unwatermarked its rank shifts agree across prompts (S well above 0.1): the real-model
-    test below checks the unwatermarked side; here the watermark must add to it."""
+def test_tiny_models_cannot_stand_for_an_unwatermarked_model(tiny_smollm2):
+    """Why the identified/not-identified check runs on the real smollm2 (last test), not here:
+    a tiny random model's next token follows its last tokens whatever the prompt, so even
+    without a watermark its rank shifts agree across the two prompts (S far above 0.1)."""
     spec = [ProviderSpec.parse("tiny-smollm2:kgw:1:delta=4")]
-    probe = Probe(contexts=12, samples=150, runs=3, seed=0)
-    marked = identify(spec, "single", probe)
-    plain = identify(spec, "unwatermarked", probe)
-    assert marked.z > 10 and marked.band == "high"
-    assert marked.mean > plain.mean + 0.05
+    plain = identify(spec, "unwatermarked", Probe(contexts=12, samples=150, runs=3, seed=0))
+    assert plain.mean > 0.5
 
 
 def test_a_point_mass_scheme_gives_identical_runs(tiny_smollm2):
@@ -117,3 +114,31 @@ def test_real_smollm2_is_identified_with_kgw_and_not_without(smollm2):
     plain = identify(spec, "unwatermarked", probe)
     assert marked.z > 10, marked
     assert plain.z < 4, plain
+
+
+def test_v2_accounts_for_every_sample(tiny_smollm2):
+    """v2 walks the prefix tree with counts: every sample ends counted after a complete
+    prefix or off the format (a random tiny model almost never keeps the format)."""
+    import random
+
+    import torch
+
+    from wash.config import profile
+    from wash.identify import ALL_CONTEXTS, _System
+    from wash.providers import build_providers
+
+    pset = build_providers([ProviderSpec.parse("tiny-smollm2:kgw:1")])
+    system = _System(pset, "single", profile("open"))
+    counts, off = system.sampled_counts(0, 200, torch.Generator().manual_seed(1), random.Random(1))
+    assert set(counts) <= ALL_CONTEXTS
+    assert sum(int(v.sum()) for v in counts.values()) + off == 200
+    result = identify([ProviderSpec.parse("tiny-smollm2:kgw:1")], "single",
+                      Probe(version="v2", samples=50, runs=2, min_count=1))
+    assert 0.0 <= result.fit <= 1.0 and result.samples == 50
+
+
+def test_unknown_probe_version_is_refused():
+    from wash.errors import WashInputError
+
+    with pytest.raises(WashInputError, match="unknown probe version 'v3'"):
+        identify([ProviderSpec.parse("tiny-smollm2:kgw:1")], "single", Probe(version="v3"))

@@ -9,8 +9,13 @@ counted under both prompts, and ``identify_stats`` turns the counts into a z-sco
 The paper's Table 1 very probably reports this score (see the project's notes);
 our per-text z is a different statistic.
 
-This module implements Water-Probe's v1 procedure (forced answer prefixes) with the
-white-box shortcut its code also takes: each base model's next-token logits are
+Two procedures, as Water-Probe's: v1 forces about 50 answer prefixes and counts the
+token after each; v2 lets the system sample its own prefix (" D seven tiger") and
+counts the token after it, grouping samples by the prefix they took and dropping
+prefixes seen fewer than ``min_count`` times; samples that leave the format are
+counted and reported (``fit``). v2 is the one that sees schemes whose randomness is
+drawn per generation (the Edit schemes, Water-Bag): their key offset also shapes the
+prefix itself. Both use the white-box shortcut Water-Probe's code also takes: each base model's next-token logits are
 computed once per (prompt, context), with a KV cache shared along the prompt; then
 every sample is drawn from those cached rows, as the system would serve them:
 - Each sample is a fresh generation, so a scheme's per-generation randomness (the
@@ -71,6 +76,13 @@ PROMPTS: tuple[str, str] = (
         "L four tiger Germany", "V nine dog Indonesia", "I three cat Turkey"))) + "\nEntry 12:",
 )
 
+VERSIONS = ("v1", "v2")
+#: Every answer prefix the format allows (" D seven tiger"), and every start of one.
+ALL_CONTEXTS = frozenset(f" {a} {b} {c}" for a in LETTERS for b in NUMBERS for c in ANIMALS)
+_PARTIALS = frozenset(c[:i] for c in ALL_CONTEXTS for i in range(len(c) + 1))
+#: v2: a prefix that has not completed after this many tokens has left the format.
+MAX_PREFIX_TOKENS = 12
+
 #: What a system under probe is: the first provider alone, the WASH average, or the
 #: average of the base models with every watermark off.
 PROBE_MODES = ("single", "wash", "unwatermarked")
@@ -88,14 +100,22 @@ def forced_contexts(n: int = 50, seed: int = 64) -> list[str]:
 class Probe:
     """How hard to probe: contexts, samples per context and prompt, independent runs."""
 
+    #: ``v1``: forced prefixes; ``v2``: the system samples its own prefixes.
+    version: str = "v1"
+    #: v1: forced prefixes probed.
     contexts: int = 50
+    #: v1: samples per (context, prompt, run); v2: samples per (prompt, run), all prefixes together.
     samples: int = 400
     runs: int = 3
     top: int = TOP
     seed: int = 0
     serving: str = DEFAULT_PROFILE
+    #: v2: prefixes sampled fewer times than this in a (prompt, run) are dropped (Water-Probe: 20).
+    min_count: int = 20
 
     def validate(self) -> None:
+        if self.version not in VERSIONS:
+            raise WashInputError(f"unknown probe version '{self.version}' (accepted: {', '.join(VERSIONS)})")
         if self.samples < 1:
             raise WashInputError(f"samples per context must be at least 1, got {self.samples}")
         if self.runs < 2:
@@ -122,6 +142,8 @@ class Identification:
     samples: int
     #: Distinct (provider, state) distributions computed, summed over prompts and contexts.
     distributions: int
+    #: v2: share of samples whose prefix kept the format (v1: 1.0, the prefix is forced).
+    fit: float
     seconds: float
     probe: dict = field(default_factory=dict)
 
@@ -141,6 +163,8 @@ class _System:
         a = pset.alignment
         self.invalid = {m: a.to_union[m] < 0 for m in self.models}
         self.contexts: dict[tuple[int, str], ModelContext] = {}
+        self._nodes: dict[tuple, torch.Tensor] = {}
+        self._prompt_lens: dict[tuple[int, str], int] = {}
         self.distributions = 0
 
     def _context(self, prompt_index: int, model: str) -> ModelContext:
@@ -161,19 +185,85 @@ class _System:
                        list(ctx.ids))
         return rows
 
-    def union_dist(self, provider: Provider, base: torch.Tensor, ids: list[int], state) -> torch.Tensor:
-        """One provider's served distribution under ``state``, over the union vocabulary."""
+    def union_dist(self, provider: Provider, base: torch.Tensor, ids: list[int], state,
+                   prompt_len: int | None = None) -> torch.Tensor:
+        """One provider's served distribution under ``state``, over the union vocabulary.
+
+        ``prompt_len`` defaults to all of ``ids``: in v1 everything the probe gives is
+        prompt and the counted token is the first one generated."""
         self.distributions += 1
         if self.mode.watermark:
             provider.state = state
-            # Everything the probe gives is prompt: the counted token is the first generated.
-            probs = provider.distribution(base, ids, len(ids))
+            probs = provider.distribution(base, ids, len(ids) if prompt_len is None else prompt_len)
         else:
             probs = softmax(base)
         a = self.pset.alignment
         out = torch.zeros(a.size + 1, dtype=torch.float64)
         out.index_add_(0, a.scatter_index[provider.model], probs)
         return out[: a.size]
+
+    def node_dist(self, prompt_index: int, text: str, states: tuple) -> torch.Tensor:
+        """The system's next-token law after ``text`` with every provider's generation state fixed.
+
+        The average over providers (the law WASH samples from); the prompt alone is
+        the provider's prompt, so ``text`` counts as generated (an Edit scheme's key
+        index moves along it)."""
+        key = (prompt_index, text, states)
+        cached = self._nodes.get(key)
+        if cached is not None:
+            return cached
+        rows = self.base_rows(prompt_index, text)
+        total = None
+        for k, p in enumerate(self.providers):
+            base, ids = rows[p.model]
+            d = self.union_dist(p, base, ids, states[k], self._prompt_len(prompt_index, p.model))
+            total = d if total is None else total + d
+        dist = total / len(self.providers)
+        if len(self._nodes) < 20000:
+            self._nodes[key] = dist
+        return dist
+
+    def _prompt_len(self, prompt_index: int, model: str) -> int:
+        key = (prompt_index, model)
+        if key not in self._prompt_lens:
+            self._prompt_lens[key] = len(self.pset.models[model].encode_prompt(PROMPTS[prompt_index]))
+        return self._prompt_lens[key]
+
+    def sampled_counts(self, prompt_index: int, samples: int, gen: torch.Generator,
+                       picks: random.Random) -> tuple[dict[str, np.ndarray], int]:
+        """v2: ``samples`` fresh generations that pick their own prefix; counts per prefix.
+
+        Samples sharing every provider's generation state share the law at every node,
+        so they walk the prefix tree together: at each node their number is split over
+        the next tokens by one multinomial draw. Returns the counts and how many
+        samples left the format.
+        """
+        groups: Counter = Counter()
+        for _ in range(samples):
+            states = tuple(p.scheme.new_state(picks.getrandbits(62)) if self.mode.watermark else None
+                           for p in self.providers)
+            groups[states] += 1
+        counts: dict[str, np.ndarray] = {}
+        off = 0
+        vocab = self.pset.alignment
+        for states, n in groups.items():
+            stack = [("", n, 0)]
+            while stack:
+                text, m, depth = stack.pop()
+                dist = self.node_dist(prompt_index, text, states)
+                drawn = torch.multinomial(dist.to(torch.float32).clamp_min(0), m, replacement=True, generator=gen)
+                tokens, numbers = np.unique(drawn.numpy(), return_counts=True)
+                if text in ALL_CONTEXTS:  # the prefix is complete: this is the counted token
+                    row = counts.setdefault(text, np.zeros(vocab.size, dtype=np.int64))
+                    row[tokens] += numbers
+                    continue
+                for u, c in zip(tokens.tolist(), numbers.tolist()):
+                    nxt = text + vocab.token_text(u) if u != vocab.eos_index else None
+                    if nxt is not None and nxt in _PARTIALS and depth + 1 < MAX_PREFIX_TOKENS:
+                        stack.append((nxt, int(c), depth + 1))
+                    else:
+                        off += int(c)
+        return counts, off
 
     def counts(self, prompt_index: int, context: str, samples: int, gen: torch.Generator,
                picks: random.Random) -> np.ndarray:
@@ -214,15 +304,24 @@ def identify(specs: Sequence[ProviderSpec], mode: str, probe: Probe = Probe(),
     t0 = time.perf_counter()
     pset = pset if pset is not None else build_providers(specs)
     system = _System(pset, mode, profile(probe.serving))
-    contexts = forced_contexts(probe.contexts)
-    total, done = probe.runs * len(PROMPTS) * len(contexts), 0
-    scores, pairs = [], 0
+    contexts = forced_contexts(probe.contexts) if probe.version == "v1" else []
+    total, done = probe.runs * len(PROMPTS) * max(len(contexts), 1), 0
+    scores, pairs, off, kept = [], 0, 0, []
     for run in range(probe.runs):
         counts: list[dict[str, np.ndarray]] = [{}, {}]
         for prompt_index in range(len(PROMPTS)):
-            seed = derive_seed("identify", probe.seed, run, prompt_index)
+            seed = derive_seed("identify", probe.version, probe.seed, run, prompt_index)
             gen = torch.Generator().manual_seed(seed % (2**63))
             picks = random.Random(seed)
+            if probe.version == "v2":
+                found, left = system.sampled_counts(prompt_index, probe.samples, gen, picks)
+                off += left
+                counts[prompt_index] = {c: v for c, v in found.items() if v.sum() >= probe.min_count}
+                kept.append(len(counts[prompt_index]))
+                done += 1
+                if progress:
+                    progress(done, total)
+                continue
             for c in contexts:
                 counts[prompt_index][c] = system.counts(prompt_index, c, probe.samples, gen, picks)
                 done += 1
@@ -236,6 +335,9 @@ def identify(specs: Sequence[ProviderSpec], mode: str, probe: Probe = Probe(),
     return Identification(
         mode=mode, providers=[str(p.spec) for p in system.providers], scores=[float(s) for s in scores],
         pairs=pairs, z=z, band=band(z) if not math.isnan(z) else "none", mean=float(values.mean()),
-        sd=float(values.std(ddof=1)) if values.size > 1 else math.nan, contexts=len(contexts),
-        samples=probe.samples, distributions=system.distributions, seconds=time.perf_counter() - t0,
+        sd=float(values.std(ddof=1)) if values.size > 1 else math.nan,
+        contexts=len(contexts) if probe.version == "v1" else int(round(float(np.mean(kept)))),
+        samples=probe.samples, distributions=system.distributions,
+        fit=1.0 if probe.version == "v1" else 1.0 - off / (probe.samples * probe.runs * len(PROMPTS)),
+        seconds=time.perf_counter() - t0,
         probe={**asdict(probe), "null_mean": NULL_MEAN})

@@ -40,10 +40,14 @@ TABLE1 = ("kgw", "aar", "dipmark", "exp-edit", "its-edit", "waterbag")
 class Config(ExperimentConfig):
     schemes: tuple[str, ...] = TABLE1
     ns: tuple[int, ...] = (3, 5)
-    #: Water-Probe's v1: forced answer prefixes, samples per (context, prompt) and run.
+    #: ``v1``: forced answer prefixes (``contexts`` of them, ``samples`` per context, prompt
+    #: and run); ``v2``: the system samples its own prefixes (``samples`` per prompt and run,
+    #: prefixes seen fewer than ``min_count`` times dropped).
+    version: str = "v1"
     contexts: int = 50
     samples: int = 400
     runs: int = 3
+    min_count: int = 20
     include_unwatermarked: bool = True
     aggregate: str = "mean"
 
@@ -62,13 +66,14 @@ def probe_job(specs: list, mode: str, config_fields: dict) -> list[dict]:
     result = identify(specs, mode, probe)
     return [{"z": result.z, "band": result.band, "mean_score": result.mean, "sd_score": result.sd,
              "scores": " ".join(f"{s:.6f}" for s in result.scores), "pairs": result.pairs,
-             "distributions": result.distributions, "probe_s": result.seconds,
+             "distributions": result.distributions, "fit": result.fit, "contexts_scored": result.contexts,
+             "probe_s": result.seconds,
              "providers_probed": " ".join(result.providers)}]
 
 
 def _probe_fields(config: Config, seed: int) -> dict:
-    return dict(contexts=config.contexts, samples=config.samples, runs=config.runs, seed=seed,
-                serving=config.profile)
+    return dict(version=config.version, contexts=config.contexts, samples=config.samples, runs=config.runs,
+                seed=seed, serving=config.profile, min_count=config.min_count)
 
 
 def jobs(config: Config) -> list[Job]:
@@ -85,7 +90,8 @@ def jobs(config: Config) -> list[Job]:
                 systems.append(("wash", scheme, n, make_ensemble(n, config.models, [scheme], seed)))
         for mode, scheme, n, specs in systems:
             key = config.key(mode=mode, scheme=scheme, n=n, aggregate=config.aggregate, seed=seed,
-                             contexts=config.contexts, samples=config.samples, runs=config.runs,
+                             version=config.version, contexts=config.contexts, samples=config.samples,
+                             runs=config.runs, min_count=config.min_count,
                              providers=specs_text(specs))
             out.append(Job(key, probe_job, (list(specs), mode, fields)))
     return out
