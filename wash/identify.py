@@ -83,6 +83,12 @@ _PARTIALS = frozenset(c[:i] for c in ALL_CONTEXTS for i in range(len(c) + 1))
 #: v2: a prefix that has not completed after this many tokens has left the format.
 MAX_PREFIX_TOKENS = 12
 
+#: Memory for served base rows kept across runs and states (float64: 0.4 MB a row for
+#: smollm2's 49k vocabulary, 2.1 MB for gemma3's 262k).
+ROWS_BUDGET_BYTES = 3 * 2**30
+#: Memory for v2's per-(node, states) union distributions (2.3 MB each over smollm2 + gemma3).
+NODES_BUDGET_BYTES = 2 * 2**30
+
 #: What a system under probe is: the first provider alone, the WASH average, or the
 #: average of the base models with every watermark off.
 PROBE_MODES = ("single", "wash", "unwatermarked")
@@ -164,6 +170,9 @@ class _System:
         self.invalid = {m: a.to_union[m] < 0 for m in self.models}
         self.contexts: dict[tuple[int, str], ModelContext] = {}
         self._nodes: dict[tuple, torch.Tensor] = {}
+        self._rows: dict[tuple[int, str], dict[str, tuple[torch.Tensor, list[int]]]] = {}
+        self._rows_bytes = 0
+        self._nodes_bytes = 0
         self._prompt_lens: dict[tuple[int, str], int] = {}
         self.distributions = 0
 
@@ -175,7 +184,15 @@ class _System:
         return self.contexts[key]
 
     def base_rows(self, prompt_index: int, context: str) -> dict[str, tuple[torch.Tensor, list[int]]]:
-        """Each model's served base logits after prompt + context, with the ids they follow."""
+        """Each model's served base logits after prompt + context, with the ids they follow.
+
+        Kept for every later run, state and v2 node that reaches the same text (the
+        forward is most of a probe's cost), within ``ROWS_BUDGET_BYTES``.
+        """
+        key = (prompt_index, context)
+        cached = self._rows.get(key)
+        if cached is not None:
+            return cached
         rows = {}
         for m in self.models:
             ctx = self._context(prompt_index, m)
@@ -183,6 +200,10 @@ class _System:
             s = self.serving
             rows[m] = (process_logits(ctx.next_logits(), self.invalid[m], s.temperature, s.top_p, s.top_k),
                        list(ctx.ids))
+        size = sum(r.numel() * r.element_size() for r, _ in rows.values())
+        if self._rows_bytes + size <= ROWS_BUDGET_BYTES:
+            self._rows[key] = rows
+            self._rows_bytes += size
         return rows
 
     def union_dist(self, provider: Provider, base: torch.Tensor, ids: list[int], state,
@@ -219,8 +240,10 @@ class _System:
             d = self.union_dist(p, base, ids, states[k], self._prompt_len(prompt_index, p.model))
             total = d if total is None else total + d
         dist = total / len(self.providers)
-        if len(self._nodes) < 20000:
+        size = dist.numel() * dist.element_size()
+        if self._nodes_bytes + size <= NODES_BUDGET_BYTES:  # v2 revisits a node once per sample group
             self._nodes[key] = dist
+            self._nodes_bytes += size
         return dist
 
     def _prompt_len(self, prompt_index: int, model: str) -> int:
