@@ -13,7 +13,7 @@ import sys
 from typing import Sequence
 
 from wash.config import (DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_TOP_K, MODES, PROFILES, GenerationConfig,
-                         ProviderSpec, profile)
+                         ProviderSpec)
 from wash.errors import WashInputError
 
 
@@ -28,13 +28,10 @@ def _specs(values: Sequence[str] | None) -> list[ProviderSpec]:
 def cmd_generate(args: argparse.Namespace) -> int:
     from wash.ensemble import generate
 
-    serving = profile(args.profile).settings()
-    for name in serving:
-        if getattr(args, name) is not None:
-            serving[name] = getattr(args, name)
-    config = GenerationConfig(providers=_specs(args.provider), prompt=args.prompt, mode=args.mode,
-                              max_new_tokens=args.max_new_tokens, seed=args.seed, live_detection=False,
-                              forwards=args.forwards, **serving)
+    overrides = {k: getattr(args, k) for k in ("temperature", "top_k", "top_p") if getattr(args, k) is not None}
+    config = GenerationConfig.from_profile(args.profile, providers=_specs(args.provider), prompt=args.prompt,
+                                           mode=args.mode, max_new_tokens=args.max_new_tokens, seed=args.seed,
+                                           live_detection=False, forwards=args.forwards, **overrides)
     config.validate()
     _progress(f"serving profile: {config.profile} (temperature {config.temperature}, "
               f"top-k {config.top_k or 'off'}, top-p {config.top_p})")

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Sequence
@@ -317,8 +318,6 @@ def identify(specs: Sequence[ProviderSpec], mode: str, probe: Probe = Probe(),
     probing several systems on the same models can pass their ``pset`` (built with
     ``build_providers(specs)``) to load the models once.
     """
-    import time
-
     if mode not in PROBE_MODES:
         raise WashInputError(f"unknown probe mode '{mode}' (accepted: {', '.join(PROBE_MODES)})")
     if not specs:
@@ -357,7 +356,7 @@ def identify(specs: Sequence[ProviderSpec], mode: str, probe: Probe = Probe(),
     z = identification_z(scores)
     return Identification(
         mode=mode, providers=[str(p.spec) for p in system.providers], scores=[float(s) for s in scores],
-        pairs=pairs, z=z, band=band(z) if not math.isnan(z) else "none", mean=float(values.mean()),
+        pairs=pairs, z=z, band=band(z), mean=float(values.mean()),
         sd=float(values.std(ddof=1)) if values.size > 1 else math.nan,
         contexts=len(contexts) if probe.version == "v1" else int(round(float(np.mean(kept)))),
         samples=probe.samples, distributions=system.distributions,
