@@ -12,10 +12,10 @@ import shlex
 import sys
 from typing import Sequence
 
+from wash.aggregation import describe as describe_rules
 from wash.config import (DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_TOP_K, MODES, PROFILES, GenerationConfig,
                          ProviderSpec)
 from wash.errors import WashInputError
-
 
 def _progress(message: str) -> None:
     print(f"[wash] {message}", file=sys.stderr, flush=True)
@@ -31,7 +31,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     overrides = {k: getattr(args, k) for k in ("temperature", "top_k", "top_p") if getattr(args, k) is not None}
     config = GenerationConfig.from_profile(args.profile, providers=_specs(args.provider), prompt=args.prompt,
                                            mode=args.mode, max_new_tokens=args.max_new_tokens, seed=args.seed,
-                                           live_detection=False, forwards=args.forwards, **overrides)
+                                           live_detection=False, forwards=args.forwards,
+                                           aggregate=args.aggregate, **overrides)
     config.validate()
     _progress(f"serving profile: {config.profile} (temperature {config.temperature}, "
               f"top-k {config.top_k or 'off'}, top-p {config.top_p})")
@@ -42,7 +43,9 @@ def cmd_generate(args: argparse.Namespace) -> int:
     print(result.prompt + result.marked_text())
     print()
     r = result.routing
-    print(f"mode={result.mode} profile={config.profile} forwards={config.forwards} seed={result.seed} tokens={r.tokens} "
+    rule = "" if config.aggregate == "mean" else f" aggregate={config.aggregate}"
+    print(f"mode={result.mode}{rule} profile={config.profile} forwards={config.forwards} seed={result.seed} "
+          f"tokens={r.tokens} "
           f"finish={result.finish_reason} routed={r.routed_token_fraction:.1%} (spans {r.routed_spans}, "
           f"mean length {r.mean_routed_span_length:.2f})  {result.timing.per_token_ms:.0f} ms/token")
     _print_detection(result.detection)
@@ -68,6 +71,8 @@ def command_line(config: GenerationConfig) -> str:
         args += ["--profile", name]
     if config.forwards != "eager":
         args += ["--forwards", config.forwards]
+    if config.aggregate != "mean":
+        args += ["--aggregate", config.aggregate]
     return shlex.join(args)
 
 
@@ -156,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--forwards", choices=FORWARDS, default="eager",
                    help="eager: every model runs each step and the token is drawn from the average; "
                         "lazy: one provider picked uniformly per step, only its model runs (same law, faster)")
+    g.add_argument("--aggregate", default="mean", metavar="RULE[:xi=X]",
+                   help="how the providers' distributions are combined: " + describe_rules()
+                        + ". Rules other than mean need --forwards eager")
     g.add_argument("--json", action="store_true", help="print one JSON object")
     g.set_defaults(func=cmd_generate)
 

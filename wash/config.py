@@ -51,8 +51,6 @@ MAX_NEW_TOKENS_CAP = 400
 MAX_ROUTED_SPAN = 16
 #: Options of a provider itself rather than of its scheme.
 PROVIDER_OPTIONS = ("coordinated",)
-#: How the providers' distributions are combined (the only rule so far: their mean).
-AGGREGATION = "mean"
 
 
 @dataclass(frozen=True)
@@ -194,6 +192,9 @@ class GenerationConfig:
     reencode_every_step: bool = False
     #: ``eager`` or ``lazy`` (see ``FORWARDS``).
     forwards: str = "eager"
+    #: How the providers' distributions are combined, ``NAME[:param=value,...]`` (``wash.aggregation``):
+    #: ``mean`` (the paper's average) or a robust variant, which needs eager forwards.
+    aggregate: str = "mean"
 
     @classmethod
     def from_profile(cls, name: str, **fields) -> "GenerationConfig":
@@ -220,6 +221,13 @@ class GenerationConfig:
             raise WashInputError(f"unknown forwards '{self.forwards}' (accepted: {', '.join(FORWARDS)})")
         if self.forwards == "lazy" and self.reencode_every_step:
             raise WashInputError("lazy forwards need KV caches; they cannot re-encode every step")
+        from wash.aggregation import Mean, parse as parse_aggregate
+
+        rule = parse_aggregate(self.aggregate)
+        self.aggregate = str(rule)  # the canonical spelling, as runs record it
+        if self.forwards == "lazy" and rule.name != Mean.name:
+            raise WashInputError(f"aggregate {self.aggregate} needs --forwards eager: a lazy step draws from "
+                                 "one provider, which has the law of the mean only")
         if not self.providers:
             raise WashInputError("no provider given (add at least one MODEL:SCHEME:KEY)")
         if len(self.providers) > MAX_PROVIDERS:

@@ -23,6 +23,16 @@ without its output layer (``resync.ModelContext.catch_up_async``). The price: p�
 p* and the other providers' p_i are never computed, so lazy step events carry
 ``None`` there.
 
+Aggregation (``config.aggregate``, ``aggregation.py``): step 3's mean is the
+default and keeps its fast path (one scatter per base model). A robust rule
+(``median-clip`` and the like) gets every provider's p_i on the union, stacked,
+and draws x from the rule's output instead; p* stays the mean of the
+unwatermarked distributions (the paper's consensus, the reference the distribution
+view and ‖p̄ − p*‖∞ compare with), so ``linf`` shows how far the rule lands from
+it. A robust rule needs eager forwards (config validation refuses lazy ones: a lazy
+step has the law of the mean only). Routed steps are the same under every rule:
+one uniformly chosen specialist's own p_k.
+
 ``generate_stream`` yields the events of ``events.py``; ``generate`` drains it and
 returns the final ``RunResult``.
 """
@@ -37,8 +47,9 @@ from typing import Callable, Iterator
 
 import torch
 
+from wash.aggregation import Mean, parse as parse_aggregate
 from wash.averaging import average, candidates, linf, model_probs_at, probs_at, to_union
-from wash.config import AGGREGATION, GenerationConfig
+from wash.config import GenerationConfig
 from wash.detection import LiveDetector, detect_text
 from wash.errors import WashInputError
 from wash.events import (FinishedEvent, LoadEvent, ResyncEvent, RoutingSummary, RunResult, SpanRecord,
@@ -115,6 +126,8 @@ class _ModelStep:
     dists: list[torch.Tensor]  # p_i of this model's providers, in provider order
     p_bar_part: torch.Tensor  # Σ of those p_i on the union
     p_star_part: torch.Tensor  # (number of those providers) × softmax(base) on the union
+    #: Each p_i on the union, for a robust aggregation rule (``None`` under the mean).
+    union_dists: list[torch.Tensor] | None = None
 
 
 class _Run:
@@ -134,6 +147,12 @@ class _Run:
         self.invalid = {m: a.to_union[m] < 0 for m in self.models}
         # Until min_new_tokens exist, end-of-text rows are masked like special tokens.
         self.no_eos = {m: self.invalid[m] | (a.to_union[m] == a.eos_index) for m in self.models}
+        # A robust aggregation rule needs every p_i on the union and which vocabularies
+        # have which token; the mean (and any rule over a single provider, which is that
+        # provider) keeps the per-model fast path.
+        self.rule = parse_aggregate(config.aggregate)
+        self.robust = self.rule.name != Mean.name and self.n > 1
+        self.present = torch.stack([a.from_union[m] >= 0 for m in self.prov_model]) if self.robust else None
         self.contexts: dict[str, ModelContext] = {}
         for m in self.models:
             prompt_ids = self.lms[m].encode_prompt(config.prompt)
@@ -189,7 +208,8 @@ class _Run:
         p_bar_part = to_union(summed, a.scatter_index[m], a.size)
         p_star_part = (p_bar_part if not self.mode.watermark else
                        to_union(softmax(base) * len(dists), a.scatter_index[m], a.size))
-        return _ModelStep(dists, p_bar_part, p_star_part)
+        union_dists = [to_union(d, a.scatter_index[m], a.size) for d in dists] if self.robust else None
+        return _ModelStep(dists, p_bar_part, p_star_part, union_dists)
 
     def _provider_union_dist(self, i: int) -> torch.Tensor:
         m = self.prov_model[i]
@@ -278,8 +298,9 @@ class _Run:
         parts = run_all([(m, lambda m=m: self._model_step(m)) for m in self.models],
                         [self.lms[m].device for m in self.models])
         by_model = dict(zip(self.models, parts))
-        p_bar = average([p.p_bar_part for p in parts], self.n)
-        p_star = p_bar if not self.mode.watermark else average([p.p_star_part for p in parts], self.n)
+        p_mean = average([p.p_bar_part for p in parts], self.n)
+        p_star = p_mean if not self.mode.watermark else average([p.p_star_part for p in parts], self.n)
+        p_bar = self._robust_average(by_model) if self.robust else p_mean
         x = sample(p_bar, self.gen)
         if self._end_of_step(x):
             return x, None
@@ -292,6 +313,14 @@ class _Run:
         provider_probs = [model_probs_at(d, a.rows_of[pm], a.from_union[pm], view)
                           for d, pm in zip(dists, self.prov_model)]
         return x, self._commit_drawn(x, t0, None, view, provider_probs, p_bar, p_star)
+
+    def _robust_average(self, by_model: dict[str, _ModelStep]) -> torch.Tensor:
+        """The configured robust rule over every provider's p_i on the union, in provider order."""
+        union: list[torch.Tensor] = [torch.empty(0)] * self.n
+        for m in self.models:
+            for i, d in zip(self.by_model[m], by_model[m].union_dists or []):
+                union[i] = d
+        return self.rule(torch.stack(union), self.present)
 
     def lazy_step(self) -> tuple[int, StepEvent | None]:
         """Pick one provider uniformly; draw the token from its own distribution (same law as p̄)."""
@@ -419,7 +448,7 @@ class _Run:
             finish_reason=self.finish,
             settings={"max_new_tokens": cfg.max_new_tokens, "min_new_tokens": cfg.min_new_tokens,
                       "profile": cfg.profile, "temperature": cfg.temperature, "top_k": cfg.top_k,
-                      "top_p": cfg.top_p, "aggregation": AGGREGATION, "models": list(self.models),
+                      "top_p": cfg.top_p, "aggregation": str(self.rule), "models": list(self.models),
                       "z_threshold": cfg.z_threshold, "max_routed_span": cfg.max_routed_span,
                       "view_k": cfg.view_k, "forwards": cfg.forwards,
                       "parallel_forwards": parallel.parallel_enabled(),

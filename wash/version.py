@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: The modules that determine a generated text (relative to the repository root); any
 #: change to one of them changes ``engine_fingerprint``.
 ENGINE_SOURCES = ("wash/ensemble.py", "wash/routing.py", "wash/resync.py", "wash/averaging.py",
-                  "wash/sampling.py", "wash/vocab.py", "wash/models.py", "wash/providers.py",
-                  "wash/config.py", "wash/parallel.py", "wash/watermarks/*.py")
+                  "wash/aggregation.py", "wash/sampling.py", "wash/vocab.py", "wash/models.py",
+                  "wash/providers.py", "wash/config.py", "wash/parallel.py", "wash/watermarks/*.py")
 
 
 @functools.lru_cache(maxsize=1)

@@ -4,7 +4,8 @@ Settings come from the experiment's preset (``--preset full`` by default, ``quic
 for a run of minutes, ``tiny`` for the random test models; ``--quick`` and ``--tiny``
 are short for them), then the common options (``--forwards eager|lazy`` among them:
 each experiment has its own default, named in its docstring; ``--profile`` for the
-serving settings), then ``--set field=value`` for anything experiment-specific
+serving settings; ``--aggregate`` for a robust aggregation rule, which switches the
+default forwards to eager), then ``--set field=value`` for anything experiment-specific
 (``--show`` lists the fields and the number of jobs without running anything). Bad
 input ends in one line and exit code 2, like the rest of the CLI.
 
@@ -23,6 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from wash.aggregation import canonical, describe as describe_rules
 from wash.config import DEFAULT_PROFILE, FORWARDS, PROFILES
 from wash.errors import WashInputError
 from wash.experiments import EXPERIMENTS, load
@@ -52,6 +54,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                    help="eager: every model's forward each step, token drawn from the average; lazy: one "
                         "uniformly picked provider draws it (same law, one forward). Default: the "
                         "experiment's own (lazy where only the texts are read, eager for cost)")
+    p.add_argument("--aggregate", metavar="RULE[:xi=X]",
+                   help="aggregation rule of every generation (default mean, the paper's): "
+                        + describe_rules() + ". A rule other than mean runs eager forwards "
+                        "(an explicit --forwards lazy is refused)")
     p.add_argument("--profile", choices=tuple(PROFILES),
                    help="serving profile of every provider (default %s): " % DEFAULT_PROFILE + "; ".join(
                        f"{q.name}: {q.description}" for q in PROFILES.values()))
@@ -104,6 +110,7 @@ def build_config(args: argparse.Namespace):
         "models": tuple(args.models) if args.models else None, "prompts": args.prompts, "tokens": args.tokens,
         "seeds": tuple(args.seeds) if args.seeds else None, "schemes": tuple(args.schemes) if args.schemes else None,
         "forwards": getattr(args, "forwards", None), "profile": getattr(args, "profile", None),
+        "aggregate": getattr(args, "aggregate", None),
     }
     for item in args.set:
         if "=" not in item:
@@ -113,6 +120,10 @@ def build_config(args: argparse.Namespace):
             accepted = ", ".join(n for n in fields if n not in ("preset", "out"))
             raise WashInputError(f"unknown setting '{name}' for experiment {args.name} (accepted: {accepted})")
         overrides[name] = _parse_value(fields[name], defaults[name], value)
+    if overrides.get("aggregate") is not None:
+        overrides["aggregate"] = canonical(overrides["aggregate"])
+        if overrides["aggregate"] != "mean" and overrides.get("forwards") is None:
+            overrides["forwards"] = "eager"  # a lazy step has the law of the mean only
     suffix = "" if preset == "full" else f"-{preset}"
     overrides["out"] = args.out or Path("runs") / f"{args.name}{suffix}"
     config = cls.from_preset(preset, **overrides)
@@ -139,6 +150,13 @@ def validate(config) -> None:
         raise WashInputError("give at least one seed")
     if config.forwards not in FORWARDS:
         raise WashInputError(f"unknown forwards '{config.forwards}' (accepted: {', '.join(FORWARDS)})")
+    rule = canonical(config.aggregate)
+    if rule != "mean":
+        lazy = "--forwards lazy" if config.forwards == "lazy" else (
+            "its lazy variant" if "lazy" in getattr(config, "variants", ()) else None)
+        if lazy:
+            raise WashInputError(f"aggregate {rule} needs eager forwards, not {lazy}: a lazy step draws "
+                                 "from one provider, which has the law of the mean only")
     profile(config.profile)
 
 

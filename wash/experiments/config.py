@@ -44,6 +44,9 @@ class ExperimentConfig:
     #: ``eager`` or ``lazy`` forwards for every generation (``wash.config.FORWARDS``); each
     #: experiment sets its own default (lazy where only the final texts are read).
     forwards: str = "eager"
+    #: Aggregation rule of every generation (``wash.aggregation``): ``mean`` (the paper's) or a
+    #: robust variant such as ``median-clip:xi=0.5``, which needs eager forwards.
+    aggregate: str = "mean"
     #: Name of the preset the config was built from (recorded in meta.json).
     preset: str = "full"
 
@@ -86,10 +89,13 @@ class ExperimentConfig:
         """A job key: the given parameters plus the settings every generation depends on.
 
         The serving values (not the profile's name) enter the key: they are what the
-        text depends on, and a row of one profile is never taken for another's.
+        text depends on, and a row of one profile is never taken for another's. The
+        aggregation rule enters it (canonically spelt) only when it is not ``mean``, so
+        the keys of results made before there was a choice stay valid.
         """
+        rule = aggregate_key(self.aggregate)
         return {"tokens": self.tokens, "temperature": self.temperature, "top_k": self.top_k,
-                "top_p": self.top_p, "forwards": self.forwards, **params}
+                "top_p": self.top_p, "forwards": self.forwards, **rule, **params}
 
     def store_root(self) -> Path:
         """Where generations are stored: ``<out>/../generations``, shared by sibling outputs.
@@ -107,3 +113,11 @@ class ExperimentConfig:
         d = dataclasses.asdict(self)
         d["out"] = str(self.out)
         return d
+
+
+def aggregate_key(aggregate: str) -> dict[str, str]:
+    """``{"aggregate": canonical rule}``, or nothing for ``mean`` (keys made before the choice stay valid)."""
+    from wash.aggregation import canonical
+
+    rule = canonical(aggregate)
+    return {} if rule == "mean" else {"aggregate": rule}

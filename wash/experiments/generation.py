@@ -1,8 +1,8 @@
 """Generating a text for a job: through the engine's public API, or from the generation store.
 
 Every generation goes through ``wash.ensemble.generate`` with live detection off
-(faster; texts are scored afterwards), the config's ``forwards`` and the serving
-settings of the config's profile (``ExperimentConfig.serving``). A job may
+(faster; texts are scored afterwards), the config's ``forwards`` and ``aggregate``
+and the serving settings of the config's profile (``ExperimentConfig.serving``). A job may
 override any engine setting (quality's arithmetic sets its own temperature); the
 profile's top-k and top-p still apply unless overridden too.
 
@@ -30,7 +30,8 @@ def engine_settings(config: ExperimentConfig, seed: int, max_new_tokens: int | N
     """The ``GenerationConfig`` settings of one experiment generation (besides providers, prompt, mode)."""
     settings: dict[str, Any] = dict(max_new_tokens=int(max_new_tokens or config.tokens),
                                     **config.serving.settings(), seed=int(seed), live_detection=False,
-                                    z_threshold=config.z_threshold, forwards=config.forwards)
+                                    z_threshold=config.z_threshold, forwards=config.forwards,
+                                    aggregate=config.aggregate)
     settings.update(overrides)
     return settings
 

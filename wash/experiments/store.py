@@ -5,7 +5,8 @@ N = 3, say) or an unwatermarked text scored by the detectors of several schemes 
 generated once. The key is everything the text depends on: mode, providers (for
 ``unwatermarked`` only their base models, since no key or scheme touches the
 text), prompt, seed, length, the serving settings (temperature, top-k, top-p),
-forwards (``eager`` and ``lazy`` draw different seeded texts) and the engine's
+forwards (``eager`` and ``lazy`` draw different seeded texts), the aggregation rule
+(only when it is not ``mean``; a ``single`` text has none) and the engine's
 fingerprint (``wash.version.engine_fingerprint``: a hash of the source of the
 modules that determine a text), so a text made by another version of the engine
 is a miss, never silently reused. Each file also records the git commit that
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from wash.config import ProviderSpec
+from wash.experiments.config import aggregate_key
 from wash.experiments.ensembles import specs_text
 from wash.version import engine_fingerprint, git_commit
 
@@ -45,12 +47,16 @@ class GenerationStore:
         providers = ("|".join(s.model for s in specs) if mode == "unwatermarked"
                      else specs_text(specs[:1] if mode == "single" else specs))
         overrides = dict(overrides)
+        aggregate = overrides.pop("aggregate", config.aggregate)
+        # One provider is its own aggregate under every rule: a ``single`` text is the same text.
+        rule = {} if mode == "single" else aggregate_key(aggregate)
         return {"mode": mode, "providers": providers, "prompt": prompt, "seed": int(seed),
                 "tokens": int(overrides.pop("max_new_tokens", None) or config.tokens),
                 "temperature": overrides.pop("temperature", config.temperature),
                 "top_k": int(overrides.pop("top_k", config.top_k)),
                 "top_p": overrides.pop("top_p", config.top_p),
-                "forwards": overrides.pop("forwards", config.forwards), "engine": engine_fingerprint(),
+                "forwards": overrides.pop("forwards", config.forwards), **rule,
+                "engine": engine_fingerprint(),
                 **{k: overrides[k] for k in sorted(overrides)}}
 
     def _path(self, key: dict[str, Any]) -> Path:
