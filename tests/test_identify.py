@@ -142,3 +142,62 @@ def test_unknown_probe_version_is_refused():
 
     with pytest.raises(WashInputError, match="unknown probe version 'v3'"):
         identify([ProviderSpec.parse("tiny-smollm2:kgw:1")], "single", Probe(version="v3"))
+
+
+def test_v2_node_draws_follow_the_average_of_the_providers(tiny_smollm2):
+    """At a node, an ensemble's samples are drawn as "pick a provider, draw from it": with
+    two AAR providers (each a point mass at the node) about half the samples take each
+    provider's token, as one draw from their average would."""
+    from collections import Counter
+
+    import torch
+
+    from wash.config import profile
+    from wash.identify import _System
+    from wash.providers import build_providers
+
+    pset = build_providers([ProviderSpec.parse("tiny-smollm2:aar:1"), ProviderSpec.parse("tiny-smollm2:aar:2")])
+    system = _System(pset, "wash", profile("open"))
+    rows = system.base_rows(0, "")
+    picks = []
+    for p in system.providers:
+        base, ids = rows[p.model]
+        dist = system.model_dist(p, base, ids, None, system._prompt_len(0, p.model))
+        assert float(dist.max()) == pytest.approx(1.0)  # AAR: a point mass
+        picks.append(int(pset.alignment.to_union[p.model][int(dist.argmax())]))
+    assert picks[0] != picks[1]
+    children = system.step(0, "", Counter({(None, None): 4000}), torch.Generator().manual_seed(3))
+    assert set(children) == set(picks)
+    first = sum(children[picks[0]].values())
+    assert abs(first - 2000) < 6 * 32, first  # binomial(4000, 1/2): sd about 32
+
+
+def test_a_robust_rule_reins_in_a_point_mass_in_both_probes(tiny_smollm2):
+    """With another aggregation rule the ensemble's law is the rule's output: median-clip of an
+    AAR point mass and two KGW providers holds the point mass near the others' law."""
+    import random
+    from collections import Counter
+
+    import torch
+
+    from wash.config import profile
+    from wash.identify import _System
+    from wash.providers import build_providers
+
+    specs = [ProviderSpec.parse(s) for s in ("tiny-smollm2:aar:1", "tiny-smollm2:kgw:2", "tiny-smollm2:kgw:3")]
+    pset = build_providers(specs)
+    mean = _System(pset, "wash", profile("open"))
+    robust = _System(pset, "wash", profile("open"), "median-clip:xi=0.5")
+    assert robust.robust and not mean.robust
+    rows = robust.base_rows(0, "")
+    dist = robust.robust_dist(0, rows, (None, None, None))
+    assert float(dist.sum()) == pytest.approx(1.0)
+    point = int(torch.argmax(dist))
+    children = mean.step(0, "", Counter({(None, None, None): 3000}), torch.Generator().manual_seed(0))
+    top_mean = max(sum(c.values()) for c in children.values())
+    assert top_mean > 900  # the mean keeps about 1/3 of the samples on AAR's token
+    children = robust.step(0, "", Counter({(None, None, None): 3000}), torch.Generator().manual_seed(0))
+    assert sum(children.get(point, Counter()).values()) < 3000 * float(dist[point]) + 6 * 30
+    assert float(dist.max()) < 0.2
+    v1 = robust.counts(0, " D seven tiger", 500, torch.Generator().manual_seed(0), random.Random(0))
+    assert v1.sum() == 500

@@ -46,6 +46,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from wash.aggregation import Mean, parse as parse_aggregate
 from wash.config import DEFAULT_PROFILE, MODE_TABLE, ProviderSpec, ServingProfile, profile
 from wash.errors import WashInputError
 from wash.identify_stats import NULL_MEAN, TOP, band, identification_z, run_score
@@ -84,15 +85,57 @@ _PARTIALS = frozenset(c[:i] for c in ALL_CONTEXTS for i in range(len(c) + 1))
 #: v2: a prefix that has not completed after this many tokens has left the format.
 MAX_PREFIX_TOKENS = 12
 
-#: Memory for served base rows kept across runs and states (float64: 0.4 MB a row for
-#: smollm2's 49k vocabulary, 2.1 MB for gemma3's 262k).
-ROWS_BUDGET_BYTES = 3 * 2**30
-#: Memory for v2's per-(node, states) union distributions (2.3 MB each over smollm2 + gemma3).
-NODES_BUDGET_BYTES = 2 * 2**30
+#: Memory for served base rows kept across runs, states and systems (float64: 0.4 MB a
+#: row for smollm2's 49k vocabulary, 2.1 MB for gemma3's 262k).
+ROWS_BUDGET_BYTES = 5 * 2**30
 
 #: What a system under probe is: the first provider alone, the WASH average, or the
 #: average of the base models with every watermark off.
 PROBE_MODES = ("single", "wash", "unwatermarked")
+
+
+class _ServedRows:
+    """Served base logits by (model, serving, prompt, text), kept for the whole process.
+
+    A base model's row at a text does not depend on the watermark, the key or the
+    other models of a system (a row's validity mask is the model's own), so every
+    system probed in one process on the same model reuses it: the unwatermarked
+    probe, each scheme's single provider and every ensemble containing that model.
+    The forward is most of a probe's cost. Rows stop being kept past
+    ``ROWS_BUDGET_BYTES``; the models' KV contexts are kept per (model, prompt).
+    """
+
+    def __init__(self) -> None:
+        self.rows: dict[tuple, tuple[torch.Tensor, list[int]]] = {}
+        self.bytes = 0
+        self.contexts: dict[tuple[str, int], ModelContext] = {}
+        self.forwards = 0
+
+    def get(self, lm, model: str, invalid: torch.Tensor, serving: ServingProfile, prompt_index: int,
+            text: str) -> tuple[torch.Tensor, list[int]]:
+        key = (model, serving.temperature, serving.top_k, serving.top_p, prompt_index, text)
+        cached = self.rows.get(key)
+        if cached is not None:
+            return cached
+        ctx = self.contexts.get((model, prompt_index))
+        if ctx is None or ctx.lm is not lm:
+            ctx = self.contexts[(model, prompt_index)] = ModelContext(lm, lm.encode_prompt(PROMPTS[prompt_index]))
+        ctx.sync_to(lm.encode_prompt(PROMPTS[prompt_index] + text))
+        self.forwards += 1
+        row = (process_logits(ctx.next_logits(), invalid, serving.temperature, serving.top_p, serving.top_k),
+               list(ctx.ids))
+        size = row[0].numel() * row[0].element_size()
+        if self.bytes + size <= ROWS_BUDGET_BYTES:
+            self.rows[key] = row
+            self.bytes += size
+        return row
+
+    def clear(self) -> None:
+        self.__init__()
+
+
+#: The process's served rows (see ``_ServedRows``).
+SERVED_ROWS = _ServedRows()
 
 
 def forced_contexts(n: int = 50, seed: int = 64) -> list[str]:
@@ -119,6 +162,8 @@ class Probe:
     serving: str = DEFAULT_PROFILE
     #: v2: prefixes sampled fewer times than this in a (prompt, run) are dropped (Water-Probe: 20).
     min_count: int = 20
+    #: How an ensemble combines its providers (``wash.aggregation``; the paper's is the mean).
+    aggregate: str = "mean"
 
     def validate(self) -> None:
         if self.version not in VERSIONS:
@@ -131,6 +176,7 @@ class Probe:
             raise WashInputError(f"top must be at least 1, got {self.top}")
         profile(self.serving)
         forced_contexts(self.contexts)
+        parse_aggregate(self.aggregate)
 
 
 @dataclass
@@ -153,6 +199,8 @@ class Identification:
     fit: float
     seconds: float
     probe: dict = field(default_factory=dict)
+    #: Base-model forwards this probe ran (rows other probes in the process left are reused).
+    forwards: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -161,7 +209,7 @@ class Identification:
 class _System:
     """A served system's next-token law at a context: providers, models, serving."""
 
-    def __init__(self, pset: ProviderSet, mode: str, serving: ServingProfile) -> None:
+    def __init__(self, pset: ProviderSet, mode: str, serving: ServingProfile, aggregate: str = "mean") -> None:
         self.pset = pset
         self.mode = MODE_TABLE[mode]
         self.serving = serving
@@ -169,43 +217,19 @@ class _System:
         self.models = list(dict.fromkeys(p.model for p in self.providers))
         a = pset.alignment
         self.invalid = {m: a.to_union[m] < 0 for m in self.models}
-        self.contexts: dict[tuple[int, str], ModelContext] = {}
-        self._nodes: dict[tuple, torch.Tensor] = {}
-        self._rows: dict[tuple[int, str], dict[str, tuple[torch.Tensor, list[int]]]] = {}
-        self._rows_bytes = 0
-        self._nodes_bytes = 0
+        # Under the mean a sample is "pick a provider, draw from it"; any other rule
+        # needs every provider's law at once, so samples group by all their states.
+        self.rule = parse_aggregate(aggregate)
+        self.robust = self.rule.name != Mean.name and len(self.providers) > 1
+        self.present = (torch.stack([a.from_union[p.model] >= 0 for p in self.providers])
+                        if self.robust else None)
         self._prompt_lens: dict[tuple[int, str], int] = {}
         self.distributions = 0
 
-    def _context(self, prompt_index: int, model: str) -> ModelContext:
-        key = (prompt_index, model)
-        if key not in self.contexts:
-            lm = self.pset.models[model]
-            self.contexts[key] = ModelContext(lm, lm.encode_prompt(PROMPTS[prompt_index]))
-        return self.contexts[key]
-
     def base_rows(self, prompt_index: int, context: str) -> dict[str, tuple[torch.Tensor, list[int]]]:
-        """Each model's served base logits after prompt + context, with the ids they follow.
-
-        Kept for every later run, state and v2 node that reaches the same text (the
-        forward is most of a probe's cost), within ``ROWS_BUDGET_BYTES``.
-        """
-        key = (prompt_index, context)
-        cached = self._rows.get(key)
-        if cached is not None:
-            return cached
-        rows = {}
-        for m in self.models:
-            ctx = self._context(prompt_index, m)
-            ctx.sync_to(self.pset.models[m].encode_prompt(PROMPTS[prompt_index] + context))
-            s = self.serving
-            rows[m] = (process_logits(ctx.next_logits(), self.invalid[m], s.temperature, s.top_p, s.top_k),
-                       list(ctx.ids))
-        size = sum(r.numel() * r.element_size() for r, _ in rows.values())
-        if self._rows_bytes + size <= ROWS_BUDGET_BYTES:
-            self._rows[key] = rows
-            self._rows_bytes += size
-        return rows
+        """Each model's served base logits after prompt + context, with the ids they follow."""
+        return {m: SERVED_ROWS.get(self.pset.models[m], m, self.invalid[m], self.serving, prompt_index, context)
+                for m in self.models}
 
     def union_dist(self, provider: Provider, base: torch.Tensor, ids: list[int], state,
                    prompt_len: int | None = None) -> torch.Tensor:
@@ -213,39 +237,11 @@ class _System:
 
         ``prompt_len`` defaults to all of ``ids``: in v1 everything the probe gives is
         prompt and the counted token is the first one generated."""
-        self.distributions += 1
-        if self.mode.watermark:
-            provider.state = state
-            probs = provider.distribution(base, ids, len(ids) if prompt_len is None else prompt_len)
-        else:
-            probs = softmax(base)
+        probs = self.model_dist(provider, base, ids, state, len(ids) if prompt_len is None else prompt_len)
         a = self.pset.alignment
         out = torch.zeros(a.size + 1, dtype=torch.float64)
         out.index_add_(0, a.scatter_index[provider.model], probs)
         return out[: a.size]
-
-    def node_dist(self, prompt_index: int, text: str, states: tuple) -> torch.Tensor:
-        """The system's next-token law after ``text`` with every provider's generation state fixed.
-
-        The average over providers (the law WASH samples from); the prompt alone is
-        the provider's prompt, so ``text`` counts as generated (an Edit scheme's key
-        index moves along it)."""
-        key = (prompt_index, text, states)
-        cached = self._nodes.get(key)
-        if cached is not None:
-            return cached
-        rows = self.base_rows(prompt_index, text)
-        total = None
-        for k, p in enumerate(self.providers):
-            base, ids = rows[p.model]
-            d = self.union_dist(p, base, ids, states[k], self._prompt_len(prompt_index, p.model))
-            total = d if total is None else total + d
-        dist = total / len(self.providers)
-        size = dist.numel() * dist.element_size()
-        if self._nodes_bytes + size <= NODES_BUDGET_BYTES:  # v2 revisits a node once per sample group
-            self._nodes[key] = dist
-            self._nodes_bytes += size
-        return dist
 
     def _prompt_len(self, prompt_index: int, model: str) -> int:
         key = (prompt_index, model)
@@ -253,46 +249,126 @@ class _System:
             self._prompt_lens[key] = len(self.pset.models[model].encode_prompt(PROMPTS[prompt_index]))
         return self._prompt_lens[key]
 
+    def model_dist(self, provider: Provider, base: torch.Tensor, ids: list[int], state,
+                   prompt_len: int) -> torch.Tensor:
+        """One provider's served distribution under ``state``, in its model's own vocabulary."""
+        self.distributions += 1
+        if not self.mode.watermark:
+            return softmax(base)
+        provider.state = state
+        return provider.distribution(base, ids, prompt_len)
+
     def sampled_counts(self, prompt_index: int, samples: int, gen: torch.Generator,
                        picks: random.Random) -> tuple[dict[str, np.ndarray], int]:
         """v2: ``samples`` fresh generations that pick their own prefix; counts per prefix.
 
-        Samples sharing every provider's generation state share the law at every node,
-        so they walk the prefix tree together: at each node their number is split over
-        the next tokens by one multinomial draw. Returns the counts and how many
-        samples left the format.
+        The samples walk the prefix tree together, node by node, each carrying its
+        providers' generation states. At a node the system's law is the average of its
+        providers' laws under those states, so each sample's next token is drawn as
+        "pick a provider uniformly, draw from it under its own state" (the same law,
+        step by step; the states, not the picks, carry over to the next node). Samples
+        sharing a (provider, state) at a node share one distribution and one
+        multinomial draw: the Edit schemes' key offsets and Water-Bag's keys take a few
+        hundred values, so a node costs at most that many distributions however many
+        samples reach it. Returns the counts and how many samples left the format.
         """
         groups: Counter = Counter()
         for _ in range(samples):
-            states = tuple(p.scheme.new_state(picks.getrandbits(62)) if self.mode.watermark else None
-                           for p in self.providers)
-            groups[states] += 1
+            groups[tuple(p.scheme.new_state(picks.getrandbits(62)) if self.mode.watermark else None
+                         for p in self.providers)] += 1
+        a = self.pset.alignment
         counts: dict[str, np.ndarray] = {}
         off = 0
-        vocab = self.pset.alignment
-        for states, n in groups.items():
-            stack = [("", n, 0)]
-            while stack:
-                text, m, depth = stack.pop()
-                dist = self.node_dist(prompt_index, text, states)
-                drawn = torch.multinomial(dist.to(torch.float32).clamp_min(0), m, replacement=True, generator=gen)
-                tokens, numbers = np.unique(drawn.numpy(), return_counts=True)
-                if text in ALL_CONTEXTS:  # the prefix is complete: this is the counted token
-                    row = counts.setdefault(text, np.zeros(vocab.size, dtype=np.int64))
-                    row[tokens] += numbers
-                    continue
-                for u, c in zip(tokens.tolist(), numbers.tolist()):
-                    nxt = text + vocab.token_text(u) if u != vocab.eos_index else None
-                    if nxt is not None and nxt in _PARTIALS and depth + 1 < MAX_PREFIX_TOKENS:
-                        stack.append((nxt, int(c), depth + 1))
-                    else:
-                        off += int(c)
+        stack: list[tuple[str, Counter, int]] = [("", groups, 0)]
+        while stack:
+            text, here, depth = stack.pop()
+            children = self.step(prompt_index, text, here, gen)
+            if text in ALL_CONTEXTS:  # the prefix is complete: these are the counted tokens
+                row = counts.setdefault(text, np.zeros(a.size, dtype=np.int64))
+                for u, child in children.items():
+                    row[u] += sum(child.values())
+                continue
+            for u, child in children.items():
+                nxt = text + a.token_text(u) if u != a.eos_index else None
+                if nxt is not None and nxt in _PARTIALS and depth + 1 < MAX_PREFIX_TOKENS:
+                    stack.append((nxt, child, depth + 1))
+                else:
+                    off += sum(child.values())
         return counts, off
+
+    def step(self, prompt_index: int, text: str, here: Counter, gen: torch.Generator) -> dict[int, Counter]:
+        """Draw the next token of every sample at node ``text``: union id -> its samples by states.
+
+        ``here`` counts the samples at the node by their providers' states. Each group
+        is split uniformly over the providers, and each provider draws its share from
+        its own law under its state in that group.
+        """
+        n = len(self.providers)
+        rows = self.base_rows(prompt_index, text)
+        if self.robust:
+            return self._robust_step(prompt_index, rows, here, gen)
+        draws: dict[tuple[int, object], list[tuple[tuple, int]]] = {}
+        for states, m in here.items():
+            split = ([m] if n == 1 else
+                     torch.bincount(torch.multinomial(torch.ones(n), m, replacement=True, generator=gen),
+                                    minlength=n).tolist())
+            for k, mk in enumerate(split):
+                if mk:
+                    draws.setdefault((k, states[k]), []).append((states, mk))
+        to_union = self.pset.alignment.to_union
+        children: dict[int, Counter] = {}
+        for (k, state), members in draws.items():
+            p = self.providers[k]
+            base, ids = rows[p.model]
+            probs = self.model_dist(p, base, ids, state, self._prompt_len(prompt_index, p.model))
+            probs = probs.to(torch.float32).clamp_min(0)
+            # One draw for all the members (iid), dealt out in order.
+            drawn = to_union[p.model][torch.multinomial(probs, sum(mk for _, mk in members), replacement=True,
+                                                        generator=gen)].tolist()
+            at = 0
+            for states, mk in members:
+                for u in drawn[at:at + mk]:
+                    children.setdefault(u, Counter())[states] += 1
+                at += mk
+        return children
+
+    def robust_dist(self, prompt_index: int, rows: dict, states: tuple, forced: bool = False) -> torch.Tensor:
+        """The aggregation rule over every provider's law under ``states``, on the union.
+
+        ``forced``: v1's context is part of the prompt (nothing generated yet)."""
+        union = []
+        for p, state in zip(self.providers, states):
+            base, ids = rows[p.model]
+            union.append(self.union_dist(p, base, ids, state,
+                                         None if forced else self._prompt_len(prompt_index, p.model)))
+        return self.rule(torch.stack(union), self.present)
+
+    def _robust_step(self, prompt_index: int, rows: dict, here: Counter,
+                     gen: torch.Generator) -> dict[int, Counter]:
+        children: dict[int, Counter] = {}
+        for states, m in here.items():
+            dist = self.robust_dist(prompt_index, rows, states).to(torch.float32).clamp_min(0)
+            drawn = torch.multinomial(dist, m, replacement=True, generator=gen)
+            tokens, numbers = np.unique(drawn.numpy(), return_counts=True)
+            for u, c in zip(tokens.tolist(), numbers.tolist()):
+                children.setdefault(u, Counter())[states] += c
+        return children
 
     def counts(self, prompt_index: int, context: str, samples: int, gen: torch.Generator,
                picks: random.Random) -> np.ndarray:
         """Next-token counts of ``samples`` fresh generations at one context (union ids)."""
         rows = self.base_rows(prompt_index, context)
+        if self.robust:  # v1's counted token is the first generated: the rule's law at the prompt's end
+            here: Counter = Counter()
+            for _ in range(samples):
+                here[tuple(p.scheme.new_state(picks.getrandbits(62)) if self.mode.watermark else None
+                           for p in self.providers)] += 1
+            total = np.zeros(self.pset.alignment.size, dtype=np.int64)
+            for states, m in here.items():
+                dist = self.robust_dist(prompt_index, rows, states, forced=True)
+                drawn = torch.multinomial(dist.to(torch.float32).clamp_min(0), m, replacement=True, generator=gen)
+                total += np.bincount(drawn.numpy(), minlength=total.size)
+            return total
         groups: Counter = Counter()
         for _ in range(samples):
             k = picks.randrange(len(self.providers))
@@ -323,9 +399,9 @@ def identify(specs: Sequence[ProviderSpec], mode: str, probe: Probe = Probe(),
     if not specs:
         raise WashInputError("no provider given")
     probe.validate()
-    t0 = time.perf_counter()
+    t0, forwards0 = time.perf_counter(), SERVED_ROWS.forwards
     pset = pset if pset is not None else build_providers(specs)
-    system = _System(pset, mode, profile(probe.serving))
+    system = _System(pset, mode, profile(probe.serving), probe.aggregate)
     contexts = forced_contexts(probe.contexts) if probe.version == "v1" else []
     total, done = probe.runs * len(PROMPTS) * max(len(contexts), 1), 0
     scores, pairs, off, kept = [], 0, 0, []
@@ -362,4 +438,4 @@ def identify(specs: Sequence[ProviderSpec], mode: str, probe: Probe = Probe(),
         samples=probe.samples, distributions=system.distributions,
         fit=1.0 if probe.version == "v1" else 1.0 - off / (probe.samples * probe.runs * len(PROMPTS)),
         seconds=time.perf_counter() - t0,
-        probe={**asdict(probe), "null_mean": NULL_MEAN})
+        probe={**asdict(probe), "null_mean": NULL_MEAN}, forwards=SERVED_ROWS.forwards - forwards0)

@@ -14,6 +14,11 @@ Providers are served with the ``open`` profile by default, as Water-Probe sample
 without truncation (under top-k 10 only ten tokens can appear and the top-50 ranks
 are mostly ties); ``--profile paper`` runs the same probe under the paper's serving.
 
+The full preset runs v2 (the system samples its own answer prefixes, 20,000 samples
+per prompt and run: the only version that sees the Edit schemes and Water-Bag); the
+quick and tiny presets run v1 (forced prefixes). ``--aggregate`` probes the ensembles
+under another aggregation rule (``wash.aggregation``).
+
 Forwards default to ``eager`` and change nothing here: the probe runs each base
 model once per (prompt, context) itself and never decodes a text.
 """
@@ -26,6 +31,7 @@ from typing import ClassVar
 
 import pandas as pd
 
+from wash.aggregation import canonical
 from wash.experiments.config import ExperimentConfig
 from wash.experiments.ensembles import make_ensemble, specs_text
 from wash.experiments.jobs import Job
@@ -43,18 +49,17 @@ class Config(ExperimentConfig):
     #: ``v1``: forced answer prefixes (``contexts`` of them, ``samples`` per context, prompt
     #: and run); ``v2``: the system samples its own prefixes (``samples`` per prompt and run,
     #: prefixes seen fewer than ``min_count`` times dropped).
-    version: str = "v1"
+    version: str = "v2"
     contexts: int = 50
-    samples: int = 400
+    samples: int = 20000
     runs: int = 3
     min_count: int = 20
     include_unwatermarked: bool = True
-    aggregate: str = "mean"
 
     PRESETS: ClassVar[dict] = {
-        "quick": dict(schemes=("kgw",), ns=(3,), contexts=20, samples=200),
-        "tiny": dict(models=("tiny-smollm2", "tiny-gemma3"), schemes=("kgw",), ns=(2,), contexts=6,
-                     samples=40),
+        "quick": dict(schemes=("kgw",), ns=(3,), version="v1", contexts=20, samples=200),
+        "tiny": dict(models=("tiny-smollm2", "tiny-gemma3"), schemes=("kgw",), ns=(2,), version="v1",
+                     contexts=6, samples=40),
     }
 
 
@@ -66,14 +71,15 @@ def probe_job(specs: list, mode: str, config_fields: dict) -> list[dict]:
     result = identify(specs, mode, probe)
     return [{"z": result.z, "band": result.band, "mean_score": result.mean, "sd_score": result.sd,
              "scores": " ".join(f"{s:.6f}" for s in result.scores), "pairs": result.pairs,
-             "distributions": result.distributions, "fit": result.fit, "contexts_scored": result.contexts,
+             "distributions": result.distributions, "forwards": result.forwards, "fit": result.fit, "contexts_scored": result.contexts,
              "probe_s": result.seconds,
              "providers_probed": " ".join(result.providers)}]
 
 
 def _probe_fields(config: Config, seed: int) -> dict:
     return dict(version=config.version, contexts=config.contexts, samples=config.samples, runs=config.runs,
-                seed=seed, serving=config.profile, min_count=config.min_count)
+                seed=seed, serving=config.profile, min_count=config.min_count,
+                aggregate=config.aggregate)
 
 
 def jobs(config: Config) -> list[Job]:
@@ -89,7 +95,7 @@ def jobs(config: Config) -> list[Job]:
             for n in config.ns:
                 systems.append(("wash", scheme, n, make_ensemble(n, config.models, [scheme], seed)))
         for mode, scheme, n, specs in systems:
-            key = config.key(mode=mode, scheme=scheme, n=n, aggregate=config.aggregate, seed=seed,
+            key = config.key(mode=mode, scheme=scheme, n=n, aggregate=canonical(config.aggregate), seed=seed,
                              version=config.version, contexts=config.contexts, samples=config.samples,
                              runs=config.runs, min_count=config.min_count,
                              providers=specs_text(specs))
