@@ -80,7 +80,7 @@ def result_json(result) -> dict:
     """The CLI's JSON: the run result plus the per-provider detection and timing."""
     d = result.to_dict()
     d["tokens"] = [{"text": t.text, "routed": t.routed, "span_id": t.span_id, "specialists": t.specialists,
-                    "chosen": t.chosen} for t in result.tokens]
+                    "chosen": t.chosen, "entropy": t.entropy} for t in result.tokens]
     return d
 
 

@@ -59,7 +59,7 @@ from wash.parallel import run_all
 from wash.providers import ProviderSet, build_providers
 from wash.resync import ModelContext, resynchronise
 from wash.routing import pick_specialist, specialists, starts_new_word, word_complete
-from wash.sampling import process_logits, sample, uniform_choice
+from wash.sampling import entropy, process_logits, sample, uniform_choice
 from wash.vocab import encode_bytes, model_vocab
 from wash.version import code_version
 from wash.watermarks.base import softmax
@@ -126,6 +126,7 @@ class _ModelStep:
     dists: list[torch.Tensor]  # p_i of this model's providers, in provider order
     p_bar_part: torch.Tensor  # Σ of those p_i on the union
     p_star_part: torch.Tensor  # (number of those providers) × softmax(base) on the union
+    entropy: float  # of softmax(base), the served base distribution (nats)
     #: Each p_i on the union, for a robust aggregation rule (``None`` under the mean).
     union_dists: list[torch.Tensor] | None = None
 
@@ -209,13 +210,18 @@ class _Run:
         p_star_part = (p_bar_part if not self.mode.watermark else
                        to_union(softmax(base) * len(dists), a.scatter_index[m], a.size))
         union_dists = [to_union(d, a.scatter_index[m], a.size) for d in dists] if self.robust else None
-        return _ModelStep(dists, p_bar_part, p_star_part, union_dists)
+        return _ModelStep(dists, p_bar_part, p_star_part, entropy=entropy(base), union_dists=union_dists)
 
-    def _provider_union_dist(self, i: int) -> torch.Tensor:
+    def _provider_union_dist(self, i: int) -> tuple[torch.Tensor, float]:
+        """Provider i's distribution on the union, and the entropy of its served base distribution."""
         m = self.prov_model[i]
-        dist = run_all([(m, lambda: to_union(self._dist(i, self._logits(m)), self.alignment.scatter_index[m],
-                                             self.alignment.size))], [self.lms[m].device])
-        return dist[0]
+
+        def work() -> tuple[torch.Tensor, float]:
+            base = self._logits(m)
+            dist = to_union(self._dist(i, base), self.alignment.scatter_index[m], self.alignment.size)
+            return dist, entropy(base)
+
+        return run_all([(m, work)], [self.lms[m].device])[0]
 
     def _catch_up_in_background(self) -> None:
         """Lazy forwards: every model but the one picked next starts feeding its new ids now.
@@ -264,11 +270,11 @@ class _Run:
 
     def _record(self, u: int, routed: bool, specialists: list[int], chosen: int | None, t0: float,
                 view: list[int], provider_probs: list, average_: torch.Tensor | None,
-                consensus: torch.Tensor | None) -> StepEvent:
+                consensus: torch.Tensor | None, entropy_: float | None) -> StepEvent:
         text = self.decoder.decode(self.alignment.token_bytes(u))
         span_id = len(self.spans) if routed else None
         self.tokens.append(TokenRecord(text=text, union_id=u, routed=routed, span_id=span_id,
-                                       specialists=list(specialists), chosen=chosen))
+                                       specialists=list(specialists), chosen=chosen, entropy=entropy_))
         self.step_ms.append((time.perf_counter() - t0) * 1000)
         return StepEvent(
             step=len(self.tokens) - 1, token=text, union_id=u, routed=routed, span_id=span_id,
@@ -279,7 +285,7 @@ class _Run:
             consensus_probs=probs_at(consensus, view) if consensus is not None else None,
             linf=linf(average_, consensus) if average_ is not None and consensus is not None else None,
             live_z=[d.z() for d in self.live] if self.live else [None] * self.n,
-            elapsed_ms=self.step_ms[-1])
+            elapsed_ms=self.step_ms[-1], entropy=entropy_)
 
     def _end_of_step(self, x: int) -> bool:
         """True when the run ends at ``x``: end of text drawn, or some context is full."""
@@ -312,7 +318,9 @@ class _Run:
                 dists[i] = d
         provider_probs = [model_probs_at(d, a.rows_of[pm], a.from_union[pm], view)
                           for d, pm in zip(dists, self.prov_model)]
-        return x, self._commit_drawn(x, t0, None, view, provider_probs, p_bar, p_star)
+        # each provider's served base entropy, averaged like p* (a lazy pick's expectation)
+        h = sum(len(self.by_model[m]) * by_model[m].entropy for m in self.models) / self.n
+        return x, self._commit_drawn(x, t0, None, view, provider_probs, p_bar, p_star, h)
 
     def _robust_average(self, by_model: dict[str, _ModelStep]) -> torch.Tensor:
         """The configured robust rule over every provider's p_i on the union, in provider order."""
@@ -327,20 +335,23 @@ class _Run:
         t0 = time.perf_counter()
         k = self.next_pick
         self.next_pick = uniform_choice(self.n, self.picks)
-        dist = self._provider_union_dist(k)
+        dist, h = self._provider_union_dist(k)
         x = sample(dist, self.gen)
         if self._end_of_step(x):
             return x, None
         view = candidates([dist], self.config.view_k)
         provider_probs = [probs_at(dist, view) if i == k else None for i in range(self.n)]
-        event = self._commit_drawn(x, t0, k, view, provider_probs, None, None)
+        event = self._commit_drawn(x, t0, k, view, provider_probs, None, None, h)
         if not event.routed:
             self._catch_up_in_background()
         return x, event
 
     def _commit_drawn(self, x: int, t0: float, chosen: int | None, view: list[int], provider_probs: list,
-                      p_bar: torch.Tensor | None, p_star: torch.Tensor | None) -> StepEvent:
-        """Give a drawn token to every model, or open a routed span when some vocabularies lack it."""
+                      p_bar: torch.Tensor | None, p_star: torch.Tensor | None, h: float | None) -> StepEvent:
+        """Give a drawn token to every model, or open a routed span when some vocabularies lack it.
+
+        ``h`` is the step's served base entropy, recorded with the token (``StepEvent.entropy``).
+        """
         a = self.alignment
         if bool(a.intersection[x]) or not self.mode.routing:
             # Every vocabulary has x (or routing is off: every model re-tokenises it at once).
@@ -349,13 +360,14 @@ class _Run:
                 self.contexts[m].append([mid] if mid >= 0 else
                                         encode_bytes(a.token_bytes(x), self.lms[m].encode, self.vocabs[m]))
             self._feed_live()
-            return self._record(x, False, [], chosen, t0, view, provider_probs, p_bar, p_star)
+            return self._record(x, False, [], chosen, t0, view, provider_probs, p_bar, p_star, h)
         # x is missing from some vocabularies: open a routed span with its specialists.
         self.span = [x]
         self.span_starts = {m: len(self.contexts[m].ids) for m in self.models}
         self.span_specialists = specialists(range(self.n), self.prov_model, a.from_union, x)
         self._commit_to_specialists(x, self.span_specialists)
-        return self._record(x, True, self.span_specialists, chosen, t0, view, provider_probs, p_bar, p_star)
+        return self._record(x, True, self.span_specialists, chosen, t0, view, provider_probs, p_bar, p_star,
+                            h)
 
     def _commit_to_specialists(self, u: int, current: list[int]) -> None:
         for m in dict.fromkeys(self.prov_model[i] for i in current):
@@ -383,7 +395,7 @@ class _Run:
             t0 = time.perf_counter()
             k = pick_specialist(current, self.gen)
             with parallel.caller_on_one_thread():
-                dist = self._provider_union_dist(k)
+                dist, h = self._provider_union_dist(k)
                 y = sample(dist, self.gen)
             if y == a.eos_index:
                 self.finish = "eos"
@@ -399,7 +411,7 @@ class _Run:
             with parallel.caller_on_one_thread():
                 view = candidates([dist], self.config.view_k)
             probs = [probs_at(dist, view) if i == k else None for i in range(self.n)]
-            yield self._record(y, True, current, k, t0, view, probs, None, None)
+            yield self._record(y, True, current, k, t0, view, probs, None, None, h)
 
     def resync(self) -> ResyncEvent:
         """Context re-synchronisation: every model re-tokenises the finished span."""

@@ -34,6 +34,13 @@ class StepEvent:
     provider, only that provider's distribution exists (nothing else was computed):
     the candidates are its top-k and every other entry, p̄, p* and ``linf`` are
     ``None``.
+
+    ``entropy`` is the Shannon entropy (nats) of the served base distribution the
+    token came from (after temperature, top-k and top-p, before any watermark): how
+    much room the step left a watermark. On a step drawn from the average it is the
+    mean over the providers of their models' base entropies (weighted like p*, so it
+    is the expectation of what a lazy step's uniformly picked provider records); on a
+    step drawn from one provider (lazy, routed) it is that provider's model's.
     """
 
     step: int
@@ -51,6 +58,7 @@ class StepEvent:
     linf: float | None
     live_z: list[float | None]
     elapsed_ms: float
+    entropy: float | None = None
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -97,7 +105,7 @@ class ProviderDetection:
 
 @dataclass
 class TokenRecord:
-    """One committed token of the final text (``chosen`` as in ``StepEvent``)."""
+    """One committed token of the final text (``chosen`` and ``entropy`` as in ``StepEvent``)."""
 
     text: str
     union_id: int
@@ -105,6 +113,7 @@ class TokenRecord:
     span_id: int | None
     specialists: list[int]
     chosen: int | None
+    entropy: float | None = None
 
 
 @dataclass
@@ -154,6 +163,11 @@ class RunResult:
     model_ids: dict[str, list[int]]
     finish_reason: str
     settings: dict = field(default_factory=dict)
+
+    def mean_entropy(self) -> float | None:
+        """Mean served base entropy (nats) over the tokens that record one; ``None`` if none does."""
+        values = [t.entropy for t in self.tokens if t.entropy is not None]
+        return sum(values) / len(values) if values else None
 
     def marked_text(self) -> str:
         """The text with routed spans in ⟦brackets⟧, for terminals."""

@@ -41,6 +41,22 @@ def process_logits(logits: torch.Tensor, invalid: torch.Tensor, temperature: flo
     return x
 
 
+def entropy(logits: torch.Tensor) -> float:
+    """Shannon entropy (nats) of softmax(``logits``); rows at -inf (masked, truncated) carry no mass.
+
+    Measured on the served base logits (after temperature, top-k, top-p), it says how
+    much room a step leaves a watermark. H = log Z - E_p[x], with log Z read off the
+    largest entry (x_max - log p_max) instead of a second pass over the vocabulary:
+    about a millisecond on a 262k-entry vector, beside a forward of 60-100 ms.
+    """
+    x = logits.to(torch.float64)
+    p = torch.softmax(x, dim=-1)
+    top = int(torch.argmax(x))
+    log_z = x[top] - torch.log(p[top])
+    # -inf rows have p = 0: clamping them to the float minimum makes their 0 * x a 0, not a NaN
+    return float(log_z - torch.dot(p, x.clamp_min(torch.finfo(torch.float64).min)))
+
+
 def sample(probs: torch.Tensor, generator: torch.Generator) -> int:
     """One draw from a probability vector, by inverting its CDF at one seeded uniform.
 

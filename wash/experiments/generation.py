@@ -46,13 +46,23 @@ def generate_run(specs: Sequence[ProviderSpec], prompt: str, mode: str, config: 
 
 
 def run_fields(result: RunResult) -> dict[str, Any]:
-    """What every generation row records besides detection: length, routing, speed, text."""
+    """What every generation row records besides detection: length, routing, entropy, speed, text.
+
+    ``mean_entropy`` is the mean served base entropy per token (nats, ``RunResult.mean_entropy``):
+    how much room the base distributions left the watermarks (``None`` for an empty text).
+    """
     r = result.routing
+    h = result.mean_entropy()
     return {"tokens_generated": int(r.tokens), "routed_token_fraction": float(r.routed_token_fraction),
             "mean_routed_span_length": float(r.mean_routed_span_length), "routed_spans": int(r.routed_spans),
             "routed_tokens": int(sum(1 for t in result.tokens if t.routed)),
-            "per_token_ms": float(result.timing.per_token_ms), "finish_reason": result.finish_reason,
-            "text": result.text}
+            "mean_entropy": None if h is None else float(h), "per_token_ms": float(result.timing.per_token_ms),
+            "finish_reason": result.finish_reason, "text": result.text}
+
+
+#: Fields a stored generation must have to be reused: one stored before the engine
+#: recorded them (possible only while the engine's source is unchanged) is made again.
+STORED_SINCE = frozenset({"mean_entropy"})
 
 
 @dataclass(frozen=True)
@@ -75,7 +85,8 @@ def generated(specs: Sequence[ProviderSpec], prompt: str, mode: str, config: Exp
     """
     store = store_of(config)
     key = GenerationStore.key(specs, prompt, mode, config, seed, **overrides) if store else None
-    if store is not None and (hit := store.get(key)) is not None:
+    hit = store.get(key) if store is not None else None
+    if hit is not None and STORED_SINCE <= hit.keys():
         return Generated(hit, None, None)
     result = generate_run(specs, prompt, mode, config, seed, **overrides)
     fields = run_fields(result)

@@ -27,6 +27,10 @@ class Series:
     err_minus: Sequence[float] | None = None
     err_plus: Sequence[float] | None = None
     kind: str = "line"  # "line" or "bar"
+    #: A dashed line: a reference curve (a law's prediction) rather than a measurement.
+    dash: bool = False
+    #: Draw in the colour of the series of this name (a reference beside its measurement).
+    color_of: str | None = None
 
 
 @dataclass
@@ -62,7 +66,7 @@ def to_plotly(spec: FigureSpec):
     colors: dict[str, str] = {}
     for col, panel in enumerate(spec.panels, start=1):
         for s in panel.series:
-            color = colors.setdefault(s.name, PALETTE[len(colors) % len(PALETTE)])
+            color = colors.setdefault(s.color_of or s.name, PALETTE[len(colors) % len(PALETTE)])
             error = None
             if s.err_plus is not None:
                 error = dict(type="data", symmetric=False, array=_clean(s.err_plus, 0.0),
@@ -74,7 +78,8 @@ def to_plotly(spec: FigureSpec):
             if s.kind == "bar":
                 fig.add_trace(go.Bar(**common), row=1, col=col)
             else:
-                fig.add_trace(go.Scatter(mode="lines+markers", line_color=color, **common), row=1, col=col)
+                fig.add_trace(go.Scatter(mode="lines+markers", line_color=color,
+                                         line_dash="dash" if s.dash else None, **common), row=1, col=col)
         for y, label in panel.hlines:
             fig.add_hline(y=y, line_dash="dash", line_color="gray", annotation_text=label, row=1, col=col)
         fig.update_xaxes(title_text=panel.xlabel, row=1, col=col)
@@ -106,7 +111,7 @@ def to_matplotlib_png(spec: FigureSpec, path: Path) -> None:
                     categories.append(x)
         bar_w = 0.8 / max(1, len(bars))
         for s in panel.series:
-            color = colors.setdefault(s.name, PALETTE[len(colors) % len(PALETTE)])
+            color = colors.setdefault(s.color_of or s.name, PALETTE[len(colors) % len(PALETTE)])
             y = np.asarray([np.nan if v is None else float(v) for v in s.y], dtype=float)
             yerr = None
             if s.err_plus is not None:
@@ -123,7 +128,8 @@ def to_matplotlib_png(spec: FigureSpec, path: Path) -> None:
                         if x not in categories:
                             categories.append(x)
                     xs = [categories.index(x) for x in xs]
-                ax.errorbar(xs, y, yerr=yerr, label=s.name, color=color, marker="o", capsize=3)
+                ax.errorbar(xs, y, yerr=yerr, label=s.name, color=color, marker="o", capsize=3,
+                            linestyle="--" if s.dash else "-", markerfacecolor="none" if s.dash else color)
         if categories:
             ax.set_xticks(range(len(categories)))
             ax.set_xticklabels([str(c) for c in categories], rotation=30 if len(categories) > 4 else 0,
