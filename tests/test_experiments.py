@@ -101,6 +101,9 @@ EXPECTED = {
     "quality": {"task", "scheme", "mode", "scorer", "value", "metric"},
     "cost": {"variant", "per_token_ms", "latency_ratio", "peak_rss_mb", "memory_ratio"},
     "identify": {"mode", "scheme", "n", "aggregate", "z", "band", "mean_score"},
+    "entropy": {"scheme", "n", "top_k", "temperature", "z", "z_times_n", "z_single_over_n", "entropy"},
+    "rules": {"arm", "rule", "scheme", "n", "rows", "z_mean", "z_sd", "ppl", "ppl_ratio_to_mean",
+              "beats_mean", "beats_mean_every_scheme"},
 }
 #: Test-only overrides of the tiny presets that keep this file short.
 OVERRIDES = {
@@ -380,7 +383,7 @@ def json_load(path):
 
 # -- forwards (eager / lazy) and the engine fingerprint --------------------------------
 def test_experiments_default_to_lazy_forwards_unless_they_measure_eager(outputs):
-    lazy = {"decay", "tpr", "routing", "quality", "coordinated", "biased"}
+    lazy = {"decay", "tpr", "routing", "quality", "coordinated", "biased", "entropy"}
     for name in EXPERIMENTS:
         module = load(name)
         expected = "lazy" if name in lazy else "eager"

@@ -31,6 +31,8 @@ EXPERIMENTS: dict[str, str] = {
     "routing": "routed-token fraction and span length per domain (Table 7)",
     "quality": "perplexity and arithmetic accuracy per mode (Tables 3, 6)",
     "identify": "Water-Probe model identification z: single, WASH N, unwatermarked (Table 1, very probably)",
+    "entropy": "detection z vs served base entropy (top-k, temperature) per scheme and N: when washing works",
+    "rules": "aggregation rules (mean, median, clipped variants) against each scheme's z and perplexity",
     "cost": "per-token latency and peak memory: single, WASH-Par, WASH-Seq, lazy, re-encode (Table 5)",
 }
 
