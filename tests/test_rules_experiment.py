@@ -106,3 +106,16 @@ def test_config_checks_and_job_counts(capsys):
     assert shown["jobs"] == 4 * (1 + 11 + 1) * 3 and shown["forwards"] == "eager"
     assert main(["experiment", "rules", "--tiny", "--aggregate", "median", "--show"]) == 2
     assert "--set rules=" in capsys.readouterr().err
+
+
+def test_a_mixed_ensemble_is_read_per_provider_scheme(tmp_path, tiny_smollm2, tiny_gemma3):
+    """``mix``: provider i carries the i-th of ``mix_schemes``; the summary reads each provider
+    scheme on its own (``mix/kgw``, ``mix/aar``), against the mean rule on the same ensemble."""
+    config = rules.Config.from_preset("tiny", out=tmp_path / "rules", schemes=("mix",), mix_schemes=("kgw", "aar"))
+    out = execute(rules, config, command="test rules mix")
+    wash = out.rows[out.rows["arm"] == "wash"]
+    assert set(wash["provider_scheme"]) == {"kgw", "aar"} and (wash["scheme"] == "mix").all()
+    summary = out.summary
+    assert {"mix/kgw", "mix/aar"} <= set(summary["scheme"])
+    clip = summary[(summary["arm"] == "wash") & (summary["rule"] == "median-clip:xi=0.5")]
+    assert set(clip["scheme"]) == {"mix/kgw", "mix/aar"} and clip["z_minus_mean"].notna().all()

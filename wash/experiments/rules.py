@@ -12,7 +12,12 @@ single provider (``arm`` ``single``, N = 1, where every rule is the provider its
 run once, under the mean) and an unwatermarked control (``arm`` ``unwatermarked``,
 the engine's ``unwatermarked`` mode under the mean, scored by the scheme's detectors:
 the null z and the perplexity to aim for; one text per prompt, shared by every scheme
-through the generation store).
+through the generation store). ``mix`` in ``schemes`` runs one ensemble mixing
+``mix_schemes`` (provider i gets the i-th; by default KGW, DiPMark and AAR, where a
+robust centre exists at every token) and reports each provider scheme on its own
+(``mix/kgw``, ...): an all-AAR ensemble has no robust centre at all (three point
+masses on different tokens leave a median of 0 everywhere, and every robust rule
+falls back to the mean).
 
 The summary gives, per (arm, rule, scheme), the provider z (mean, sd, 95% CI, rows),
 the detected share, the mean perplexity (per base model and their mean), and against
@@ -47,6 +52,9 @@ from wash.experiments.stats import group_summary
 
 NAME = "rules"
 MEAN = "mean"
+#: ``schemes`` entry for one ensemble mixing ``mix_schemes`` (provider i gets the i-th);
+#: its rows are reported per provider scheme, ``mix/kgw``, ``mix/aar``, ...
+MIX = "mix"
 #: ``arm`` of each job: WASH under a rule, the watermarked single provider, the unwatermarked control.
 WASH, SINGLE, UNWATERMARKED = "wash", "single", "unwatermarked"
 #: The ``rule`` recorded for the single provider, whose text no rule changes.
@@ -64,6 +72,11 @@ class Config(ExperimentConfig):
     schemes: tuple[str, ...] = ("kgw", "aar", "dipmark", "synthid")
     #: Aggregation rules (``wash.aggregation``), one WASH generation per (rule, scheme, prompt, seed).
     rules: tuple[str, ...] = DEFAULT_RULES
+    #: Provider i of a ``mix`` ensemble carries ``mix_schemes[i % len]``: by default the
+    #: line-up on which the median and leave-one-out clipping first failed (smollm2/kgw,
+    #: gemma3/dipmark, smollm2/aar). A robust centre exists only where providers are not
+    #: all point masses.
+    mix_schemes: tuple[str, ...] = ("kgw", "dipmark", "aar")
     n: int = 3
     #: Robust rules need every provider's distribution each step: eager (for the mean too, to compare alike).
     forwards: str = "eager"
@@ -101,7 +114,8 @@ def jobs(config: Config) -> list[Job]:
             for pi, prompt in enumerate(prompt_set(config)):
                 for seed in config.seeds:
                     # provider 0 of every ensemble is the single provider (same model, scheme and key)
-                    specs = make_ensemble(n, config.models, [scheme], seed, salt=pi)
+                    schemes = list(config.mix_schemes) if scheme == MIX else [scheme]
+                    specs = make_ensemble(n, config.models, schemes, seed, salt=pi)
                     key = config.key(arm=arm, rule=rule, scheme=scheme, n=n, prompt_id=prompt.id, seed=seed,
                                      providers=specs_text(specs))
                     aggregate = MEAN if rule == NO_RULE else rule
@@ -136,14 +150,19 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
             "beats_mean_every_scheme"]
     if rows.empty or "z" not in rows:
         return pd.DataFrame(columns=cols)
+    if "provider_scheme" in rows:  # a mixed ensemble is read per provider scheme
+        mixed = rows["scheme"] == MIX
+        rows = rows.assign(scheme=rows["scheme"].where(~mixed, MIX + "/" + rows["provider_scheme"].astype(str)))
+    # per-text fields (texts, perplexity) once per (text, reported scheme): a mixed text counts under each
+    per_text = rows.assign(job=rows["job"].astype(str) + "|" + rows["scheme"].astype(str))
     z = group_summary(rows, BY, "z").rename(columns={
         "count": "rows", "mean": "z_mean", "sd": "z_sd", "ci_low": "z_ci_low", "ci_high": "z_ci_high"})
     detected = rows.groupby(BY, sort=False).agg(
         detected_rate=("detected", lambda s: float(as_bool(s).mean()))).reset_index()
-    texts = first_per_job(rows).groupby(BY, sort=False).agg(texts=("job", "size"),
+    texts = first_per_job(per_text).groupby(BY, sort=False).agg(texts=("job", "size"),
                                                             ppl=("ppl_mean", "mean")).reset_index()
     summary = z.merge(detected, on=BY).merge(texts, on=BY)
-    per_scorer = perplexity_long(rows, scorers, BY)
+    per_scorer = perplexity_long(per_text, scorers, BY)
     for m in scorers:
         part = per_scorer[per_scorer["scorer"] == m].groupby(BY, sort=False)["ppl"].mean()
         part = part.rename(f"ppl_{m}").reset_index()
@@ -160,7 +179,7 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
     summary["beats_mean"] = beats.where(is_wash & summary["z_minus_mean"].notna())
     every = {}
     for rule, part in summary[is_wash].groupby("rule", sort=False):
-        covered = set(part["scheme"]) >= set(config.schemes) and part["z_minus_mean"].notna().all()
+        covered = set(part["scheme"]) >= set(mean.index) and part["z_minus_mean"].notna().all()
         every[rule] = bool(covered and (part["z_minus_mean"] < 0).all()) if len(mean) else None
     summary["beats_mean_every_scheme"] = summary["rule"].map(every).where(is_wash)
     return summary[cols]
@@ -180,7 +199,7 @@ def figure(summary: pd.DataFrame, config: Config) -> FigureSpec | None:
     for rule in config.rules:
         families.setdefault(rule_family(rule), []).append(rule)
     panels = []
-    for scheme in config.schemes:
+    for scheme in dict.fromkeys(summary["scheme"]):
         part = summary[summary["scheme"] == scheme]
         if part.empty:
             continue
