@@ -145,7 +145,7 @@ class LooClip(Rule):
 
 @dataclass(frozen=True)
 class MedianClip(Rule):
-    """Hold each provider to within e^±xi of the median, then average (the recommended robust rule).
+    """Hold each provider to within e^±xi of the median, then average.
 
     Why: Assumption 1(a) says every perturbation is bounded, |δ_i| ≤ ξ. The median m
     over the providers that have a token is a centre one outlier cannot move; a
