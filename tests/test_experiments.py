@@ -196,6 +196,24 @@ def test_resume_runs_only_missing_jobs(outputs):
     assert pd.read_csv(first.runs_csv)["job"].nunique() == first.jobs_total
 
 
+def test_partial_summarises_the_done_jobs_and_runs_nothing(outputs, tmp_path):
+    from wash.experiments.report import section
+
+    module, config, first = outputs["decay"]
+    config = dataclasses_replace(config, out=tmp_path / "decay")
+    (tmp_path / "decay").mkdir()
+    runs = pd.read_csv(first.runs_csv)
+    dropped = runs["job"].iloc[-1]
+    runs[runs["job"] != dropped].to_csv(tmp_path / "decay" / "decay_runs.csv", index=False)
+    part = execute(module, config, command="test partial", partial=True)
+    assert part.jobs_run == 0 and part.meta["jobs_done"] == first.jobs_total - 1
+    assert dropped not in set(part.rows["job"]) and len(part.summary) > 0
+    assert f"{first.jobs_total - 1} of {first.jobs_total} jobs done (a partial summary)" in section(
+        tmp_path / "decay", None)
+    assert first.meta["jobs_done"] == first.jobs_total
+    assert f"{first.jobs_total} jobs," in section(first.out_dir, None)
+
+
 def test_cli_show_and_bad_input(capsys, tmp_path):
     from wash.cli import main
 

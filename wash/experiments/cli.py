@@ -69,6 +69,9 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
                         "runs its models' forwards one after the other on cores/K torch threads instead of in "
                         "the parallel pool")
     p.add_argument("--show", action="store_true", help="print the resolved config and job count, run nothing")
+    p.add_argument("--partial", action="store_true",
+                   help="run nothing: summarise the jobs of this plan already in --out (figure, summary and "
+                        "meta say how many of the plan's jobs they cover)")
     p.set_defaults(func=cmd_experiment)
     return p
 
@@ -174,9 +177,11 @@ def cmd_experiment(args: argparse.Namespace) -> int:
     command = "python -m wash " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None
     if not 1 <= args.workers <= 64:
         raise WashInputError(f"--workers must be from 1 to 64, got {args.workers}")
-    out = execute(module, config, command=command, workers=args.workers)
-    print(f"[wash] {module.NAME}: {out.jobs_run} of {out.jobs_total} jobs run now ({out.elapsed_s:.0f} s); "
-          f"outputs in {out.out_dir}", file=sys.stderr)
+    out = execute(module, config, command=command, workers=args.workers, partial=args.partial)
+    done = out.meta.get("jobs_done", out.jobs_total)
+    print(f"[wash] {module.NAME}: {out.jobs_run} of {out.jobs_total} jobs run now ({out.elapsed_s:.0f} s)"
+          + (f"; the summary covers the {done} done" if done < out.jobs_total else "")
+          + f"; outputs in {out.out_dir}", file=sys.stderr)
     import pandas as pd
 
     with pd.option_context("display.width", 160, "display.max_columns", 30, "display.precision", 3):

@@ -209,8 +209,13 @@ def _run_in_workers(todo: Sequence[Job], record: _Recorder, workers: int) -> Non
 
 
 def execute(experiment: Experiment, config: ExperimentConfig, command: str | None = None,
-            workers: int = 1) -> Outputs:
-    """Run (or resume) ``experiment`` under ``config`` with ``workers`` processes; write every output."""
+            workers: int = 1, partial: bool = False) -> Outputs:
+    """Run (or resume) ``experiment`` under ``config`` with ``workers`` processes; write every output.
+
+    ``partial``: run nothing, summarise the plan's rows already done (a long run
+    committed as it grows, or a plan whose costly cells are left out); the meta
+    records how many of the plan's jobs the summary covers.
+    """
     from tqdm import tqdm
 
     if workers < 1:
@@ -223,7 +228,7 @@ def execute(experiment: Experiment, config: ExperimentConfig, command: str | Non
     name = experiment.NAME
     plan = unique_jobs(experiment.jobs(config))
     table = ResultTable(out / f"{name}_runs.csv")
-    todo = [j for j in plan if j.id not in table.done]
+    todo = [] if partial else [j for j in plan if j.id not in table.done]
     start = time.perf_counter()
     label = name if workers == 1 else f"{name} [{workers} workers]"
     with tqdm(total=len(plan), initial=len(plan) - len(todo), desc=label, unit="job", file=sys.stderr,
@@ -245,8 +250,9 @@ def execute(experiment: Experiment, config: ExperimentConfig, command: str | Non
         finally:
             table.order_by(plan)
     elapsed = time.perf_counter() - start
+    done = len(table.done & {j.id for j in plan})
     meta = write_meta(out / f"{name}_meta.json", name, config, command, len(plan), record.ran, elapsed,
-                      workers)
+                      workers, jobs_done=done)
     rows = table.rows_of(plan)
     summary = experiment.summarize(rows, config)
     summary_csv = out / f"{name}_summary.csv"
@@ -259,7 +265,7 @@ def execute(experiment: Experiment, config: ExperimentConfig, command: str | Non
 
 # -- outputs --------------------------------------------------------------------------------
 def write_meta(path: Path, name: str, config: ExperimentConfig, command: str | None, jobs_total: int,
-               ran: int, elapsed: float, workers: int = 1) -> dict[str, Any]:
+               ran: int, elapsed: float, workers: int = 1, jobs_done: int | None = None) -> dict[str, Any]:
     """Record how the outputs were made (written before summarising, so a later failure keeps it)."""
     import torch
 
@@ -276,6 +282,8 @@ def write_meta(path: Path, name: str, config: ExperimentConfig, command: str | N
         "config": config.to_dict(),
         "profile": {"name": config.profile, **config.serving.settings()},
         "jobs_total": jobs_total,
+        # how many of the plan's jobs have rows (below jobs_total: a partial summary)
+        "jobs_done": jobs_total if jobs_done is None else jobs_done,
         "jobs_run_now": ran,
         "elapsed_s_now": round(elapsed, 1),
         "workers": workers,

@@ -60,6 +60,18 @@ def _profile_note(meta: dict) -> str:
             f"top-k {top_k if top_k else 'off'}, top-p {p.get('top_p', '?'):g})")
 
 
+def _jobs_note(meta: dict) -> str:
+    """``24 jobs``, or ``20 of 24 jobs done (a partial summary)``."""
+    total, done = meta["jobs_total"], meta.get("jobs_done", meta["jobs_total"])
+    return f"{total} jobs" if done >= total else f"{done} of {total} jobs done (a partial summary)"
+
+
+def _time_note(meta: dict) -> str:
+    if not meta.get("elapsed_s_total") and not meta.get("jobs_run_now", 1):
+        return " (rows computed by earlier commands on parts of this plan; their time is not summed here)"
+    return f", {meta['elapsed_s_total']:.0f} s wall-clock running them"
+
+
 def section(out_dir: Path, figures: Path | None, link_prefix: str = "figures") -> str:
     meta_files = sorted(out_dir.glob("*_meta.json"))
     if not meta_files:
@@ -72,7 +84,7 @@ def section(out_dir: Path, figures: Path | None, link_prefix: str = "figures") -
              + (f" (engine {meta['engine']})" if meta.get("engine") else "")
              + _profile_note(meta)
              + f"; forwards: {meta.get('forwards', 'eager')}{_forward_note(meta)}; machine: {meta['machine']}; "
-             f"{meta['jobs_total']} jobs, {meta['elapsed_s_total']:.0f} s wall-clock running them"
+             + _jobs_note(meta) + _time_note(meta)
              + (f" in {meta['workers']} worker processes of {meta.get('threads_per_worker', '?')} torch "
                 f"thread(s) each."
                 if meta.get("workers", 1) > 1 else "."), "",
