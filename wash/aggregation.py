@@ -43,6 +43,7 @@ from typing import ClassVar
 import torch
 
 from wash.errors import WashInputError
+from wash.options import params_text, parse_params
 
 #: Largest ``xi`` accepted: e^50 already makes a clip rule the mean on every token with a positive centre.
 MAX_XI = 50.0
@@ -72,8 +73,8 @@ class Rule:
         raise NotImplementedError
 
     def __str__(self) -> str:
-        params = [f"{f.name}={getattr(self, f.name)!r}" for f in dataclasses.fields(self)]
-        return self.name + (":" + ",".join(params) if params else "")
+        params = params_text(self)
+        return self.name + (":" + params if params else "")
 
 
 @dataclass(frozen=True)
@@ -243,19 +244,7 @@ def parse(text: str) -> Rule:
     if name not in RULES:
         raise WashInputError(f"unknown aggregate '{text}' (accepted: {accepted()})")
     cls = RULES[name]
-    fields = {f.name: f for f in dataclasses.fields(cls)}
-    values: dict[str, float] = {}
-    for item in (i for i in rest.split(",") if i.strip()):
-        if "=" not in item:
-            raise WashInputError(f"aggregate parameter '{item}' in '{text}' is not of the form name=value")
-        key, value = (s.strip() for s in item.split("=", 1))
-        if key not in fields:
-            raise WashInputError(f"aggregate '{name}' has no parameter '{key}' "
-                                 f"(accepted: {', '.join(fields) or 'none'})")
-        try:
-            values[key] = float(value)
-        except ValueError:
-            raise WashInputError(f"aggregate '{name}': {key}={value!r} is not a number") from None
+    values = parse_params(cls, f"aggregate '{name}'", rest)
     return cls(**values)
 
 

@@ -32,7 +32,8 @@ def cmd_generate(args: argparse.Namespace) -> int:
     config = GenerationConfig.from_profile(args.profile, providers=_specs(args.provider), prompt=args.prompt,
                                            mode=args.mode, max_new_tokens=args.max_new_tokens, seed=args.seed,
                                            live_detection=False, forwards=args.forwards,
-                                           aggregate=args.aggregate, **overrides)
+                                           aggregate=args.aggregate, baseline_options=args.baseline_options,
+                                           **overrides)
     config.validate()
     _progress(f"serving profile: {config.profile} (temperature {config.temperature}, "
               f"top-k {config.top_k or 'off'}, top-p {config.top_p})")
@@ -73,6 +74,12 @@ def command_line(config: GenerationConfig) -> str:
         args += ["--forwards", config.forwards]
     if config.aggregate != "mean":
         args += ["--aggregate", config.aggregate]
+    if config.spec.baseline:
+        from wash.baselines import parse as parse_baseline
+
+        options = str(parse_baseline(config.mode, config.baseline_options))
+        if options != str(parse_baseline(config.mode)):
+            args += ["--baseline-options", options]
     return shlex.join(args)
 
 
@@ -164,6 +171,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--aggregate", default="mean", metavar="RULE[:xi=X]",
                    help="how the providers' distributions are combined: " + describe_rules()
                         + ". Rules other than mean need --forwards eager")
+    g.add_argument("--baseline-options", default="", metavar="PARAM=VALUE,...",
+                   help="parameters of a baseline mode (toblend, demark, randomwalk), e.g. block=8; "
+                        "default: the values of the baseline's paper (docs/BASELINES.md)")
     g.add_argument("--json", action="store_true", help="print one JSON object")
     g.set_defaults(func=cmd_generate)
 

@@ -26,6 +26,9 @@ class Mode:
     #: routing); without routing every model re-tokenises it at once.
     routing: bool
     description: str
+    #: A removal attack the paper compares WASH with (``wash.baselines``): it decodes
+    #: its own way and reads ``GenerationConfig.baseline_options``.
+    baseline: bool = False
 
 
 #: Every mode in one table; the engine reads these fields and nothing else.
@@ -34,6 +37,12 @@ MODE_TABLE: dict[str, Mode] = {m.name: m for m in (
     Mode("naive", False, True, False, "average over the union, no routing: a missing token is re-tokenised at once"),
     Mode("single", True, True, False, "provider 1 alone: the watermarked baseline"),
     Mode("unwatermarked", False, False, True, "WASH with every watermark off: the base models' consensus"),
+    Mode("toblend", False, True, False, "baseline ToBlend: the providers take turns, each writing a fixed block "
+         "of tokens, the context re-encoded at every switch", baseline=True),
+    Mode("demark", True, True, False, "baseline De-mark: probe provider 1 for its green list and bias, then "
+         "generate with them undone (green-list schemes only)", baseline=True),
+    Mode("randomwalk", True, True, False, "baseline RandomWalk: provider 1 writes, then a weaker unwatermarked "
+         "model rewrites spans, kept when a quality check accepts them", baseline=True),
 )}
 MODES = tuple(MODE_TABLE)
 #: ``eager``: every base model runs its forward each step and the token is drawn from
@@ -195,6 +204,8 @@ class GenerationConfig:
     #: How the providers' distributions are combined, ``NAME[:param=value,...]`` (``wash.aggregation``):
     #: ``mean`` (the paper's average) or a robust variant, which needs eager forwards.
     aggregate: str = "mean"
+    #: A baseline mode's parameters, ``param=value,...`` (``wash.baselines``; empty: its paper's defaults).
+    baseline_options: str = ""
 
     @classmethod
     def from_profile(cls, name: str, **fields) -> "GenerationConfig":
@@ -228,6 +239,17 @@ class GenerationConfig:
         if self.forwards == "lazy" and rule.name != Mean.name:
             raise WashInputError(f"aggregate {self.aggregate} needs --forwards eager: a lazy step draws from "
                                  "one provider, which has the law of the mean only")
+        if self.spec.baseline:
+            from wash.baselines import parse as parse_baseline
+
+            if rule.name != Mean.name:
+                raise WashInputError(f"mode {self.mode} is a baseline with its own decoding; "
+                                     f"aggregate {self.aggregate} applies to WASH modes only")
+            self.baseline_options = str(parse_baseline(self.mode, self.baseline_options))
+        elif str(self.baseline_options).strip():
+            raise WashInputError(f"baseline options apply to the baseline modes only "
+                                 f"({', '.join(m.name for m in MODE_TABLE.values() if m.baseline)}), "
+                                 f"not to mode {self.mode}")
         if not self.providers:
             raise WashInputError("no provider given (add at least one MODEL:SCHEME:KEY)")
         if len(self.providers) > MAX_PROVIDERS:

@@ -11,8 +11,9 @@ One step in ``wash`` mode (the paper's Section 2):
    routing (``routing.py``) lets uniformly chosen specialists finish the word, and
    context re-synchronisation (``resync.py``) re-tokenises the span for everyone.
 
-Every mode runs this one loop, switched by the fields of ``config.MODE_TABLE``
-(which providers take part, watermarks on or off, routing on or off).
+Every WASH mode runs this one loop, switched by the fields of ``config.MODE_TABLE``
+(which providers take part, watermarks on or off, routing on or off); the paper's
+baselines (``wash.baselines``) load the same way and decode their own way.
 
 Lazy forwards (``forwards="lazy"``) replace steps 1-3 by: pick a provider
 uniformly at random and draw x from its own p_i. Since p̄ = (1/N) Σ p_i, that is
@@ -52,8 +53,8 @@ from wash.averaging import average, candidates, linf, model_probs_at, probs_at, 
 from wash.config import GenerationConfig
 from wash.detection import LiveDetector, detect_text
 from wash.errors import WashInputError
-from wash.events import (FinishedEvent, LoadEvent, ResyncEvent, RoutingSummary, RunResult, SpanRecord,
-                         StepEvent, Timing, TokenRecord)
+from wash.events import (FinishedEvent, LoadEvent, ResyncEvent, RewriteEvent, RoutingSummary, RunResult,
+                         SpanRecord, StepEvent, Timing, TokenRecord)
 from wash import parallel
 from wash.parallel import run_all
 from wash.providers import ProviderSet, build_providers
@@ -65,7 +66,7 @@ from wash.version import code_version
 from wash.watermarks.base import softmax
 from wash.watermarks.hashing import derive_seed
 
-Event = LoadEvent | StepEvent | ResyncEvent | FinishedEvent
+Event = LoadEvent | StepEvent | ResyncEvent | RewriteEvent | FinishedEvent
 LoadCallback = Callable[[LoadEvent], None]
 
 
@@ -85,6 +86,12 @@ def generate_stream(config: GenerationConfig, should_stop: Callable[[], bool] | 
     pset = build_providers(config.active_providers(), progress=lambda m: report(LoadEvent(m)))
     yield from buffered
     load_s = time.perf_counter() - t_load
+    if config.spec.baseline:  # another removal attack, decoding its own way (wash.baselines)
+        from wash.baselines import parse as parse_baseline
+
+        baseline = parse_baseline(config.mode, config.baseline_options)
+        yield from baseline.decode(config, pset, load_s, should_stop or (lambda: False))
+        return
     yield from _decode(config, pset, load_s, should_stop or (lambda: False))
 
 

@@ -2,7 +2,9 @@
 
 ``wash.ensemble.generate_stream`` yields these dataclasses in order: ``LoadEvent``
 while models load, one ``StepEvent`` per committed token, a ``ResyncEvent`` after
-each routed span, and a final ``FinishedEvent`` carrying the ``RunResult``.
+each routed span, and a final ``FinishedEvent`` carrying the ``RunResult``. A
+final-text rewrite attack (``wash.baselines.randomwalk``) adds one ``RewriteEvent``
+per rewrite attempt between the generation's last ``StepEvent`` and the end.
 Consumers read their fields; they become plain JSON only when serialised
 (``to_dict``), for a download or the CLI's ``--json``.
 """
@@ -187,6 +189,40 @@ class RunResult:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["detection"] = [x.to_dict() for x in self.detection]
+        return d
+
+
+@dataclass
+class RewriteEvent:
+    """One rewrite attempt of a final-text attack: a span of the text replaced, kept or not.
+
+    ``start`` and ``end`` are character offsets of the span in the generated text
+    (prompt excluded) as it stood BEFORE this attempt; ``old_text`` is that span and
+    ``new_text`` what the rewriter wrote instead. Applying every event with
+    ``accepted`` or ``backtrack`` in order (``text[:start] + new_text + text[end:]``)
+    to the watermarked text gives the final text. The judge scores are losses, lower
+    is better: the candidate text's ``candidate_score`` was kept iff it is at most
+    ``threshold`` (the ``reference_score`` it is compared with, plus the tolerance).
+    A ``backtrack`` event is no attempt of its own: after too many rejections in a
+    row the walk returns to the text before its last kept rewrite (its
+    ``candidate_score`` is that text's score).
+    """
+
+    attempt: int
+    start: int
+    end: int
+    old_text: str
+    new_text: str
+    accepted: bool
+    candidate_score: float
+    reference_score: float
+    threshold: float
+    elapsed_ms: float
+    backtrack: bool = False
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["event"] = "rewrite"
         return d
 
 
