@@ -104,6 +104,8 @@ EXPECTED = {
     "entropy": {"scheme", "n", "top_k", "temperature", "z", "z_times_n", "z_single_over_n", "entropy"},
     "rules": {"arm", "rule", "scheme", "n", "rows", "z_mean", "z_sd", "ppl", "ppl_ratio_to_mean",
               "beats_mean", "beats_mean_every_scheme"},
+    "baselines": {"scheme", "arm", "n", "z_mean", "tpr", "threshold", "ppl", "seconds_per_text", "cost_ratio",
+                  "reencoded_ids", "probe_queries", "attempts"},
 }
 #: Test-only overrides of the tiny presets that keep this file short.
 OVERRIDES = {
@@ -173,6 +175,13 @@ def test_values_are_sane(outputs):
     identify = outputs["identify"][2].summary
     assert set(identify["mode"]) == {"single", "wash", "unwatermarked"}
     assert identify["band"].isin(["high", "low", "none"]).all() and identify["mean_score"].between(-1, 1).all()
+    baselines = outputs["baselines"][2].summary.set_index("arm")
+    assert {"single", "wash", "toblend", "demark", "randomwalk", "unwatermarked"} <= set(baselines.index)
+    assert baselines.loc["single", "cost_ratio"] == pytest.approx(1.0)
+    assert baselines.loc["demark", "probe_queries"] > 0  # De-mark's probing is counted, never free
+    assert baselines.loc["toblend", "reencoded_ids"] > 0 and baselines.loc["toblend", "n"] == 2
+    assert baselines.loc["randomwalk", "n"] == baselines.loc["demark", "n"] == 1
+    assert baselines["tpr"].dropna().between(0, 1).all() and (baselines["ppl"] > 1).all()
 
 
 def test_rerun_recomputes_nothing(outputs):

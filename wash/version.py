@@ -21,7 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 #: change to one of them changes ``engine_fingerprint``.
 ENGINE_SOURCES = ("wash/ensemble.py", "wash/routing.py", "wash/resync.py", "wash/averaging.py",
                   "wash/aggregation.py", "wash/sampling.py", "wash/vocab.py", "wash/models.py",
-                  "wash/providers.py", "wash/config.py", "wash/parallel.py", "wash/watermarks/*.py")
+                  "wash/providers.py", "wash/config.py", "wash/parallel.py", "wash/watermarks/*.py",
+                  "wash/baselines/*.py", "wash/options.py")
 
 
 @functools.lru_cache(maxsize=1)

@@ -14,6 +14,7 @@ store (``JobOutput.generations``).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -57,12 +58,28 @@ def run_fields(result: RunResult) -> dict[str, Any]:
             "mean_routed_span_length": float(r.mean_routed_span_length), "routed_spans": int(r.routed_spans),
             "routed_tokens": int(sum(1 for t in result.tokens if t.routed)),
             "mean_entropy": None if h is None else float(h), "per_token_ms": float(result.timing.per_token_ms),
+            "total_s": float(result.timing.total_s), "attack_costs": attack_costs(result),
             "finish_reason": result.finish_reason, "text": result.text}
+
+
+def attack_costs(result: RunResult) -> str | None:
+    """A baseline mode's own cost counters (``settings["baseline"]``) as JSON: numbers and
+    per-model dicts of numbers only (texts and nested records stay in the run's own JSON)."""
+    costs = result.settings.get("baseline") if isinstance(result.settings, dict) else None
+    if not isinstance(costs, dict):
+        return None
+
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    kept = {k: v for k, v in costs.items()
+            if number(v) or (isinstance(v, dict) and v and all(number(x) for x in v.values()))}
+    return json.dumps(kept, sort_keys=True)
 
 
 #: Fields a stored generation must have to be reused: one stored before the engine
 #: recorded them (possible only while the engine's source is unchanged) is made again.
-STORED_SINCE = frozenset({"mean_entropy"})
+STORED_SINCE = frozenset({"mean_entropy", "total_s", "attack_costs"})
 
 
 @dataclass(frozen=True)
