@@ -23,7 +23,7 @@ from wash.config import DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_TOP_K
 from wash.models import Preload
 from wash.ui import handlers, plots, tables, texts
 from wash.ui.providers import HEADERS, preset_names, preset_rows
-from wash.ui.run import SINGLE_LABEL_SUFFIX, preload_markdown, start_preload
+from wash.ui.run import COMPARISONS, OFF, preload_markdown, start_preload
 from wash.ui.settings import app_models, concurrency_limit
 from wash.ui.theory import KINDS, MAX_N, MAX_VOCAB
 from wash.ui.tokens import colour_map
@@ -104,8 +104,9 @@ def _generate_tab(models: list[str], preload: Preload | None) -> dict:
                 w["forwards"] = gr.Radio(list(FORWARDS), value="eager", label="forwards", elem_id="forwards",
                                          min_width=120)
             w["mode_info"] = gr.Markdown(texts.mode_info("wash", "eager"), elem_id="mode-info")
-            w["compare"] = gr.Checkbox(False, label="compare with the single watermarked model "
-                                       "(provider 1 alone, same prompt and seed)", elem_id="compare")
+            w["compare"] = gr.Radio(list(COMPARISONS), value=OFF, elem_id="compare",
+                                    label="compare with (same prompt and seed): provider 1 alone (single), "
+                                          "or one of the paper's baselines (docs/BASELINES.md)")
             with gr.Row():
                 w["go"] = gr.Button("Generate", variant="primary", elem_id="generate-btn")
                 w["stop"] = gr.Button("Stop", variant="stop", elem_id="stop-btn")
@@ -116,7 +117,8 @@ def _generate_tab(models: list[str], preload: Preload | None) -> dict:
             w["text"] = gr.HighlightedText(label="WASH output (coloured: routed spans; click a token)",
                                            color_map=cmap, show_legend=True, combine_adjacent=False,
                                            elem_id="wash-text", interactive=False)
-            w["single_text"] = gr.HighlightedText(label=f"P1{SINGLE_LABEL_SUFFIX}", color_map=cmap,
+            w["single_text"] = gr.HighlightedText(label="comparison run (P1 alone, or the chosen baseline)",
+                                                  color_map=cmap,
                                                   show_legend=False, elem_id="single-text",
                                                   interactive=False, visible=False)
         with gr.Column():

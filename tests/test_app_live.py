@@ -414,13 +414,31 @@ def test_browser_profile_sets_serving_and_the_command_line_remakes_the_text(tiny
 def test_browser_compare_switch_shows_both_traces(tiny_app, browser):
     page = _open(browser, tiny_app.url)
     _set_number(page, "max-new-tokens", 6)
-    page.locator("#compare input[type=checkbox]").check()
+    page.locator("#compare input[value=single]").check()
     page.click("#generate-btn")
     _wait_finished(page)
     assert len(_tokens(page, "single-text")) == 6
     names = [t["name"] for t in _plot_data(page, "z-plot")]
     assert len(names) == 4 and names[-1] == "P1 alone (single mode)"
     assert "single (P1 alone)" in _table_text(page, "detection-table")
+    page.close()
+
+
+@pytest.mark.browser
+def test_browser_compare_switch_runs_a_baseline_beside_wash(tiny_app, browser):
+    page = _open(browser, tiny_app.url)
+    _set_number(page, "max-new-tokens", 5)
+    page.locator("#compare input[value=toblend]").check()
+    page.click("#generate-btn")
+    assert _wait_finished(page).startswith("Done")
+    assert len(_tokens(page, "single-text")) == 5  # ToBlend's text, beside WASH's
+    names = [t["name"] for t in _plot_data(page, "z-plot")]
+    assert names[-1].endswith("under toblend")
+    table = _table_text(page, "detection-table")
+    assert "wash" in table and "toblend" in table
+    page.locator("#compare input[value=off]").check()
+    page.wait_for_function("() => !document.querySelector('#single-text') || "
+                           "document.querySelector('#single-text').offsetParent === null")
     page.close()
 
 
@@ -540,7 +558,7 @@ def test_browser_real_models_paper_preset(browser, tmp_path):
         page.click("#preset-0")
         page.wait_for_function("() => document.querySelector('#providers').innerText.includes('gemma3')")
         _set_number(page, "max-new-tokens", tokens)
-        page.locator("#compare input[type=checkbox]").check()  # P1 alone runs alongside
+        page.locator("#compare input[value=single]").check()  # P1 alone runs alongside
         started = time.monotonic()
         page.click("#generate-btn")
         page.wait_for_selector("#wash-text .token", timeout=300_000)

@@ -23,7 +23,8 @@ from wash.ui import handlers, plots, tables, texts, theory, tokens
 from wash.ui import providers as ui_providers
 from wash.ui.providers import (PRESETS, add_row, build_config, preset_names, preset_rows, remove_last_row,
                                rows_to_specs)
-from wash.ui.run import RunRecord, Throttle, drive, lockstep, preload_markdown, single_config
+from wash.ui.run import (RunRecord, Throttle, comparison_config, comparison_mode, drive, lockstep,
+                         preload_markdown, single_config)
 from wash.ui.settings import app_models, check_app_model
 
 TINY = ["tiny-smollm2", "tiny-gemma3"]
@@ -260,7 +261,9 @@ def _result(text: str = "hello") -> RunResult:
 
 
 def test_detection_table_and_routing_summary(tmp_path):
-    frame = tables.combined_detection(_result(), _result())
+    single = _result()
+    single.mode = "single"
+    frame = tables.combined_detection(_result(), single)
     assert list(frame.columns) == tables.DETECTION_COLUMNS and len(frame) == 2
     assert frame.loc[0, "detected (z > 4)"] == "yes" and frame.loc[1, "run"].startswith("single")
     text = tables.routing_markdown(_result(), first_token_s=1.25)
@@ -305,6 +308,23 @@ def test_drive_matches_the_engine_and_records_every_event(tiny_smollm2, tiny_gem
     assert dumped["events"][-1]["result"]["text"] == record.results["wash"].text
     assert dumped["settings"]["forwards"] == "eager"
     assert any(v.refresh for v in views[:-1])
+
+
+def test_comparison_switch_runs_a_baseline_beside_wash(tiny_smollm2, tiny_gemma3):
+    from wash.ensemble import generate
+
+    config = _config(max_new=5)
+    record = list(drive(config, compare="toblend", stop=threading.Event()))[-1].record
+    assert record.finished and record.compare == "toblend" and record.settings["compare_with"] == "toblend"
+    other = record.results["single"]
+    assert other.mode == "toblend" and other.text == generate(comparison_config(_config(max_new=5), "toblend")).text
+    assert record.single_label.endswith("under toblend")
+    frame = tables.combined_detection(record.results["wash"], other)
+    assert set(frame["run"]) == {"wash", "toblend"}
+    # older API callers' booleans still mean single / off
+    assert comparison_mode(True) == "single" and comparison_mode(False) is None and comparison_mode("off") is None
+    with pytest.raises(WashInputError, match="unknown comparison 'paraphrase'"):
+        list(drive(_config(), compare="paraphrase", stop=threading.Event()))
 
 
 def test_drive_lazy_forwards_draw_from_one_provider_per_step(tiny_smollm2, tiny_gemma3):

@@ -23,7 +23,8 @@ from wash.models import Preload
 from wash.ui import plots, tables, texts, tokens
 from wash.ui.detect import detect, result_models
 from wash.ui.providers import add_row, build_config, preset_rows, remove_last_row
-from wash.ui.run import SINGLE, WASH, RunRecord, RunView, StopRegistry, drive, preload_markdown
+from wash.ui.run import (SINGLE, WASH, RunRecord, RunView, StopRegistry, comparison_mode, drive,
+                         preload_markdown)
 from wash.ui.theory import simulate, summary
 
 log = logging.getLogger("wash.app")
@@ -118,7 +119,7 @@ def _reset_outputs(record: RunRecord) -> tuple:
 def make_generate(preload: Preload | None) -> Callable[..., Iterator[tuple]]:
     """The Generate handler; a click while ``preload`` still runs waits for it, visibly."""
     def generate(table: Any, prompt: str, max_new_tokens: Any, temperature: Any, seed: Any, mode: str,
-                 compare: bool, forwards: str = "eager", top_k: Any = 0, top_p: Any = 1.0,
+                 compare: str | bool = "off", forwards: str = "eager", top_k: Any = 0, top_p: Any = 1.0,
                  request: gr.Request = None) -> Iterator[tuple]:
         """Stream one generation (two with the comparison switch) into the Generate tab."""
         try:
@@ -128,7 +129,7 @@ def make_generate(preload: Preload | None) -> Callable[..., Iterator[tuple]]:
             raise _as_gr_error(err) from err
         session = getattr(request, "session_hash", None) or "anonymous"
         stop = STOPS.start(session)
-        views = drive(config, bool(compare), stop, preload=preload)
+        views = drive(config, compare, stop, preload=preload)
         try:
             first = True
             for view in views:
@@ -160,7 +161,7 @@ def make_model_status(preload: Preload | None) -> tuple[Callable[[], tuple[str, 
 
 
 def reproduce_line(table: Any, prompt: str, max_new_tokens: Any, temperature: Any, seed: Any, mode: str,
-                   compare: bool, forwards: str = "eager", top_k: Any = 0, top_p: Any = 1.0) -> str:
+                   compare: str | bool = "off", forwards: str = "eager", top_k: Any = 0, top_p: Any = 1.0) -> str:
     """The CLI call that makes the same WASH text as the Generate click (empty on bad input)."""
     try:
         config = build_config(table, prompt, max_new_tokens, temperature, seed, mode, forwards=forwards,
@@ -219,8 +220,8 @@ def show_step(record: RunRecord | None, number: float) -> tuple[Any, str]:
     return _step_view(record, int(number))
 
 
-def toggle_compare(compare: bool) -> Any:
-    return gr.update(visible=bool(compare))
+def toggle_compare(compare: str | bool) -> Any:
+    return gr.update(visible=comparison_mode(compare) is not None)
 
 
 def send_to_detect(text: str, table: Any, record: RunRecord | None = None) -> tuple[str, Any, Any, Any]:

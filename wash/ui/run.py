@@ -27,12 +27,29 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
-from wash.config import GenerationConfig
+from wash.config import MODE_TABLE, GenerationConfig
+from wash.errors import WashInputError
 from wash.events import FinishedEvent, LoadEvent, ResyncEvent, RunResult, StepEvent
 from wash.models import Preload, Progress
 
 WASH, SINGLE = "wash", "single"
 SINGLE_LABEL_SUFFIX = " alone (single mode)"
+#: What the comparison switch can run beside the chosen mode: nothing, provider 1 alone,
+#: or one of the paper's baselines (``wash.baselines``) on the same prompt and seed.
+OFF = "off"
+COMPARISONS = (OFF, SINGLE, *(m.name for m in MODE_TABLE.values() if m.baseline))
+
+
+def comparison_mode(value: object) -> str | None:
+    """The mode the comparison run uses, or ``None``; ``True``/``False`` (older API callers) mean single/off."""
+    if value is None or value is False or (isinstance(value, str) and value.strip().lower() in ("", OFF)):
+        return None
+    if value is True:
+        return SINGLE
+    name = str(value).strip().lower()
+    if name not in COMPARISONS:
+        raise WashInputError(f"unknown comparison '{value}' (accepted: {', '.join(COMPARISONS)})")
+    return name
 #: Queue tags of the worker besides the stream names.
 _PRELOAD, _PRELOAD_DONE, _ERROR, _DONE = "preload", "preload-done", "error", "done"
 
@@ -136,7 +153,8 @@ class RunRecord:
 
     settings: dict
     labels: list[str]
-    compare: bool
+    #: The comparison run's mode (``single`` or a baseline), or ``None`` without one.
+    compare: str | None
     events: dict[str, list] = field(default_factory=lambda: {WASH: [], SINGLE: []})
     steps: dict[str, list[StepEvent]] = field(default_factory=lambda: {WASH: [], SINGLE: []})
     results: dict[str, RunResult | None] = field(default_factory=lambda: {WASH: None, SINGLE: None})
@@ -148,16 +166,20 @@ class RunRecord:
     preload_wait_s: float | None = None
 
     @classmethod
-    def start(cls, config: GenerationConfig, compare: bool) -> "RunRecord":
+    def start(cls, config: GenerationConfig, compare: str | None) -> "RunRecord":
         settings = {k: v for k, v in dataclasses.asdict(config).items() if k != "providers"}
         settings["providers"] = [str(s) for s in config.providers]
-        settings["compare_with_single"] = compare
+        settings["compare_with"] = compare or OFF
         return cls(settings=settings, labels=[s.label(i) for i, s in enumerate(config.active_providers())],
                    compare=compare)
 
     @property
     def single_label(self) -> str:
-        return self.labels[0].split(" ", 1)[0] + SINGLE_LABEL_SUFFIX
+        """The comparison run's name in the chart and tables: whose z its trace shows."""
+        p1 = self.labels[0].split(" ", 1)[0]
+        if self.compare in (None, SINGLE):
+            return p1 + SINGLE_LABEL_SUFFIX
+        return f"{p1} under {self.compare}"
 
     @property
     def lazy(self) -> bool:
@@ -200,7 +222,22 @@ class RunView:
 
 def single_config(config: GenerationConfig) -> GenerationConfig:
     """Provider 1 alone on the same prompt, seed and settings."""
-    return dataclasses.replace(config, mode="single", providers=list(config.providers[:1]))
+    return comparison_config(config, SINGLE)
+
+
+def comparison_config(config: GenerationConfig, mode: str) -> GenerationConfig:
+    """The comparison run: ``mode`` on the same providers, prompt, seed and serving settings.
+
+    A baseline runs with its paper's defaults and the mean (its own decoding has no
+    aggregation rule); the engine validates it, so a De-mark comparison on a scheme
+    it cannot attack fails with the engine's own one-line error, before anything runs.
+    """
+    spec = MODE_TABLE[mode]
+    providers = list(config.providers[:1] if spec.first_provider_only else config.providers)
+    extra = dict(aggregate="mean", baseline_options="") if spec.baseline else {}
+    out = dataclasses.replace(config, mode=mode, providers=providers, **extra)
+    out.validate()
+    return out
 
 
 def lockstep(streams: dict[str, Iterator]) -> Iterator[tuple[str, object]]:
@@ -228,7 +265,7 @@ def _wait_for_preload(preload: Preload, stop: threading.Event, out: queue.Queue,
             return
 
 
-def _worker(config: GenerationConfig, compare: bool, stop: threading.Event, out: queue.Queue,
+def _worker(config: GenerationConfig, compare: str | None, stop: threading.Event, out: queue.Queue,
             preload: Preload | None) -> None:
     from wash.ensemble import generate_stream
 
@@ -244,7 +281,8 @@ def _worker(config: GenerationConfig, compare: bool, stop: threading.Event, out:
 
         streams = {WASH: generate_stream(config, should_stop=stop.is_set, on_load=relay)}
         if compare:
-            streams[SINGLE] = generate_stream(single_config(config), should_stop=stop.is_set, on_load=relay)
+            streams[SINGLE] = generate_stream(comparison_config(config, compare), should_stop=stop.is_set,
+                                              on_load=relay)
         for name, event in lockstep(streams):
             out.put((name, event))
     except BaseException as exc:  # handed to the consumer, which reports it
@@ -277,7 +315,7 @@ def _status(record: RunRecord, config: GenerationConfig, started: float, stop: t
     return f"**Generating**: token {n} / {config.max_new_tokens} ({elapsed:.0f} s)"
 
 
-def drive(config: GenerationConfig, compare: bool, stop: threading.Event,
+def drive(config: GenerationConfig, compare: str | bool | None, stop: threading.Event,
           throttle: Throttle | None = None, poll_seconds: float = 0.5,
           preload: Preload | None = None) -> Iterator[RunView]:
     """Run a generation in a worker thread and yield a view after every event.
@@ -288,7 +326,11 @@ def drive(config: GenerationConfig, compare: bool, stop: threading.Event,
     model's context). Closing this generator early (browser gone, request
     cancelled) sets ``stop`` so the worker ends too.
     """
-    compare = compare and config.mode != "single"
+    compare = comparison_mode(compare)
+    if compare == config.mode:
+        compare = None  # the same run twice shows nothing
+    if compare:
+        comparison_config(config, compare)  # a comparison that cannot run fails before anything starts
     record = RunRecord.start(config, compare)
     throttle = throttle or Throttle()
     out: queue.Queue = queue.Queue()

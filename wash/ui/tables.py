@@ -46,12 +46,12 @@ def empty_detection_frame() -> pd.DataFrame:
 
 
 def combined_detection(result: RunResult, single_result: RunResult | None) -> pd.DataFrame:
-    """The WASH run's rows, then the single-model run's rows when it was compared."""
+    """The run's rows, then the comparison run's rows (P1 alone, or a baseline) when there was one."""
     threshold = float(result.settings.get("z_threshold", 4.0))
     frames = [detection_frame(result.detection, run=result.mode, threshold=threshold)]
     if single_result is not None:
-        frames.append(detection_frame(single_result.detection, run="single (P1 alone)",
-                                      threshold=threshold))
+        name = "single (P1 alone)" if single_result.mode == "single" else single_result.mode
+        frames.append(detection_frame(single_result.detection, run=name, threshold=threshold))
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 
@@ -77,7 +77,7 @@ def routing_markdown(result: RunResult, single_result: RunResult | None = None,
     if calls:
         lines.append(f"Forward calls per base model: {calls}.")
     if single_result is not None:
-        lines.append(f"Single-model comparison: {single_result.routing.tokens} tokens at "
+        lines.append(f"Comparison run ({single_result.mode}): {single_result.routing.tokens} tokens at "
                      f"{tokens_per_second(single_result):.2f} tokens/s.")
     return "  \n".join(lines)
 
