@@ -21,6 +21,7 @@ import gradio as gr
 
 from wash.config import DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_TOP_K, MODES, PROFILES
 from wash.models import Preload
+from wash.thresholds import Z_THRESHOLD
 from wash.ui import handlers, plots, tables, texts
 from wash.ui.providers import HEADERS, preset_names, preset_rows
 from wash.ui.run import COMPARISONS, OFF, preload_markdown, start_preload
@@ -159,7 +160,7 @@ def _detect_tab(models: list[str]) -> dict:
                               label="Models of the generation (coordinated providers' union vocabulary; "
                                     "empty: the providers' own models)", elem_id="detect-models")
     with gr.Row():
-        w["threshold"] = gr.Number(4.0, label="z threshold", elem_id="detect-threshold")
+        w["threshold"] = gr.Number(Z_THRESHOLD, label="z threshold", elem_id="detect-threshold")
         w["go"] = gr.Button("Score", variant="primary", elem_id="detect-btn")
     w["result"] = gr.Dataframe(label="Verdicts", interactive=False, elem_id="detect-table")
     w["provider"] = gr.Dropdown([], label="colour the tokens by this provider's detector",

@@ -425,3 +425,18 @@ def test_stop_while_waiting_for_the_preload_ends_the_run(tiny_smollm2, tiny_gemm
     gate.set()
     assert last.finished and not last.record.finished and not last.record.steps["wash"]
     assert last.status.startswith("**Stopped** while the models were loading")
+
+
+def test_about_quotes_the_results_headline_and_each_schemes_own_words(tmp_path):
+    from wash.watermarks import SCHEMES
+
+    about = texts.about_markdown()
+    headline = texts.results_headline()
+    assert headline.splitlines()[0] in about and "docs/RESULTS.md" in about
+    for cls in SCHEMES.values():
+        assert cls.explain() in about
+    page = tmp_path / "RESULTS.md"
+    page.write_text("# R\n\n## Headline\n\n* z fell from 9.9 to 1.1.\n\n## Next\n\n* not this\n")
+    quoted = texts.results_headline(page)
+    assert "9.9 to 1.1" in quoted and "not this" not in quoted
+    assert "not shipped" in texts.results_headline(tmp_path / "missing.md")

@@ -234,3 +234,14 @@ def test_cli_reports_a_bad_parameter_in_one_line_without_loading_a_model(capsys,
     lines = err.splitlines()
     assert len(lines) == 1, err
     assert lines[0] == "error: parameter 'context_width' of scheme 'aar' must be an integer >= 1, got 0"
+
+
+@pytest.mark.parametrize("name", sorted(SCHEMES))
+def test_every_scheme_explains_itself_from_its_own_defaults(name):
+    cls = SCHEMES[name]
+    text = cls.explain()
+    assert cls.description and text and "{" not in text and "}" not in text
+    params = cls.Params()
+    for field in ("context_width", "keylen", "depth", "bag_size"):
+        if hasattr(params, field):
+            assert str(getattr(params, field)) in text, (name, field)

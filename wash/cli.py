@@ -16,6 +16,7 @@ from wash.aggregation import describe as describe_rules
 from wash.config import (DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_TOP_K, MODES, PROFILES, GenerationConfig,
                          ProviderSpec)
 from wash.errors import WashInputError
+from wash.thresholds import Z_THRESHOLD
 
 def _progress(message: str) -> None:
     print(f"[wash] {message}", file=sys.stderr, flush=True)
@@ -189,7 +190,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--models", metavar="M1,M2",
                    help="the generation's base models: coordinated providers hash in their union "
                         "vocabulary (default: the --run's, else the providers' own models)")
-    d.add_argument("--z-threshold", type=float, default=4.0)
+    d.add_argument("--z-threshold", type=float, default=Z_THRESHOLD)
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=cmd_detect)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 
 from wash.errors import WashInputError
+from wash.thresholds import Z_THRESHOLD
 
 
 
@@ -195,7 +196,7 @@ class GenerationConfig:
     view_k: int = 8
     #: Compute each provider's detection z on the ids it has seen, every step.
     live_detection: bool = True
-    z_threshold: float = 4.0
+    z_threshold: float = Z_THRESHOLD
     max_routed_span: int = MAX_ROUTED_SPAN
     #: Feed the whole context every step instead of using KV caches (the slow reference).
     reencode_every_step: bool = False

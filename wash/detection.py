@@ -23,6 +23,7 @@ from wash.config import ProviderSpec
 from wash.errors import WashInputError
 from wash.events import ProviderDetection
 from wash.providers import Provider
+from wash.thresholds import Z_THRESHOLD
 
 #: Permutation-test schemes refresh their live z every this many tokens.
 SLOW_REFRESH = 16
@@ -36,13 +37,13 @@ def _verdict(provider: Provider, detection, threshold: float, tokens: list[str])
                              per_token=list(detection.per_token), tokens=tokens)
 
 
-def detect_ids(provider: Provider, ids: Sequence[int], threshold: float = 4.0) -> ProviderDetection:
+def detect_ids(provider: Provider, ids: Sequence[int], threshold: float = Z_THRESHOLD) -> ProviderDetection:
     detection = provider.scheme.detect(provider.scheme_ids(ids))
     tokens = [provider.lm.tokenizer.decode([i]) for i in ids]
     return _verdict(provider, detection, threshold, tokens)
 
 
-def detect_text(providers: Sequence[Provider], text: str, threshold: float = 4.0) -> list[ProviderDetection]:
+def detect_text(providers: Sequence[Provider], text: str, threshold: float = Z_THRESHOLD) -> list[ProviderDetection]:
     """Each provider's detector on ``text`` tokenised by that provider's own tokenizer."""
     return [detect_ids(p, p.lm.encode(text), threshold) for p in providers]
 

@@ -34,13 +34,14 @@ from functools import lru_cache
 from typing import Callable, Sequence
 
 import numpy as np
+from wash.thresholds import Z_THRESHOLD
 
 #: Keys scored per loop construction are KEY_BASE, KEY_BASE + 1, ...
 KEY_BASE = 7_000_001
 #: Seed of the choice of English windows.
 LOOP_SEED = 2024
 #: Threshold whose false-positive rate is reported.
-Z_LINE = 4.0
+Z_LINE = Z_THRESHOLD
 
 
 @dataclass(frozen=True)

@@ -32,11 +32,12 @@ import math
 from typing import Mapping, Sequence
 
 import numpy as np
+from wash.thresholds import Z_HIGH, Z_THRESHOLD
 
 #: Water-Probe's choices: tokens compared per context, the unwatermarked mean, the bands.
 TOP = 50
 NULL_MEAN = 0.1
-BANDS = ((10.0, "high"), (4.0, "low"))
+BANDS = ((Z_HIGH, "high"), (Z_THRESHOLD, "low"))
 
 
 def ranks(counts: np.ndarray) -> np.ndarray:

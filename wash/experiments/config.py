@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from wash.config import DEFAULT_PROFILE, ServingProfile, profile as serving_profile
+from wash.thresholds import Z_THRESHOLD
 
 Scalar = str | int | float | bool
 
@@ -38,7 +39,7 @@ class ExperimentConfig:
     schemes: tuple[str, ...] = ALL_SCHEMES
     #: Serving profile (``wash.config.PROFILES``): every provider's temperature, top-k, top-p.
     profile: str = DEFAULT_PROFILE
-    z_threshold: float = 4.0
+    z_threshold: float = Z_THRESHOLD
     #: Reuse stored generations (see ``store_root`` and ``wash.experiments.store``).
     cache: bool = True
     #: ``eager`` or ``lazy`` forwards for every generation (``wash.config.FORWARDS``); each

@@ -36,6 +36,7 @@ from wash.experiments.config import ExperimentConfig
 from wash.experiments.ensembles import make_ensemble, specs_text
 from wash.experiments.jobs import Job
 from wash.experiments.plots import FigureSpec, Panel, Series
+from wash.thresholds import Z_HIGH, Z_THRESHOLD
 
 NAME = "identify"
 #: The paper's Table 1 schemes (KGW, AAR, DiPMark, EXP-Edit, ITS-Edit, Water-Bag).
@@ -127,5 +128,5 @@ def figure(summary: pd.DataFrame, config: Config) -> FigureSpec:
     return FigureSpec(f"Water-Probe identification z ({config.contexts} contexts x {config.samples} samples, "
                       f"{config.runs} runs)", [
         Panel("identification", "system", "identification z (median over seeds)", series,
-              hlines=[(4.0, "z = 4 (low confidence)"), (10.0, "z = 10 (high confidence)")]),
+              hlines=[(Z_THRESHOLD, f"z = {Z_THRESHOLD:g} (low confidence)"), (Z_HIGH, f"z = {Z_HIGH:g} (high confidence)")]),
     ])

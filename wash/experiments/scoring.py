@@ -15,6 +15,7 @@ import pandas as pd
 from wash.config import ProviderSpec
 from wash.events import ProviderDetection
 from wash.experiments.ensembles import specs_text
+from wash.thresholds import Z_THRESHOLD
 
 _DETECTORS: dict[str, list] = {}
 
@@ -29,7 +30,7 @@ def watermarked_providers(specs: Sequence[ProviderSpec]) -> list:
     return _DETECTORS[k]
 
 
-def detect(specs: Sequence[ProviderSpec], text: str, threshold: float = 4.0) -> list[ProviderDetection]:
+def detect(specs: Sequence[ProviderSpec], text: str, threshold: float = Z_THRESHOLD) -> list[ProviderDetection]:
     """Each provider's own detector on ``text`` (re-tokenised by that provider's tokenizer)."""
     from wash.detection import detect_text
 

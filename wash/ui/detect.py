@@ -19,9 +19,10 @@ from wash.errors import WashInputError
 from wash.events import ProviderDetection, RunResult
 from wash.ui.providers import rows_to_specs
 from wash.ui.settings import MAX_DETECT_CHARS, check_app_model
+from wash.thresholds import Z_THRESHOLD
 
 
-def detect(text: str, table: Any, threshold: float = 4.0, choices: list[str] | None = None,
+def detect(text: str, table: Any, threshold: float = Z_THRESHOLD, choices: list[str] | None = None,
            models: str | Sequence[str] | None = None) -> list[ProviderDetection]:
     """Each provider's verdict with its per-token scores.
 

@@ -16,12 +16,11 @@ from typing import Sequence
 import plotly.graph_objects as go
 
 from wash.events import StepEvent
+from wash.thresholds import Z_THRESHOLD, Z_WASHED
 
 PALETTE = ("#2563eb", "#16a34a", "#dc2626", "#9333ea", "#0891b2", "#db2777", "#65a30d", "#ea580c")
 AVERAGE_COLOUR = "#111827"
 CONSENSUS_COLOUR = "#9ca3af"
-Z_DETECTED = 4.0
-Z_WASHED = 2.0
 
 
 def _layout(fig: go.Figure, title: str, x_title: str, y_title: str, height: int = 340) -> go.Figure:
@@ -54,7 +53,7 @@ def _z_series(steps: Sequence[StepEvent], index: int) -> tuple[list[int], list[f
 
 def z_figure(labels: Sequence[str], steps: Sequence[StepEvent],
              single_steps: Sequence[StepEvent] | None = None,
-             single_label: str | None = None, z_detected: float = Z_DETECTED,
+             single_label: str | None = None, z_detected: float = Z_THRESHOLD,
              z_washed: float = Z_WASHED) -> go.Figure:
     """One line per provider (and a dashed one for the single-model run, if any)."""
     fig = go.Figure()

@@ -16,13 +16,14 @@ from typing import Sequence
 import pandas as pd
 
 from wash.events import ProviderDetection, RunResult
+from wash.thresholds import Z_THRESHOLD
 
-DETECTION_COLUMNS = ["run", "provider", "model", "scheme", "key", "tokens scored", "z", "p",
-                     "detected (z > 4)"]
+DETECTED = f"detected (z > {Z_THRESHOLD:g})"
+DETECTION_COLUMNS = ["run", "provider", "model", "scheme", "key", "tokens scored", "z", "p", DETECTED]
 
 
 def detection_frame(rows: Sequence[ProviderDetection], run: str = "WASH",
-                    threshold: float = 4.0) -> pd.DataFrame:
+                    threshold: float = Z_THRESHOLD) -> pd.DataFrame:
     """Verdicts -> the table's DataFrame."""
     records = [{
         "run": run,
@@ -33,11 +34,11 @@ def detection_frame(rows: Sequence[ProviderDetection], run: str = "WASH",
         "tokens scored": int(d.tokens_scored),
         "z": round(float(d.z), 3),
         "p": float(f"{float(d.p):.3g}"),
-        "detected (z > 4)": "yes" if d.detected else "no",
+        DETECTED: "yes" if d.detected else "no",
     } for d in rows]
     frame = pd.DataFrame.from_records(records, columns=DETECTION_COLUMNS)
-    if threshold != 4.0:
-        frame = frame.rename(columns={"detected (z > 4)": f"detected (z > {threshold:g})"})
+    if threshold != Z_THRESHOLD:
+        frame = frame.rename(columns={DETECTED: f"detected (z > {threshold:g})"})
     return frame
 
 
@@ -47,7 +48,7 @@ def empty_detection_frame() -> pd.DataFrame:
 
 def combined_detection(result: RunResult, single_result: RunResult | None) -> pd.DataFrame:
     """The run's rows, then the comparison run's rows (P1 alone, or a baseline) when there was one."""
-    threshold = float(result.settings.get("z_threshold", 4.0))
+    threshold = float(result.settings.get("z_threshold", Z_THRESHOLD))
     frames = [detection_frame(result.detection, run=result.mode, threshold=threshold)]
     if single_result is not None:
         name = "single (P1 alone)" if single_result.mode == "single" else single_result.mode

@@ -1,8 +1,8 @@
 """The app's prose (About and Theory tabs) and its example prompts.
 
-Written for this app; the scheme list is checked against the engine's registry so
-a new scheme shows up (with the engine's own summary) even before it gets a line
-here.
+Written for this app. Scheme descriptions are not written here: each scheme
+class carries its own (``WatermarkScheme.explain``), filled from its default
+parameters, so the page cannot describe a scheme the code does not run.
 """
 
 from __future__ import annotations
@@ -10,39 +10,19 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from wash.thresholds import Z_THRESHOLD, Z_WASHED
+
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 FALLBACK_EXAMPLES = ASSETS / "examples.json"
 PAPER_REFERENCE = ("*WASH: watermarks wash out when watermarked LLMs are averaged* "
                    "(the paper shipped with this project; Section 2 defines the method, "
                    "Theorem 1 bounds ‖p̄_N − p*‖∞).")
 
-SCHEME_LINES = {
-    "none": "no watermark: the provider serves its base model unchanged.",
-    "kgw": "Kirchenbauer et al.: the previous token seeds a green half of the vocabulary, "
-           "green tokens get a logit bonus; the detector counts green tokens.",
-    "biased-kgw": "a KGW variant whose green list never changes with context: every key shares "
-                  "part of it, so the perturbations are not zero-mean (the paper's stress test).",
-    "unigram": "Zhao et al.: one fixed green list per key, independent of context.",
-    "waterbag": "Water-Bag: each generation picks one key from a bag of KGW keys (and one of two "
-                "complementary lists); the detector tries the whole bag.",
-    "dipmark": "Wu et al. DiPmark: reweights probability mass along a keyed permutation without "
-               "changing the expected distribution.",
-    "aar": "Aaronson's scheme: picks the token by keyed Gumbel-max, so each step is a point mass; "
-           "the detector sums the keyed scores of the observed tokens.",
-    "its-edit": "Kuditipudi et al. inverse-transform sampling driven by a secret key sequence; "
-                "detection aligns the text with that sequence.",
-    "exp-edit": "Kuditipudi et al. exponential-minimum sampling on a secret key sequence; "
-                "detection aligns the text with it, robust to edits.",
-    "synthid": "SynthID-Text: keyed tournament sampling over several g-value layers; the detector "
-               "averages the g-values of the observed tokens.",
-}
-
-
 def scheme_lines() -> list[str]:
     """One markdown bullet per registered scheme, in registry order."""
     from wash.watermarks import SCHEMES
 
-    return [f"- **{name}**: {SCHEME_LINES.get(name, cls.summary)}" for name, cls in SCHEMES.items()]
+    return [f"- **{name}**: {cls.explain()}" for name, cls in SCHEMES.items()]
 
 
 #: What each ``forwards`` setting does (``wash.config.FORWARDS``), for the page.
@@ -79,6 +59,33 @@ def mode_info(mode: str | None, forwards: str | None) -> str:
     return f"{what}  \n**{forwards}** forwards: {how}" if how else what
 
 
+RESULTS = Path(__file__).resolve().parents[2] / "docs" / "RESULTS.md"
+
+
+def results_headline(path: Path = RESULTS) -> str:
+    """The Headline section of docs/RESULTS.md, verbatim.
+
+    The About tab quotes the results page instead of restating its numbers, so a
+    re-run that changes a number changes it in one place.
+    """
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return "(docs/RESULTS.md is not shipped with this copy of the app.)"
+    lines, inside = [], False
+    for line in text.splitlines():
+        if line.startswith("## "):
+            if inside:
+                break
+            inside = line.strip() == "## Headline"
+            continue
+        if inside:
+            lines.append(line)
+    body = "\n".join(lines).strip()
+    return (body + "\n\nFrom docs/RESULTS.md, where each number's command, date and table are."
+            if body else "(docs/RESULTS.md has no Headline section.)")
+
+
 def about_markdown() -> str:
     return "\n".join([
         "## What WASH is",
@@ -88,11 +95,11 @@ def about_markdown() -> str:
         "Each provider pushes in its own random direction; in the average these pushes cancel, and "
         "the text follows the providers' shared, unwatermarked behaviour. A provider's own detector "
         "sees its push at weight 1/N, so its z falls roughly like its single-provider z divided by N. "
-        "Measured here (two small models, 30 prompts x 200 tokens, docs/RESULTS.md): KGW 8.4 alone, "
-        "2.5 at N = 3, 1.5 at N = 5. Schemes that pick the token by a keyed draw put a point mass into "
-        "the average, which keeps 1/N of it whatever the others do: AAR stays detected (10.2 at "
-        "N = 3, 6.4 at N = 5), SynthID and EXP-Edit sit near 4 at N = 3. On these models averaging "
-        "washes the green-list schemes out, not every scheme.",
+        "Schemes that pick the token by a keyed draw put a point mass into the average, which "
+        "keeps 1/N of it whatever the others do, so they fade more slowly.",
+        "",
+        "## What was measured",
+        results_headline(),
         "",
         "Models with different tokenizers do not share every token. WASH averages over the *union* "
         "of the vocabularies; when the sampled token is missing from some of them, the models that "
@@ -108,7 +115,7 @@ def about_markdown() -> str:
         "other colours: the specialist that produced it). Click a token for its origin and "
         "distribution.",
         "- **Live z chart**: each provider's own detector run on the text so far. Above the red "
-        "line (z = 4) a provider would claim the text; below the green line (z = 2) its watermark is "
+        f"line (z = {Z_THRESHOLD:g}) a provider would claim the text; below the green line (z = {Z_WASHED:g}) its watermark is "
         "washed out. With the comparison switch on, the dashed line is provider 1 serving alone.",
         "- **Distribution chart**: for one token, the probability each provider gave to the top "
         "candidates (p_i), their average p̄ (what WASH samples from) and the consensus p* (the "

@@ -57,6 +57,10 @@ _REDUCTION = "time"
 class AAR(WatermarkScheme):
     name = "aar"
     summary = "Aaronson / EXP: keyed Gumbel-max sampling; Gamma-tail detection"
+    description = (
+        'Aaronson: the token is picked by a keyed Gumbel-max rule seeded by the last '
+        '{context_width} ids, so each step is a point mass. The detector sums the keyed scores of'
+        ' the observed tokens.')
     point_mass = True
 
     @dataclass(frozen=True)

@@ -29,13 +29,14 @@ import dataclasses
 import math
 import numbers
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Hashable, Sequence
 
 import torch
 
 from wash.errors import WashInputError
 from wash.watermarks.scoring import p_from_z, z_from_p
+from wash.thresholds import Z_THRESHOLD
 
 
 @dataclass
@@ -58,7 +59,7 @@ class Detection:
     statistic: float = 0.0
     note: str = ""
 
-    def detected(self, z_threshold: float = 4.0) -> bool:
+    def detected(self, z_threshold: float = Z_THRESHOLD) -> bool:
         return self.tokens_scored > 0 and self.z > z_threshold
 
     @classmethod
@@ -139,7 +140,11 @@ class WatermarkScheme(ABC):
     """
 
     name: ClassVar[str]
+    #: One line for CLI help and tables.
     summary: ClassVar[str] = ""
+    #: A sentence or two for the app's pages; ``{field}`` placeholders are filled
+    #: from the default ``Params`` so the words cannot drift from the code.
+    description: ClassVar[str] = ""
     #: True when p_i is a point mass (the scheme samples by a keyed rule).
     point_mass: ClassVar[bool] = False
     #: False when ``Detector.result`` is costly (permutation tests): live traces
@@ -164,6 +169,13 @@ class WatermarkScheme(ABC):
         self.key = int(key)
         self.vocab_size = int(vocab_size)
         self.params = params if params is not None else self.Params()
+
+    @classmethod
+    def explain(cls) -> str:
+        """``description`` with the default parameters filled in (``summary`` if none)."""
+        if not cls.description:
+            return cls.summary
+        return cls.description.format(**{f.name: getattr(cls.Params(), f.name) for f in fields(cls.Params)})
 
     # -- construction -------------------------------------------------------
     @classmethod

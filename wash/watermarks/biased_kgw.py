@@ -39,6 +39,9 @@ from wash.watermarks.kgw import KGW
 class BiasedKGW(KGW):
     name = "biased-kgw"
     summary = "one fixed, context-free green list (+bias): breaks the zero-mean assumption (paper App. C)"
+    description = (
+        'a stress test (paper App. C): one fixed green list that every key partly shares gets '
+        '+{bias:g}, so the perturbations do not average to zero across providers.')
     param_aliases = {"unique": "skip_repeated"}
 
     @dataclass(frozen=True)

@@ -80,6 +80,11 @@ class _DiPMarkDetector(GreenCountDetector):
 class DiPMark(WatermarkScheme):
     name = "dipmark"
     summary = "Wu et al. distribution-preserving alpha-reweight along a keyed permutation"
+    description = (
+        'Wu et al. DiPMark: a hash of the last {context_width} ids permutes the vocabulary and '
+        'the first part of the probability mass is moved to the rest (alpha = {alpha:g}), so each'
+        " step's expected distribution is unchanged. The detector counts tokens in the favoured "
+        'part.')
 
     @dataclass(frozen=True)
     class Params:

@@ -34,6 +34,10 @@ from wash.watermarks.keyseq import EditScheme
 class EXPEdit(EditScheme):
     name = "exp-edit"
     summary = "Kuditipudi EXP-edit: exponential-minimum sampling on a 420-long key sequence"
+    description = (
+        'Kuditipudi et al. EXP-Edit: exponential-minimum sampling on a secret sequence of '
+        '{keylen} keyed numbers, so each step is a point mass; the detector aligns the text with '
+        'the sequence (edit-robust) and calibrates by permutation.')
 
     @dataclass(frozen=True)
     class Params(EditScheme.Params):

@@ -41,6 +41,10 @@ from wash.watermarks.keyseq import EditScheme
 class ITSEdit(EditScheme):
     name = "its-edit"
     summary = "Kuditipudi ITS-edit: inverse transform sampling on a 420-long key sequence"
+    description = (
+        'Kuditipudi et al. ITS-Edit: inverse-transform sampling driven by a secret sequence of '
+        '{keylen} keyed numbers, so each step is a point mass; the detector aligns the text with '
+        'the sequence (edit-robust) and calibrates by permutation.')
 
     @dataclass(frozen=True)
     class Params(EditScheme.Params):

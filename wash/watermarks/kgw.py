@@ -61,6 +61,10 @@ def check_context(params: Any) -> None:
 class KGW(GreenListScheme):
     name = "kgw"
     summary = "Kirchenbauer et al. green/red list hashed from the last context ids (+delta on green)"
+    description = (
+        'Kirchenbauer et al.: a hash of the last {context_width} token ids and the key picks a '
+        'green {gamma:.0%} of the vocabulary; green tokens get +{delta:g} on their logits. The '
+        'detector counts green tokens.')
 
     @dataclass(frozen=True)
     class Params:

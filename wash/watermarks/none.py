@@ -27,6 +27,8 @@ class _NullDetector(Detector):
 class NoWatermark(WatermarkScheme):
     name = "none"
     summary = "no watermark: the base model's own distribution"
+    description = (
+        'no watermark: the provider serves its base model unchanged.')
 
     def distribution(self, logits: torch.Tensor, ids: Sequence[int], prompt_len: int, state: Any) -> torch.Tensor:
         return softmax(logits)

@@ -64,6 +64,10 @@ MAX_TABLE_SIZE = 2**20
 class SynthID(WatermarkScheme):
     name = "synthid"
     summary = "SynthID-Text: tournament sampling over g-values; mean g-value detection"
+    description = (
+        'SynthID-Text: a {depth}-layer keyed tournament (g-values hashed over {ngram_len}-grams: '
+        'the candidate and the ids before it) picks the token, so each step is nearly a point '
+        'mass. The detector averages the g-values of the observed tokens.')
     point_mass = False
 
     @dataclass(frozen=True)

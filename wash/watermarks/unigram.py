@@ -40,6 +40,9 @@ from wash.watermarks.greenlist import GreenListScheme, check_fraction, check_ski
 class Unigram(GreenListScheme):
     name = "unigram"
     summary = "Zhao et al. fixed green list per key (+delta on green), context-free"
+    description = (
+        'Zhao et al.: one fixed green {gamma:.0%} of the vocabulary per key, independent of '
+        'context, gets +{delta:g} on its logits. The detector counts distinct green tokens.')
     param_aliases = {"unique": "skip_repeated"}
 
     @dataclass(frozen=True)

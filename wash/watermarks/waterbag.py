@@ -143,6 +143,9 @@ class _WaterBagDetector(Detector):
 class WaterBag(GreenListScheme):
     name = "waterbag"
     summary = "Water-Bag: per generation one of a bag of KGW keys and one of its two complementary lists"
+    description = (
+        'Water-Bag: each generation draws one of {bag_size} KGW keys (last {context_width} ids '
+        'hashed) and one of its two complementary lists; the detector tries the whole bag.')
 
     @dataclass(frozen=True)
     class Params:
