@@ -20,10 +20,12 @@ from typing import Callable
 import gradio as gr
 
 from wash.config import DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_TOP_K, MODES, PROFILES
+from wash.aggregation import RULES
 from wash.models import Preload
+from wash.presets import DEMO_TOKENS, description as preset_description, preset_names
 from wash.thresholds import Z_THRESHOLD
 from wash.ui import handlers, plots, tables, texts
-from wash.ui.providers import HEADERS, preset_names, preset_rows
+from wash.ui.providers import HEADERS, preset_rows
 from wash.ui.run import COMPARISONS, OFF, preload_markdown, start_preload
 from wash.ui.settings import app_models, concurrency_limit
 from wash.ui.theory import KINDS, MAX_N, MAX_VOCAB
@@ -37,6 +39,9 @@ try:  # on Hugging Face ZeroGPU Spaces a GPU is attached only inside spaces.GPU 
 except ImportError:
     def on_gpu(fn: Callable) -> Callable:
         return fn
+
+#: The aggregation rules the dropdown offers, with their parameters' defaults.
+RULE_CHOICES = [str(rule()) for rule in RULES.values()]
 
 CSS = """
 #wash-text, #single-text { min-height: 120px; }
@@ -69,6 +74,7 @@ def _generate_tab(models: list[str], preload: Preload | None) -> dict:
             with gr.Row():
                 w["presets"] = [gr.Button(name, size="sm", elem_id=f"preset-{i}")
                                 for i, name in enumerate(preset_names())]
+            w["preset_info"] = gr.Markdown(preset_description(preset_names()[0], models), elem_id="preset-info")
             w["table"] = _providers_table(first_rows, "providers",
                                           "Providers: one row each (model, scheme, integer key, "
                                           "optional name=value params; coordinated=true for the control)")
@@ -88,7 +94,7 @@ def _generate_tab(models: list[str], preload: Preload | None) -> dict:
             gr.Examples([[t] for t in texts.example_prompts(10)], inputs=[w["prompt"]],
                         label="Example prompts", examples_per_page=5)
             with gr.Row():
-                w["max_new"] = gr.Slider(1, MAX_NEW_TOKENS_CAP, value=48, step=1, label="max new tokens",
+                w["max_new"] = gr.Slider(1, MAX_NEW_TOKENS_CAP, value=DEMO_TOKENS, step=1, label="max new tokens",
                                          elem_id="max-new-tokens")
                 w["profile"] = gr.Radio(list(PROFILES) + ["custom"], value=DEFAULT_PROFILE,
                                         label="serving profile", elem_id="profile", info=_profiles_info())
@@ -105,6 +111,11 @@ def _generate_tab(models: list[str], preload: Preload | None) -> dict:
                 w["forwards"] = gr.Radio(list(FORWARDS), value="eager", label="forwards", elem_id="forwards",
                                          min_width=120)
             w["mode_info"] = gr.Markdown(texts.mode_info("wash", "eager"), elem_id="mode-info")
+            w["aggregate"] = gr.Dropdown(RULE_CHOICES, value="mean", allow_custom_value=True,
+                                         label="aggregation rule (WASH modes, eager forwards)",
+                                         info="mean is the paper's WASH; the others are robust centres we "
+                                              "tried (docs/RESULTS.md): none beats the mean on every scheme",
+                                         elem_id="aggregate")
             w["compare"] = gr.Radio(list(COMPARISONS), value=OFF, elem_id="compare",
                                     label="compare with (same prompt and seed): provider 1 alone (single), "
                                           "or one of the paper's baselines (docs/BASELINES.md)")
@@ -125,6 +136,7 @@ def _generate_tab(models: list[str], preload: Preload | None) -> dict:
         with gr.Column():
             w["zplot"] = gr.Plot(plots.empty_figure("the live z-scores appear here"), label="Live detection",
                                  show_label=False, elem_id="z-plot")
+            w["z_why"] = gr.Markdown(texts.Z_WHY, elem_id="z-why")
     with gr.Row():
         with gr.Column():
             w["step"] = gr.Slider(1, 2, value=1, step=1, label="token (step) for the distribution view",
@@ -188,7 +200,8 @@ def _theory_tab() -> dict:
 
 def _wire_generate(g: dict, d: dict, tabs: gr.Tabs, models: list[str], preload: Preload | None) -> None:
     for button, name in zip(g["presets"], preset_names()):
-        button.click(handlers.make_preset_handler(name, models), None, [g["table"], g["mode"]],
+        button.click(handlers.make_preset_handler(name, models), None,
+                     [g["table"], g["mode"], g["aggregate"], g["max_new"], g["preset_info"]],
                      api_visibility="undocumented")
     g["add"].click(handlers.add_provider, [g["table"], g["new_model"], g["new_scheme"], g["new_key"],
                                            g["new_params"], g["new_coord"]], g["table"],
@@ -198,10 +211,10 @@ def _wire_generate(g: dict, d: dict, tabs: gr.Tabs, models: list[str], preload: 
                         api_visibility="undocumented")
     outputs = [g["status"], g["text"], g["single_text"], g["zplot"], g["dist"], g["step"], g["info"],
                g["detection"], g["routing"], g["json"], g["csv"], g["plain"], g["state"]]
-    # Inputs added later (forwards, then top-k and top-p) come last, so API callers'
-    # positional order from before they existed still holds.
+    # Inputs added later (forwards, then top-k and top-p, then the aggregation rule) come
+    # last, so API callers' positional order from before they existed still holds.
     inputs = [g["table"], g["prompt"], g["max_new"], g["temperature"], g["seed"], g["mode"],
-              g["compare"], g["forwards"], g["top_k"], g["top_p"]]
+              g["compare"], g["forwards"], g["top_k"], g["top_p"], g["aggregate"]]
     g["go"].click(on_gpu(handlers.make_generate(preload)), inputs, outputs, api_name="generate",
                   show_progress="hidden")
     g["go"].click(handlers.reproduce_line, inputs, g["reproduce"], queue=False, api_visibility="undocumented")

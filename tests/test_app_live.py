@@ -118,7 +118,7 @@ def _api_generate(url: str, prompt: str, seed: int, max_new: int = 10, rows=TINY
     from gradio_client import Client
 
     client = Client(url, verbose=False)
-    return client.predict(_table(rows), prompt, max_new, 1.0, seed, mode, False, forwards,
+    return client.predict(_table(rows), prompt, max_new, 1.0, seed, mode, "off", forwards,
                           api_name="/generate")
 
 
@@ -164,8 +164,9 @@ def test_api_generation_equals_the_engine(tiny_app, tiny_smollm2, tiny_gemma3):
     assert out[OUT_STATUS].startswith("**Done**")
     z_column = [row[6] for row in out[OUT_DETECTION]["data"]]
     assert z_column == pytest.approx([round(d.z, 3) for d in expected.detection])
-    # Callers from before the forwards input (seven positional inputs) still get eager runs.
-    legacy = Client(tiny_app.url, verbose=False).predict(_table(TINY_ROWS), prompt, 10, 1.0, 7, "wash", False,
+    # Callers from before the forwards input (seven positional inputs) still get eager runs; since the
+    # comparison switch became a choice, they send "off" where they sent False.
+    legacy = Client(tiny_app.url, verbose=False).predict(_table(TINY_ROWS), prompt, 10, 1.0, 7, "wash", "off",
                                                          api_name="/generate")
     assert legacy[OUT_PLAIN] == expected.text and "eager forwards" in legacy[OUT_ROUTING]
 
@@ -288,7 +289,7 @@ def test_api_generate_during_the_preload_waits_then_succeeds(held_app):
     status = client.predict(api_name="/status")
     assert not status["done"] and not status["ready"] and status["messages"][-1] == "held by the test"
     prompt = "While the models were still loading,"
-    job = client.submit(_table(TINY_ROWS), prompt, 5, 1.0, 4, "wash", False, "eager", api_name="/generate")
+    job = client.submit(_table(TINY_ROWS), prompt, 5, 1.0, 4, "wash", "off", "eager", api_name="/generate")
     deadline = time.monotonic() + 60
     while not any(o[OUT_STATUS].startswith("**Waiting for the models**") for o in job.outputs()):
         assert time.monotonic() < deadline and not job.done(), job.outputs()[-1:]
@@ -419,8 +420,33 @@ def test_browser_compare_switch_shows_both_traces(tiny_app, browser):
     _wait_finished(page)
     assert len(_tokens(page, "single-text")) == 6
     names = [t["name"] for t in _plot_data(page, "z-plot")]
-    assert len(names) == 4 and names[-1] == "P1 alone (single mode)"
+    assert len(names) == 5 and names[3] == "P1 alone (single mode)"
+    assert names[4] == "expected for P1: alone / 3"  # the 1/N law, drawn from the comparison run
     assert "single (P1 alone)" in _table_text(page, "detection-table")
+    page.close()
+
+
+@pytest.mark.browser
+def test_browser_presets_show_their_description_and_set_the_rule(tiny_app, browser):
+    from wash.presets import PRESETS
+
+    page = _open(browser, tiny_app.url)
+    assert PRESETS[0].name in page.locator("#preset-info").inner_text()
+    assert "Why the lines fall" in page.locator("#z-why").inner_text()
+    for i, p in enumerate(PRESETS):
+        page.click(f"#preset-{i}")
+        page.wait_for_function("(name) => document.querySelector('#preset-info').innerText.includes(name)",
+                               arg=p.name)
+        assert page.locator("#aggregate input").input_value() == p.aggregate
+        assert "measured" in page.locator("#preset-info").inner_text().lower()  # numbers, or "not yet"
+    trade = next(i for i, p in enumerate(PRESETS) if p.aggregate != "mean")
+    page.click(f"#preset-{trade}")
+    page.wait_for_function("(name) => document.querySelector('#preset-info').innerText.includes(name)",
+                           arg=PRESETS[trade].name)
+    _set_number(page, "max-new-tokens", 4)
+    page.click("#generate-btn")
+    assert _wait_finished(page).startswith("Done")
+    assert "--aggregate median-clip:xi=1.0" in page.locator("#reproduce textarea").input_value()
     page.close()
 
 
@@ -565,8 +591,8 @@ def test_browser_real_models_paper_preset(browser, tmp_path):
         first_token_s = time.monotonic() - started
         assert _wait_finished(page, timeout_ms=400_000).startswith("Done")
         print(f"\nreal models: {ready.strip().rstrip('.')}; first token {first_token_s:.1f} s after the click")
-        z = _plot_data(page, "z-plot")
-        assert len(z) == 4 and all(t["points"] >= min(tokens, 4) for t in z)
+        z = _plot_data(page, "z-plot")  # three providers, P1 alone, P1 alone / 3
+        assert len(z) == 5 and all(t["points"] >= min(tokens, 4) for t in z)
         assert len(_tokens(page, "single-text")) > 0
         assert all(t["name"] in _table_text(page, "detection-table") for t in z[:3])
         page.locator("#wash-text .token").nth(tokens // 2).click()

@@ -21,8 +21,8 @@ from wash.events import (ProviderDetection, RoutingSummary, RunResult, StepEvent
 from wash.models import Preload
 from wash.ui import handlers, plots, tables, texts, theory, tokens
 from wash.ui import providers as ui_providers
-from wash.ui.providers import (PRESETS, add_row, build_config, preset_names, preset_rows, remove_last_row,
-                               rows_to_specs)
+from wash.presets import PRESETS, preset_names
+from wash.ui.providers import add_row, build_config, preset_rows, remove_last_row, rows_to_specs
 from wash.ui.run import (RunRecord, Throttle, comparison_config, comparison_mode, drive, lockstep,
                          preload_markdown, single_config)
 from wash.ui.settings import app_models, check_app_model
@@ -132,11 +132,19 @@ def test_add_and_remove_rows():
 
 
 def test_presets_resolve_to_offered_models_and_parse():
-    assert len(preset_names()) == 4
+    assert len(preset_names()) == 6
     for name in preset_names():
         rows, mode = preset_rows(name, TINY)
         specs = rows_to_specs(rows, TINY)
         assert 1 <= len(specs) <= MAX_PROVIDERS and mode in ("wash", "single")
+        # what a click sets is what build_config accepts (the rule included)
+        table, mode, aggregate, tokens, info = handlers.make_preset_handler(name, TINY)()
+        config = build_config(table, "Hello", tokens, 1.0, 0, mode, TINY, aggregate=aggregate)
+        assert config.aggregate == aggregate and info.startswith(f"**{name}.**")
+    five, _ = preset_rows("Five providers, five schemes", TINY)
+    assert len({r[1] for r in five}) == 5
+    trade = [p for p in PRESETS if p.aggregate != "mean"]
+    assert [p.rows for p in trade] == [PRESETS[0].rows]  # the paper setting under a robust centre
     paper, _ = preset_rows(PRESETS[0].name, TINY)
     assert {r[0] for r in paper} == set(TINY) and len(paper) == 3
     keys, _ = preset_rows("One model, 5 independent keys", TINY)
@@ -171,6 +179,10 @@ def test_z_figure_has_a_line_per_provider_and_both_thresholds():
     assert sorted(s.y0 for s in fig.layout.shapes) == [2.0, 4.0]
     compared = plots.z_figure(LABELS, steps, steps[:3], "P1 alone (single mode)")
     assert len(compared.data) == 4 and compared.data[-1].line.dash == "dash"
+    expected = plots.z_figure(LABELS, steps, steps[:3], "P1 alone (single mode)", expect_n=3)
+    alone, scaled = expected.data[-2], expected.data[-1]
+    assert scaled.line.dash == "dot" and scaled.name.endswith("/ 3")
+    assert [y / 3 for y in alone.y] == list(scaled.y)
 
 
 def test_distribution_figure_groups_providers_average_and_consensus():
@@ -440,3 +452,17 @@ def test_about_quotes_the_results_headline_and_each_schemes_own_words(tmp_path):
     quoted = texts.results_headline(page)
     assert "9.9 to 1.1" in quoted and "not this" not in quoted
     assert "not shipped" in texts.results_headline(tmp_path / "missing.md")
+
+
+def test_build_config_takes_the_aggregation_rule_and_names_a_bad_one():
+    config = build_config(ROWS, "Hello", 4, 1.0, 0, "wash", TINY, aggregate=" median-clip ")
+    assert config.aggregate == "median-clip:xi=1.0"
+    assert build_config(ROWS, "Hello", 4, 1.0, 0, "wash", TINY, aggregate=None).aggregate == "mean"
+    with pytest.raises(WashInputError, match="unknown aggregate 'trimmed'"):
+        build_config(ROWS, "Hello", 4, 1.0, 0, "wash", TINY, aggregate="trimmed")
+    with pytest.raises(WashInputError, match="needs --forwards eager"):
+        build_config(ROWS, "Hello", 4, 1.0, 0, "wash", TINY, forwards="lazy", aggregate="median")
+    # the comparison run (provider 1 alone) always takes the mean
+    compared = comparison_config(build_config(ROWS, "Hello", 4, 1.0, 0, "wash", TINY, aggregate="median"),
+                                 "single")
+    assert compared.aggregate == "mean" and len(compared.providers) == 1

@@ -106,6 +106,8 @@ EXPECTED = {
               "beats_mean", "beats_mean_every_scheme"},
     "baselines": {"scheme", "arm", "n", "z_mean", "tpr", "threshold", "ppl", "seconds_per_text", "cost_ratio",
                   "reencoded_ids", "probe_queries", "attempts"},
+    "presets": {"preset", "condition", "provider", "scheme", "z_min", "z_max", "z_mean", "detected_rate",
+                "ppl_mean", "models", "tokens", "seeds"},
 }
 #: Test-only overrides of the tiny presets that keep this file short.
 OVERRIDES = {
@@ -182,6 +184,12 @@ def test_values_are_sane(outputs):
     assert baselines.loc["toblend", "reencoded_ids"] > 0 and baselines.loc["toblend", "n"] == 2
     assert baselines.loc["randomwalk", "n"] == baselines.loc["demark", "n"] == 1
     assert baselines["tpr"].dropna().between(0, 1).all() and (baselines["ppl"] > 1).all()
+    presets = outputs["presets"][2].summary
+    paper = presets[presets["preset"].str.startswith("Paper setting")]
+    assert list(paper["condition"]) == ["preset"] * 3 + ["alone"]  # three providers, then P1 alone
+    single = presets[presets["preset"] == "Single watermarked model"]
+    assert list(single["condition"]) == ["preset"]  # no comparison run for a single preset
+    assert (presets["z_min"] <= presets["z_mean"] + 1e-9).all() and (presets["z_mean"] <= presets["z_max"] + 1e-9).all()
 
 
 def test_rerun_recomputes_nothing(outputs):
@@ -554,3 +562,19 @@ def test_a_task_temperature_keeps_the_profile_truncation():
     settings = engine_settings(config, seed=0, max_new_tokens=6, temperature=config.arith_temperature)
     assert (settings["temperature"], settings["top_k"], settings["top_p"]) == (0.7, 10, 1.0)
     assert quality.Config().profile == "open" and engine_settings(quality.Config(), 0)["top_k"] == 0
+
+
+def test_the_page_quotes_the_presets_measurement(outputs, tmp_path):
+    from wash import presets as demo
+
+    out = outputs["presets"][2]
+    name = "Paper setting: 3 providers, 2 model families"
+    line = demo.measured(name, out.summary_csv)
+    assert line.startswith("Measured (tiny-smollm2 + tiny-gemma3, 4 tokens, seeds 0") and "P1 alone z" in line
+    assert "P2 aar z" in line and "perplexity" in line
+    assert demo.measured("Five providers, five schemes", out.summary_csv).startswith("Not measured yet")
+    assert demo.measured(name, tmp_path / "missing.csv").startswith("Not measured yet")
+    assert demo.description(name, path=out.summary_csv).startswith(f"**{name}.**")
+    assert "will differ" not in line
+    assert "This page serves smollm2 + gemma3, so its numbers will differ." in demo.measured(
+        name, out.summary_csv, ["smollm2", "gemma3"])

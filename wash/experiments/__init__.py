@@ -34,6 +34,7 @@ EXPERIMENTS: dict[str, str] = {
     "entropy": "detection z vs served base entropy (top-k, temperature) per scheme and N: when washing works",
     "rules": "aggregation rules (mean, median, clipped variants) against each scheme's z and perplexity",
     "baselines": "WASH beside ToBlend, De-mark and RandomWalk: z, TPR at 5% FPR, perplexity, cost (Tables 1-3, 5)",
+    "presets": "the app's presets as the page runs them, over seeds: the z ranges their descriptions quote",
     "cost": "per-token latency and peak memory: single, WASH-Par, WASH-Seq, lazy, re-encode (Table 5)",
 }
 

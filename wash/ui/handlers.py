@@ -20,6 +20,7 @@ from wash.config import PROFILES, profile_name
 from wash.errors import WashInputError
 from wash.events import ProviderDetection
 from wash.models import Preload
+from wash.presets import DEMO_TOKENS, description as preset_description, preset
 from wash.ui import plots, tables, texts, tokens
 from wash.ui.detect import detect, result_models
 from wash.ui.providers import add_row, build_config, preset_rows, remove_last_row
@@ -52,10 +53,12 @@ def reports_errors(fn: Callable) -> Callable:
 
 
 # -- providers table ----------------------------------------------------------------
-def make_preset_handler(name: str, models: list[str]) -> Callable[[], tuple[list[list[str]], str]]:
+def make_preset_handler(name: str, models: list[str]) -> Callable[[], tuple]:
+    """A preset button: providers, mode, aggregation rule, length, and the preset's description."""
     @reports_errors
-    def apply() -> tuple[list[list[str]], str]:
-        return preset_rows(name, models)
+    def apply() -> tuple:
+        rows, mode = preset_rows(name, models)
+        return rows, mode, preset(name).aggregate, DEMO_TOKENS, preset_description(name, models)
     return apply
 
 
@@ -78,7 +81,8 @@ def _plot_outputs(record: RunRecord) -> tuple[Any, Any, Any, Any]:
     """z chart, distribution of the latest token, step slider, token description."""
     steps = record.steps[WASH]
     single = record.steps[SINGLE] if record.compare else None
-    zfig = plots.z_figure(record.labels, steps, single, record.single_label)
+    expect = len(record.labels) if record.compare == SINGLE else None
+    zfig = plots.z_figure(record.labels, steps, single, record.single_label, expect_n=expect)
     if not steps:
         return zfig, gr.skip(), gr.skip(), gr.skip()
     last = steps[-1]
@@ -120,11 +124,11 @@ def make_generate(preload: Preload | None) -> Callable[..., Iterator[tuple]]:
     """The Generate handler; a click while ``preload`` still runs waits for it, visibly."""
     def generate(table: Any, prompt: str, max_new_tokens: Any, temperature: Any, seed: Any, mode: str,
                  compare: str | bool = "off", forwards: str = "eager", top_k: Any = 0, top_p: Any = 1.0,
-                 request: gr.Request = None) -> Iterator[tuple]:
+                 aggregate: Any = "mean", request: gr.Request = None) -> Iterator[tuple]:
         """Stream one generation (two with the comparison switch) into the Generate tab."""
         try:
             config = build_config(table, prompt, max_new_tokens, temperature, seed, mode, forwards=forwards,
-                                  top_k=top_k, top_p=top_p)
+                                  top_k=top_k, top_p=top_p, aggregate=aggregate)
         except WashInputError as err:
             raise _as_gr_error(err) from err
         session = getattr(request, "session_hash", None) or "anonymous"
@@ -161,11 +165,12 @@ def make_model_status(preload: Preload | None) -> tuple[Callable[[], tuple[str, 
 
 
 def reproduce_line(table: Any, prompt: str, max_new_tokens: Any, temperature: Any, seed: Any, mode: str,
-                   compare: str | bool = "off", forwards: str = "eager", top_k: Any = 0, top_p: Any = 1.0) -> str:
+                   compare: str | bool = "off", forwards: str = "eager", top_k: Any = 0, top_p: Any = 1.0,
+                   aggregate: Any = "mean") -> str:
     """The CLI call that makes the same WASH text as the Generate click (empty on bad input)."""
     try:
         config = build_config(table, prompt, max_new_tokens, temperature, seed, mode, forwards=forwards,
-                              top_k=top_k, top_p=top_p)
+                              top_k=top_k, top_p=top_p, aggregate=aggregate)
     except WashInputError:
         return ""
     return command_line(config)

@@ -75,7 +75,8 @@ def wait_ready(client, deadline: float, poll_s: float = 0.25) -> dict:
 
 def default_request(models: list[str]) -> tuple:
     """The /generate inputs of the page as it opens (the default preset)."""
-    from wash.ui.providers import HEADERS, preset_names, preset_rows
+    from wash.presets import preset_names
+    from wash.ui.providers import HEADERS, preset_rows
     from wash.ui.texts import example_prompts
 
     rows, mode = preset_rows(preset_names()[0], models)

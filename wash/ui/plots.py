@@ -54,8 +54,14 @@ def _z_series(steps: Sequence[StepEvent], index: int) -> tuple[list[int], list[f
 def z_figure(labels: Sequence[str], steps: Sequence[StepEvent],
              single_steps: Sequence[StepEvent] | None = None,
              single_label: str | None = None, z_detected: float = Z_THRESHOLD,
-             z_washed: float = Z_WASHED) -> go.Figure:
-    """One line per provider (and a dashed one for the single-model run, if any)."""
+             z_washed: float = Z_WASHED, expect_n: int | None = None) -> go.Figure:
+    """One line per provider (and a dashed one for the single-model run, if any).
+
+    ``expect_n``: when the comparison run is provider 1 serving alone, draw its z
+    divided by N as a dotted line. P1's own detector sees its perturbation at
+    weight 1/N in the average, so that line is what P1's WASH trace should follow
+    (the law measured in docs/RESULTS.md); a point-mass scheme stays above it.
+    """
     fig = go.Figure()
     for i, label in enumerate(labels):
         xs, ys = _z_series(steps, i)
@@ -65,6 +71,10 @@ def z_figure(labels: Sequence[str], steps: Sequence[StepEvent],
         xs, ys = _z_series(single_steps, 0)
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=single_label or "P1 alone",
                                  line=dict(color=PALETTE[0], width=2, dash="dash")))
+        if expect_n and expect_n > 1:
+            scaled = [None if y is None else y / expect_n for y in ys]
+            fig.add_trace(go.Scatter(x=xs, y=scaled, mode="lines", name=f"expected for P1: alone / {expect_n}",
+                                     line=dict(color=PALETTE[0], width=1, dash="dot")))
     fig.add_hline(y=z_detected, line=dict(color="#dc2626", dash="dash", width=1),
                   annotation_text=f"detected (z = {z_detected:g})", annotation_position="top left")
     fig.add_hline(y=z_washed, line=dict(color="#16a34a", dash="dot", width=1),

@@ -9,11 +9,11 @@ report it with the same messages (prefixed with the row number here).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Sequence
 
 from wash.config import MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, GenerationConfig, ProviderSpec
 from wash.errors import WashInputError
+from wash.presets import preset
 from wash.ui.settings import MAX_PROMPT_CHARS, check_app_model
 
 HEADERS = ["model", "scheme", "key", "params"]
@@ -85,7 +85,7 @@ def remove_last_row(table: Any) -> list[Row]:
 
 def build_config(table: Any, prompt: str, max_new_tokens: Any, temperature: Any, seed: Any,
                  mode: str, choices: list[str] | None = None, forwards: str = "eager", top_k: Any = 0,
-                 top_p: Any = 1.0) -> GenerationConfig:
+                 top_p: Any = 1.0, aggregate: Any = "mean") -> GenerationConfig:
     """A validated GenerationConfig from the Generate tab's inputs (or WashInputError)."""
     if prompt is not None and len(prompt) > MAX_PROMPT_CHARS:
         raise WashInputError(f"the prompt is too long ({len(prompt)} characters; at most {MAX_PROMPT_CHARS})")
@@ -119,60 +119,16 @@ def build_config(table: Any, prompt: str, max_new_tokens: Any, temperature: Any,
     config = GenerationConfig(providers=rows_to_specs(table, choices), prompt=prompt or "", mode=mode,
                               max_new_tokens=int(max_new), temperature=temp, top_k=int(k), top_p=nucleus,
                               seed=int(seed_value),
-                              forwards=forwards if forwards is not None else "eager")
+                              forwards=forwards if forwards is not None else "eager",
+                              aggregate=str(aggregate).strip() if aggregate not in (None, "") else "mean")
     config.validate()
     return config
 
 
-# -- presets --------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Preset:
-    """A named provider line-up; ``A``/``B`` stand for the first/second offered model."""
-
-    name: str
-    description: str
-    rows: tuple[tuple[str, str, int, str], ...]
-    mode: str = "wash"
-
-
-PRESETS: tuple[Preset, ...] = (
-    Preset("Paper setting: 3 providers, 2 model families",
-           "Two base models with different tokenizers and the paper's example mix of schemes "
-           "(KGW, AAR, DiPMark), each with its own key: routing and re-synchronisation at work. "
-           "KGW and DiPMark fall towards chance; AAR, whose provider keeps a point mass worth "
-           "1/N of the average, fades more slowly on these small high-entropy models (see "
-           "docs/RESULTS.md). Turn on the comparison to see provider 1 alone.",
-           (("A", "kgw", 15485863, ""), ("B", "aar", 42, ""), ("A", "dipmark", 7, ""))),
-    Preset("One model, 5 independent keys",
-           "The same base model and scheme served with five secret keys (paper Fig. 3a): "
-           "averaging five independent green lists brings each detector close to z = 0.",
-           tuple(("A", "kgw", k, "") for k in (101, 202, 303, 404, 505))),
-    Preset("Coordinated watermark (control)",
-           "Every provider shares one key applied in the union vocabulary: the perturbations "
-           "are identical, so averaging cannot cancel them and detection survives (Fig. 3c).",
-           (("A", "kgw", 42, "coordinated=true"), ("B", "kgw", 42, "coordinated=true"),
-            ("A", "kgw", 42, "coordinated=true"))),
-    Preset("Single watermarked model",
-           "One provider served alone: the baseline every detector catches.",
-           (("A", "kgw", 15485863, ""),), mode="single"),
-)
-
-
-def preset_names() -> list[str]:
-    return [p.name for p in PRESETS]
-
-
-def preset(name: str) -> Preset:
-    for p in PRESETS:
-        if p.name == name:
-            return p
-    raise WashInputError(f"unknown preset '{name}' (accepted: {', '.join(preset_names())})")
-
-
+# -- presets (defined in wash.presets, shared with ``experiment presets``) ---------------
 def preset_rows(name: str, models: Sequence[str]) -> tuple[list[Row], str]:
     """The preset's rows with A/B resolved to the offered models, and its mode."""
     if not models:
         raise WashInputError("this app offers no model")
     p = preset(name)
-    slot = {"A": models[0], "B": models[1] if len(models) > 1 else models[0]}
-    return [[slot[m], scheme, str(key), params] for m, scheme, key, params in p.rows], p.mode
+    return [[m, scheme, str(key), params] for m, scheme, key, params in p.resolved(models)], p.mode

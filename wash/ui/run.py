@@ -106,7 +106,8 @@ def warm_up(models: Sequence[str], say: Progress) -> None:
     """
     from wash.ensemble import generate
     from wash.models import load_model
-    from wash.ui.providers import build_config, preset_names, preset_rows
+    from wash.presets import preset_names
+    from wash.ui.providers import build_config, preset_rows
     from wash.ui.texts import example_prompts
     from wash.vocab import align, model_vocab
 
@@ -229,12 +230,13 @@ def comparison_config(config: GenerationConfig, mode: str) -> GenerationConfig:
     """The comparison run: ``mode`` on the same providers, prompt, seed and serving settings.
 
     A baseline runs with its paper's defaults and the mean (its own decoding has no
-    aggregation rule); the engine validates it, so a De-mark comparison on a scheme
+    aggregation rule), provider 1 alone with the mean (one distribution is its own average); the engine validates it, so a De-mark comparison on a scheme
     it cannot attack fails with the engine's own one-line error, before anything runs.
     """
     spec = MODE_TABLE[mode]
     providers = list(config.providers[:1] if spec.first_provider_only else config.providers)
-    extra = dict(aggregate="mean", baseline_options="") if spec.baseline else {}
+    # provider 1 alone has nothing to aggregate; a baseline decodes its own way
+    extra = dict(aggregate="mean", baseline_options="") if spec.baseline else dict(aggregate="mean")
     out = dataclasses.replace(config, mode=mode, providers=providers, **extra)
     out.validate()
     return out

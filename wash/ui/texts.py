@@ -59,6 +59,17 @@ def mode_info(mode: str | None, forwards: str | None) -> str:
     return f"{what}  \n**{forwards}** forwards: {how}" if how else what
 
 
+#: Under the live z chart: why the lines fall, and why some do not.
+Z_WHY = (
+    "**Why the lines fall.** A provider's detector only finds its own perturbation, and in the "
+    "average of N providers that perturbation has weight 1/N: its z falls roughly like its "
+    "single-provider z divided by N (measured in docs/RESULTS.md). Schemes that pick the token by a "
+    "keyed draw (AAR, EXP-Edit, ITS-Edit, SynthID) put a point mass into the average, which keeps 1/N "
+    "of the probability on their chosen token whatever the others do, so on small, high-entropy "
+    "models they can stay above the red line. With the comparison set to *single*, the dashed line "
+    "is provider 1 alone and the dotted one that z divided by N."
+)
+
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "RESULTS.md"
 
 

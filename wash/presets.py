@@ -1,0 +1,140 @@
+"""The demo's one-click presets: named provider line-ups, and what each was measured to show.
+
+A preset is plain data (providers, mode, aggregation rule); the app's buttons and
+``experiment presets`` both read it from here, so the page runs exactly what was
+measured. Its description has two parts:
+
+* ``why``: what the line-up is for and the mechanism behind its outcome, written
+  by hand;
+* the measured part, read at run time from ``results/presets/presets_summary.csv``
+  (written by ``python -m wash experiment presets``): the range of final z each
+  provider reached over the measured seeds. A re-run changes the page's numbers
+  without anyone editing a sentence, and a preset that was never measured says so.
+
+Model slots ``A``/``B`` stand for the first and second model the app offers.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from wash.config import ProviderSpec
+from wash.errors import WashInputError
+
+#: New tokens a preset asks for: long enough that a lone watermark is clearly detected.
+DEMO_TOKENS = 200
+#: Where ``experiment presets`` writes its summary (the committed results folder).
+MEASURED = Path(__file__).resolve().parents[1] / "results" / "presets" / "presets_summary.csv"
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    why: str
+    #: ``(model slot, scheme, key, params)`` per provider.
+    rows: tuple[tuple[str, str, int, str], ...]
+    mode: str = "wash"
+    aggregate: str = "mean"
+
+    def resolved(self, models: Sequence[str]) -> list[tuple[str, str, int, str]]:
+        """The rows with the slots ``A``/``B`` replaced by the offered models."""
+        if not models:
+            raise WashInputError("no model is offered")
+        slot = {"A": models[0], "B": models[1] if len(models) > 1 else models[0]}
+        return [(slot[m], scheme, key, params) for m, scheme, key, params in self.rows]
+
+    def specs(self, models: Sequence[str]) -> list[ProviderSpec]:
+        return [ProviderSpec.parse(f"{m}:{s}:{k}" + (f":{p}" if p else "")) for m, s, k, p in self.resolved(models)]
+
+
+_PAPER_MIX = (("A", "kgw", 15485863, ""), ("B", "aar", 42, ""), ("A", "dipmark", 7, ""))
+
+PRESETS: tuple[Preset, ...] = (
+    Preset("Paper setting: 3 providers, 2 model families",
+           "The paper's example: two base models with different tokenizers (routing and "
+           "re-synchronisation at work) and three schemes, each with its own key. Each provider's "
+           "detector sees its own perturbation at weight 1/3 of the average. KGW and DiPMark "
+           "perturb a distribution, so their share fades; AAR picks its token by a keyed draw, a "
+           "point mass that keeps 1/3 of the average whatever the others do, so on these small, "
+           "high-entropy models it can stay detected. Turn on the comparison to see provider 1 alone.",
+           _PAPER_MIX),
+    Preset("Five providers, five schemes",
+           "Five providers over two base models with five different schemes (KGW, DiPMark, "
+           "Unigram, AAR, SynthID): each perturbation now weighs 1/5. Green-list schemes fall "
+           "towards chance; the sampling-based ones (AAR, SynthID) keep a point mass of 1/5 and "
+           "fade more slowly.",
+           (("A", "kgw", 101, ""), ("B", "dipmark", 202, ""), ("A", "unigram", 303, ""),
+            ("B", "aar", 404, ""), ("A", "synthid", 505, ""))),
+    Preset("Point mass under a clipped median (trade-off)",
+           "The paper setting again, averaged with the rule median-clip:xi=1 instead of the mean: "
+           "each provider's probabilities are clipped to within e^±1 of the per-token median before "
+           "averaging, which bounds how far AAR's point mass can pull the average. No rule we tried "
+           "beat the mean on every scheme without costing fluency (docs/RESULTS.md, aggregation "
+           "rules): expect AAR lower than under the paper preset and a higher perplexity. Compare "
+           "with the first preset on the same seed.",
+           _PAPER_MIX, aggregate="median-clip:xi=1.0"),
+    Preset("One model, 5 independent keys",
+           "One base model and one scheme (KGW) served with five secret keys (paper Fig. 3a): five "
+           "independent green lists cancel in the average, so each detector sees 1/5 of its signal.",
+           tuple(("A", "kgw", k, "") for k in (101, 202, 303, 404, 505))),
+    Preset("Coordinated watermark (control)",
+           "Every provider applies the same key in the union vocabulary: the perturbations are "
+           "identical, so averaging cannot cancel them and detection survives (paper Fig. 3c). "
+           "This is why WASH needs independent keys.",
+           (("A", "kgw", 42, "coordinated=true"), ("B", "kgw", 42, "coordinated=true"),
+            ("A", "kgw", 42, "coordinated=true"))),
+    Preset("Single watermarked model",
+           "One KGW provider served alone: the baseline every detector catches.",
+           (("A", "kgw", 15485863, ""),), mode="single"),
+)
+
+
+def preset_names() -> list[str]:
+    return [p.name for p in PRESETS]
+
+
+def preset(name: str) -> Preset:
+    for p in PRESETS:
+        if p.name == name:
+            return p
+    raise WashInputError(f"unknown preset '{name}' (accepted: {', '.join(preset_names())})")
+
+
+def measured(name: str, path: Path = MEASURED, models: Sequence[str] | None = None) -> str:
+    """One markdown line: the final z range per provider over the measured seeds, or why there is none.
+
+    ``models``: the models the page serves; when they are not the measured ones the
+    line says so, since the numbers then describe other models.
+    """
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            rows = [r for r in csv.DictReader(handle) if r.get("preset") == name]
+    except OSError:
+        rows = []
+    if not rows:
+        return "Not measured yet (`python -m wash experiment presets`)."
+    first = rows[0]
+    parts = []
+    for r in rows:
+        low, high = float(r["z_min"]), float(r["z_max"])
+        span = f"{low:.1f}" if math.isclose(low, high, abs_tol=0.05) else f"{low:.1f} to {high:.1f}"
+        who = "P1 alone" if r["condition"] == "alone" else f"P{int(r['provider']) + 1} {r['scheme']}"
+        parts.append(f"{who} z {span}")
+    ppl = [float(r["ppl_mean"]) for r in rows if r["condition"] == "preset" and r.get("ppl_mean")]
+    tail = f"; perplexity {ppl[0]:.0f}" if ppl and math.isfinite(ppl[0]) else ""
+    line = (f"Measured ({first['models']}, {first['tokens']} tokens, seeds {first['seeds']}, default prompt): "
+            + "; ".join(parts) + tail + ".")
+    served = " + ".join(dict.fromkeys(models or ()))
+    if served and served != first["models"]:
+        line += f" This page serves {served}, so its numbers will differ."
+    return line
+
+
+def description(name: str, models: Sequence[str] | None = None, path: Path = MEASURED) -> str:
+    """What the page shows when the preset is picked: why, then what was measured."""
+    p = preset(name)
+    return f"**{p.name}.** {p.why}\n\n{measured(name, path, models)}"
