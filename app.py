@@ -14,6 +14,7 @@ figure, table and simulation in the other ``wash/ui`` modules.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Callable
 
@@ -147,6 +148,13 @@ def _generate_tab(models: list[str], preload: Preload | None) -> dict:
                                 label="Per-token distributions", show_label=False, elem_id="dist-plot")
     w["detection"] = gr.Dataframe(tables.empty_detection_frame(), label="Detection on the final text",
                                   interactive=False, elem_id="detection-table")
+    with gr.Accordion("Which tokens still carry a watermark? (per-token evidence)", open=True):
+        w["evidence_provider"] = gr.Dropdown([], value=None, label="colour the final text by this provider's "
+                                             "detector", interactive=False, elem_id="evidence-provider")
+        w["evidence"] = gr.HighlightedText(label="per-token evidence (green: for the watermark, red: against)",
+                                           show_legend=False, combine_adjacent=False, interactive=False,
+                                           elem_id="evidence-text")
+        w["evidence_note"] = gr.Markdown("", elem_id="evidence-note")
     w["routing"] = gr.Markdown("", label="routing and speed", elem_id="routing")
     w["reproduce"] = gr.Textbox("", label="Reproduce the WASH text with this command", lines=1, max_lines=4,
                                 buttons=["copy"], interactive=False, elem_id="reproduce")
@@ -198,6 +206,15 @@ def _theory_tab() -> dict:
     return w
 
 
+def _by_component(handler: Callable, widgets: dict) -> Callable:
+    """The engine-side handler yields updates by output name; Gradio wants them by component."""
+    @functools.wraps(handler)  # keeps the signature Gradio reads (gr.Request injection included)
+    def by_component(*args, **kwargs):
+        for update in handler(*args, **kwargs):
+            yield {widgets[name]: value for name, value in update.items()}
+    return by_component
+
+
 def _wire_generate(g: dict, d: dict, tabs: gr.Tabs, models: list[str], preload: Preload | None) -> None:
     for button, name in zip(g["presets"], preset_names()):
         button.click(handlers.make_preset_handler(name, models), None,
@@ -209,13 +226,12 @@ def _wire_generate(g: dict, d: dict, tabs: gr.Tabs, models: list[str], preload: 
     g["remove"].click(handlers.remove_provider, g["table"], g["table"], api_visibility="undocumented")
     g["compare"].change(handlers.toggle_compare, g["compare"], g["single_text"],
                         api_visibility="undocumented")
-    outputs = [g["status"], g["text"], g["single_text"], g["zplot"], g["dist"], g["step"], g["info"],
-               g["detection"], g["routing"], g["json"], g["csv"], g["plain"], g["state"]]
+    outputs = [g[name] for name in handlers.GENERATE_OUTPUTS]
     # Inputs added later (forwards, then top-k and top-p, then the aggregation rule) come
     # last, so API callers' positional order from before they existed still holds.
     inputs = [g["table"], g["prompt"], g["max_new"], g["temperature"], g["seed"], g["mode"],
               g["compare"], g["forwards"], g["top_k"], g["top_p"], g["aggregate"]]
-    g["go"].click(on_gpu(handlers.make_generate(preload)), inputs, outputs, api_name="generate",
+    g["go"].click(on_gpu(_by_component(handlers.make_generate(preload), g)), inputs, outputs, api_name="generate",
                   show_progress="hidden")
     g["go"].click(handlers.reproduce_line, inputs, g["reproduce"], queue=False, api_visibility="undocumented")
     serving = [g["temperature"], g["top_k"], g["top_p"]]
@@ -226,6 +242,8 @@ def _wire_generate(g: dict, d: dict, tabs: gr.Tabs, models: list[str], preload: 
         radio.change(handlers.describe_mode, [g["mode"], g["forwards"]], g["mode_info"], queue=False,
                      api_visibility="undocumented")
     g["stop"].click(handlers.stop, None, None, queue=False, api_name="stop")
+    g["evidence_provider"].input(handlers.show_evidence, [g["state"], g["evidence_provider"]],
+                                 [g["evidence"], g["evidence_note"]], api_visibility="undocumented")
     g["text"].select(handlers.select_token, g["state"], [g["step"], g["dist"], g["info"]],
                      api_visibility="undocumented")
     g["step"].input(handlers.show_step, [g["state"], g["step"]], [g["dist"], g["info"]],

@@ -380,6 +380,12 @@ def test_browser_generation_shows_text_z_chart_and_distributions(tiny_app, brows
     page.wait_for_function("() => { const gd = document.querySelector('#dist-plot .js-plotly-plot');"
                            " return gd && gd.layout.title.text.startsWith('Token 3'); }")
     assert page.locator("#download-json").is_enabled()
+    # per-token evidence: P1's own tokenisation, coloured; another provider on request
+    assert "P1 tiny-smollm2/kgw#15485863's own tokenisation" in page.locator("#evidence-note").inner_text()
+    assert len(_tokens(page, "evidence-text")) >= 10
+    page.locator("#evidence-provider input").click()
+    page.get_by_role("option", name="P2 tiny-gemma3/aar#42").click()
+    page.wait_for_function("() => document.querySelector('#evidence-note').innerText.includes('P2 tiny-gemma3')")
     page.close()
 
 
@@ -446,6 +452,8 @@ def test_browser_presets_show_their_description_and_set_the_rule(tiny_app, brows
     _set_number(page, "max-new-tokens", 4)
     page.click("#generate-btn")
     assert _wait_finished(page).startswith("Done")
+    page.wait_for_function("() => { const t = document.querySelector('#reproduce textarea');"
+                           " return t && t.value.length > 0; }")
     assert "--aggregate median-clip:xi=1.0" in page.locator("#reproduce textarea").input_value()
     page.close()
 

@@ -15,7 +15,7 @@ import threading
 
 import pytest
 
-from wash.config import MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MODE_TABLE
+from wash.config import MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MODE_TABLE, ProviderSpec
 from wash.errors import WashInputError
 from wash.events import (ProviderDetection, RoutingSummary, RunResult, StepEvent, Timing)
 from wash.models import Preload
@@ -254,10 +254,33 @@ def test_highlight_segments_label_routed_tokens_only():
                                                          "routed: P2", "routed: P3"}
 
 
-def test_score_segments_binary_and_continuous():
-    assert tokens.score_segments(["a", "b", "c"], [1.0, 0.0, None]) == [("a", 1.0), ("b", -1.0), ("c", None)]
-    cont = tokens.score_segments(["a", "b", "c"], [3.0, 1.0, 2.0])
-    assert cont[0][1] > 0 > cont[1][1] and cont[2][1] == 0.0
+def test_score_segments_use_the_schemes_null_not_the_texts_own_spread():
+    green = tokens.score_segments(["a", "b", "c"], [1.0, 0.0, None], (0.5, 0.5))
+    assert green == [("a", 0.5), ("b", -0.5), ("c", None)]  # +-1 sd, full colour at 2 sd
+    # AAR's Exp(1) null: a score of 1 is no evidence, 5 is full colour, whatever the rest of the text
+    assert tokens.score_segments(["a", "b"], [1.0, 5.0], (1.0, 1.0)) == [("a", 0.0), ("b", 1.0)]
+    assert tokens.score_segments(["a", "b"], [1.0, 1.0], (1.0, 1.0)) == [("a", 0.0), ("b", 0.0)]
+    assert tokens.score_segments(["a", "b"], [None, None], None) == [("a", None), ("b", None)]
+
+
+@pytest.mark.parametrize("scheme", ["kgw", "unigram", "dipmark", "waterbag", "aar", "synthid", "exp-edit"])
+def test_unwatermarked_text_is_not_coloured_as_marked(scheme, tiny_smollm2):
+    """Real detectors on a random-token text: the mean colour stays near 0 for every scheme."""
+    import random
+
+    from wash.providers import build_providers
+    from wash.detection import detect_ids
+
+    provider = build_providers([ProviderSpec.parse(f"tiny-smollm2:{scheme}:5")]).providers[0]
+    rng = random.Random(3)
+    ids = [rng.randrange(1000, 20000) for _ in range(300)]
+    det = detect_ids(provider, ids)
+    values = [v for _, v in tokens.score_segments(det.tokens, det.per_token, det.token_null) if v is not None]
+    if scheme == "exp-edit":
+        assert det.token_null is None and not values and "nothing is coloured" in tokens.evidence_note(det)
+        return
+    assert len(values) > 100 and abs(sum(values) / len(values)) < 0.1
+    assert "own tokenisation" in tokens.evidence_note(det)
 
 
 def _result(text: str = "hello") -> RunResult:

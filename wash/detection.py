@@ -34,7 +34,8 @@ def _verdict(provider: Provider, detection, threshold: float, tokens: list[str])
                              key=provider.spec.key, z=detection.z, p=detection.p,
                              tokens_scored=detection.tokens_scored,
                              detected=detection.detected(threshold),
-                             per_token=list(detection.per_token), tokens=tokens)
+                             per_token=list(detection.per_token), tokens=tokens,
+                             token_null=detection.token_null)
 
 
 def detect_ids(provider: Provider, ids: Sequence[int], threshold: float = Z_THRESHOLD) -> ProviderDetection:

@@ -96,12 +96,15 @@ class ProviderDetection:
     detected: bool
     per_token: list[float | None] = field(default_factory=list)
     tokens: list[str] = field(default_factory=list)
+    #: (mean, sd) of one token's score without a watermark (``Detection.token_null``).
+    token_null: tuple[float, float] | None = None
 
     def to_dict(self, with_tokens: bool = False) -> dict:
         d = asdict(self)
         if not with_tokens:
             d.pop("per_token")
             d.pop("tokens")
+            d.pop("token_null")
         return d
 
 

@@ -73,58 +73,90 @@ def remove_provider(table: Any) -> list:
 
 
 # -- generation ---------------------------------------------------------------------
-def _single_segments(record: RunRecord) -> Any:
-    return tokens.highlight_segments(record.steps[SINGLE]) if record.compare else gr.skip()
+#: What the Generate handler updates, by name. The app maps the names to its
+#: components in this order, which is also the order of /generate's API answer.
+GENERATE_OUTPUTS = ("status", "text", "single_text", "zplot", "dist", "step", "info", "detection", "routing",
+                    "json", "csv", "plain", "state", "evidence_provider", "evidence", "evidence_note")
 
 
-def _plot_outputs(record: RunRecord) -> tuple[Any, Any, Any, Any]:
-    """z chart, distribution of the latest token, step slider, token description."""
+def _plot_outputs(record: RunRecord) -> dict[str, Any]:
+    """z chart; with a token, its distribution, the step slider and the token's description."""
     steps = record.steps[WASH]
     single = record.steps[SINGLE] if record.compare else None
     expect = len(record.labels) if record.compare == SINGLE else None
-    zfig = plots.z_figure(record.labels, steps, single, record.single_label, expect_n=expect)
-    if not steps:
-        return zfig, gr.skip(), gr.skip(), gr.skip()
-    last = steps[-1]
-    return (zfig, plots.distribution_figure(last, record.labels, record.lazy),
-            gr.update(minimum=1, maximum=max(2, len(steps)), value=len(steps), interactive=True),
-            tokens.describe_step(last, record.labels, record.lazy))
+    out: dict[str, Any] = {"zplot": plots.z_figure(record.labels, steps, single, record.single_label,
+                                                   expect_n=expect)}
+    if steps:
+        last = steps[-1]
+        out.update(dist=plots.distribution_figure(last, record.labels, record.lazy),
+                   step=gr.update(minimum=1, maximum=max(2, len(steps)), value=len(steps), interactive=True),
+                   info=tokens.describe_step(last, record.labels, record.lazy))
+    return out
 
 
-def _final_outputs(record: RunRecord) -> tuple[Any, Any, Any, Any, Any]:
-    """Detection table, routing stats, JSON and CSV downloads, plain text."""
+def _evidence(record: RunRecord | None, label: str | None) -> tuple[list, str]:
+    """One provider's per-token evidence on the final WASH text, and what it shows."""
+    rows = list(record.results[WASH].detection) if record is not None and record.results[WASH] else []
+    chosen = next((r for r in rows if r.provider == label), rows[0] if rows else None)
+    if chosen is None:
+        return [], ""
+    return tokens.score_segments(chosen.tokens, chosen.per_token, chosen.token_null), tokens.evidence_note(chosen)
+
+
+def _final_outputs(record: RunRecord) -> dict[str, Any]:
+    """Detection table, routing stats, downloads, plain text, and provider 1's per-token evidence."""
     result, single = record.results[WASH], record.results[SINGLE]
     frame = tables.combined_detection(result, single)
-    return (frame, tables.routing_markdown(result, single, record.first_token_s),
-            gr.update(value=tables.write_run_json(record.to_json()), interactive=True),
-            gr.update(value=tables.write_csv(frame), interactive=True), result.text)
+    labels = [d.provider for d in result.detection]
+    segments, note = _evidence(record, labels[0] if labels else None)
+    return {"detection": frame, "routing": tables.routing_markdown(result, single, record.first_token_s),
+            "json": gr.update(value=tables.write_run_json(record.to_json()), interactive=True),
+            "csv": gr.update(value=tables.write_csv(frame), interactive=True), "plain": result.text,
+            "evidence_provider": gr.update(choices=labels, value=labels[0] if labels else None,
+                                           interactive=bool(labels)),
+            "evidence": segments, "evidence_note": note}
 
 
-def _view_outputs(view: RunView) -> tuple:
+def _view_outputs(view: RunView) -> dict[str, Any]:
     record = view.record
-    wash_text = tokens.highlight_segments(record.steps[WASH])
-    plot_part = _plot_outputs(record) if view.refresh else (gr.skip(),) * 4
-    final_part = _final_outputs(record) if view.finished and record.finished else (gr.skip(),) * 5
-    return (view.status, wash_text, _single_segments(record), *plot_part, *final_part, record)
+    out: dict[str, Any] = {"status": view.status, "text": tokens.highlight_segments(record.steps[WASH]),
+                           "state": record}
+    if record.compare:
+        out["single_text"] = tokens.highlight_segments(record.steps[SINGLE])
+    if view.refresh:
+        out.update(_plot_outputs(record))
+    if view.finished and record.finished:
+        out.update(_final_outputs(record))
+    return out
 
 
-def _reset_outputs(record: RunRecord) -> tuple:
+def _reset_outputs(record: RunRecord) -> dict[str, Any]:
     """The first update of a run: clear everything the previous run left."""
-    waiting = plots.empty_figure("waiting for the first token…")
     colours = tokens.colour_map(plots.PALETTE, len(record.labels))
-    return ("**Starting…**", gr.update(value=[], color_map=colours),
-            gr.update(value=[], color_map=colours),
-            plots.z_figure(record.labels, []), waiting,
-            gr.update(minimum=1, maximum=2, value=1, interactive=False), "",
-            tables.empty_detection_frame(), "", gr.update(value=None, interactive=False),
-            gr.update(value=None, interactive=False), "", record)
+    return {"status": "**Starting…**", "text": gr.update(value=[], color_map=colours),
+            "single_text": gr.update(value=[], color_map=colours), "zplot": plots.z_figure(record.labels, []),
+            "dist": plots.empty_figure("waiting for the first token…"),
+            "step": gr.update(minimum=1, maximum=2, value=1, interactive=False), "info": "",
+            "detection": tables.empty_detection_frame(), "routing": "",
+            "json": gr.update(value=None, interactive=False), "csv": gr.update(value=None, interactive=False),
+            "plain": "", "state": record, "evidence_provider": gr.update(choices=[], value=None, interactive=False),
+            "evidence": [], "evidence_note": ""}
 
 
-def make_generate(preload: Preload | None) -> Callable[..., Iterator[tuple]]:
-    """The Generate handler; a click while ``preload`` still runs waits for it, visibly."""
+def show_evidence(record: RunRecord | None, label: str) -> tuple[list, str]:
+    """The evidence view for another provider of the last run."""
+    return _evidence(record, label)
+
+
+def make_generate(preload: Preload | None) -> Callable[..., Iterator[dict[str, Any]]]:
+    """The Generate handler; a click while ``preload`` still runs waits for it, visibly.
+
+    It yields ``{output name: update}`` dicts (names in ``GENERATE_OUTPUTS``); an
+    output a dict leaves out keeps its value.
+    """
     def generate(table: Any, prompt: str, max_new_tokens: Any, temperature: Any, seed: Any, mode: str,
                  compare: str | bool = "off", forwards: str = "eager", top_k: Any = 0, top_p: Any = 1.0,
-                 aggregate: Any = "mean", request: gr.Request = None) -> Iterator[tuple]:
+                 aggregate: Any = "mean", request: gr.Request = None) -> Iterator[dict[str, Any]]:
         """Stream one generation (two with the comparison switch) into the Generate tab."""
         try:
             config = build_config(table, prompt, max_new_tokens, temperature, seed, mode, forwards=forwards,
@@ -242,7 +274,7 @@ def _detect_highlight(rows: list[ProviderDetection], label: str | None) -> list:
     chosen = next((r for r in rows if r.provider == label), rows[0] if rows else None)
     if chosen is None:
         return []
-    return tokens.score_segments(chosen.tokens, chosen.per_token)
+    return tokens.score_segments(chosen.tokens, chosen.per_token, chosen.token_null)
 
 
 @reports_errors

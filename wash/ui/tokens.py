@@ -79,26 +79,41 @@ def describe_step(step: StepEvent, labels: Sequence[str], lazy: bool = False) ->
     return f"{head}: {origin}{gap}{missing}  \nLive z after it: {zs}"
 
 
-def score_segments(tokens: Sequence[str],
-                   per_token: Sequence[float | None]) -> list[tuple[str, float | None]]:
-    """Detector contributions as HighlightedText scores in [-1, 1].
+#: Per-token evidence reaches full colour at this many null standard deviations.
+FULL_COLOUR_SD = 2.0
 
-    Green/red schemes report 1/0 per token: shown as +1 (green) / -1 (red).
-    Other schemes report unbounded scores: shown standardised within this text
-    (mean 0, one standard deviation = 0.5), so the colours rank tokens against
-    each other rather than against the scheme's null distribution.
+
+def score_segments(tokens: Sequence[str], per_token: Sequence[float | None],
+                   token_null: Sequence[float] | None = None) -> list[tuple[str, float | None]]:
+    """Detector contributions as HighlightedText scores in [-1, 1], on an absolute scale.
+
+    ``token_null`` is the (mean, sd) of one token's score on unwatermarked text
+    (``Detection.token_null``). A token is coloured by how far its score is from
+    that null, full colour at ``FULL_COLOUR_SD`` sds: green/red schemes (0/1
+    scores) give every green token the same colour and every red one the
+    opposite, whichever text they are in, so unwatermarked text looks mixed rather
+    than marked. Scores with no known null are left uncoloured (a scale made
+    within the text would rank its tokens, not measure them against the null).
     """
-    scored = [s for s in per_token if s is not None]
-    binary = bool(scored) and all(s in (0.0, 1.0) for s in scored)
-    mean = sum(scored) / len(scored) if scored else 0.0
-    var = sum((s - mean) ** 2 for s in scored) / len(scored) if scored else 0.0
-    sd = var ** 0.5 or 1.0
     out: list[tuple[str, float | None]] = []
+    if token_null is None:
+        return [(text, None) for text in tokens]
+    mean, sd = float(token_null[0]), float(token_null[1]) or 1.0
     for text, s in zip(tokens, per_token):
         if s is None:
             out.append((text, None))
-        elif binary:
-            out.append((text, 1.0 if s == 1.0 else -1.0))
         else:
-            out.append((text, max(-1.0, min(1.0, (s - mean) / (2 * sd)))))
+            out.append((text, max(-1.0, min(1.0, (s - mean) / (FULL_COLOUR_SD * sd)))))
     return out
+
+
+def evidence_note(detection) -> str:
+    """Under the coloured text: whose tokenisation it is and what the colours mean."""
+    if detection.token_null is None or not any(s is not None for s in detection.per_token):
+        return (f"{detection.provider}'s detector ({detection.scheme}) scores the text as a whole "
+                f"(an alignment test), so no token carries a score of its own: nothing is coloured.")
+    scored = sum(s is not None for s in detection.per_token)
+    return (f"{detection.provider}'s own tokenisation of the final text ({len(detection.tokens)} tokens, "
+            f"{scored} scored; grey: not scored, e.g. a repeated context). Green: evidence for its "
+            f"watermark, red: against, full colour at {FULL_COLOUR_SD:g} standard deviations of a token's "
+            f"score on unwatermarked text. Its z over the whole text: {detection.z:.2f}.")

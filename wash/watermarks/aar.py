@@ -112,6 +112,9 @@ class AAR(WatermarkScheme):
 class _AARDetector(Detector):
     scheme: AAR
 
+    #: A token's score -log(1 - r) with r uniform is Exp(1) without the key's influence.
+    token_null = (1.0, 1.0)
+
     def __init__(self, scheme: AAR, prefix: Sequence[int] = ()) -> None:
         super().__init__(scheme, prefix)
         self.total = 0.0

@@ -58,6 +58,9 @@ class Detection:
     per_token: list[float | None] = field(default_factory=list)
     statistic: float = 0.0
     note: str = ""
+    #: (mean, sd) of one token's score on unwatermarked text: the absolute scale the
+    #: app colours per-token evidence on (``None``: the scheme has no per-token null).
+    token_null: tuple[float, float] | None = None
 
     def detected(self, z_threshold: float = Z_THRESHOLD) -> bool:
         return self.tokens_scored > 0 and self.z > z_threshold
@@ -79,6 +82,9 @@ class Detector(ABC):
     ``prefix`` ids (e.g. the prompt, when the caller knows it) serve only as
     hashing context and are never scored.
     """
+
+    #: (mean, sd) of one ``per_token`` score without a watermark, where the scheme has one.
+    token_null: tuple[float, float] | None = None
 
     def __init__(self, scheme: "WatermarkScheme", prefix: Sequence[int] = ()) -> None:
         self.scheme = scheme
@@ -224,7 +230,11 @@ class WatermarkScheme(ABC):
 
     def detect(self, ids: Sequence[int], prefix: Sequence[int] = ()) -> Detection:
         """Score a whole sequence (convenience over the incremental detector)."""
-        return self.make_detector(prefix).extend(ids).result()
+        detector = self.make_detector(prefix).extend(ids)
+        result = detector.result()
+        if result.token_null is None and detector.token_null is not None:
+            result.token_null = detector.token_null
+        return result
 
     def describe(self) -> str:
         values = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(self.params).items())

@@ -29,6 +29,7 @@ compare that count).
 
 from __future__ import annotations
 
+import math
 from abc import abstractmethod
 from typing import Any, Hashable, Sequence
 
@@ -70,6 +71,7 @@ class GreenCountDetector(Detector):
     def __init__(self, scheme: WatermarkScheme, prefix: Sequence[int], null_rate: float) -> None:
         super().__init__(scheme, prefix)
         self.null_rate = float(null_rate)
+        self.token_null = (self.null_rate, math.sqrt(self.null_rate * (1.0 - self.null_rate)))
         self.hits = 0
         self.scored = 0
 

@@ -171,6 +171,8 @@ class _SynthIDDetector(Detector):
 
     def __init__(self, scheme: SynthID, prefix: Sequence[int] = ()) -> None:
         super().__init__(scheme, prefix)
+        # a token's score is the mean of ``depth`` fair 0/1 g-values without the key
+        self.token_null = (0.5, 0.5 / math.sqrt(scheme.params.depth))
         self.g_sum = 0
         self.n = 0
 

@@ -90,6 +90,10 @@ class _WaterBagDetector(Detector):
 
     def __init__(self, scheme: "WaterBag", prefix: Sequence[int]) -> None:
         super().__init__(scheme, prefix)
+        # Tokens are scored against the leading (key, list) pair, picked after seeing
+        # the text, so an unwatermarked text leans slightly green on this scale.
+        g = float(scheme.gamma)
+        self.token_null = (g, (g * (1.0 - g)) ** 0.5)
         k = len(scheme.bag)
         self.hits = [0] * k
         self.scored = 0
