@@ -232,7 +232,9 @@ def _wire_generate(g: dict, d: dict, tabs: gr.Tabs, models: list[str], preload: 
     inputs = [g["table"], g["prompt"], g["max_new"], g["temperature"], g["seed"], g["mode"],
               g["compare"], g["forwards"], g["top_k"], g["top_p"], g["aggregate"]]
     g["go"].click(on_gpu(_by_component(handlers.make_generate(preload), g)), inputs, outputs, api_name="generate",
-                  show_progress="hidden")
+                  # the queue position and elapsed time show on the status line only, so a user
+                  # waiting behind others sees where they stand without the page greying out
+                  show_progress="minimal", show_progress_on=[g["status"]])
     g["go"].click(handlers.reproduce_line, inputs, g["reproduce"], queue=False, api_visibility="undocumented")
     serving = [g["temperature"], g["top_k"], g["top_p"]]
     g["profile"].input(handlers.apply_profile, g["profile"], serving, queue=False, api_visibility="undocumented")

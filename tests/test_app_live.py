@@ -390,6 +390,26 @@ def test_browser_generation_shows_text_z_chart_and_distributions(tiny_app, brows
 
 
 @pytest.mark.browser
+def test_browser_two_tabs_generate_at_once_without_cross_talk(tiny_app, browser, tiny_smollm2, tiny_gemma3):
+    """Two pages click Generate together with different seeds; each gets exactly the engine's text."""
+    from wash.ui.texts import example_prompts
+
+    paper = [["tiny-smollm2", "kgw", "15485863", ""], ["tiny-gemma3", "aar", "42", ""],
+             ["tiny-smollm2", "dipmark", "7", ""]]
+    pages = [_open(browser, tiny_app.url) for _ in range(2)]
+    for seed, page in zip((11, 12), pages):
+        _set_number(page, "max-new-tokens", 40)
+        _set_number(page, "seed", seed)
+    for page in pages:
+        page.click("#generate-btn")
+    for seed, page in zip((11, 12), pages):
+        assert _wait_finished(page).startswith("Done")
+        expected = _engine_generate(example_prompts(1)[0], seed, max_new=40, rows=paper)
+        assert "".join(_tokens(page, "wash-text")) == expected.text
+        page.close()
+
+
+@pytest.mark.browser
 def test_browser_profile_sets_serving_and_the_command_line_remakes_the_text(tiny_app, browser, capsys):
     import shlex
 
