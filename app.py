@@ -27,6 +27,7 @@ from wash.presets import DEMO_TOKENS, description as preset_description, preset_
 from wash.thresholds import Z_THRESHOLD
 from wash.ui import handlers, plots, tables, texts
 from wash.ui.providers import HEADERS, preset_rows
+from wash.ui.identify import PROBES as IDENTIFY_PROBES, SYSTEMS as IDENTIFY_SYSTEMS
 from wash.ui.run import COMPARISONS, OFF, preload_markdown, start_preload
 from wash.ui.settings import app_models, concurrency_limit
 from wash.ui.theory import KINDS, MAX_N, MAX_VOCAB
@@ -191,6 +192,27 @@ def _detect_tab(models: list[str]) -> dict:
     return w
 
 
+def _identify_tab(models: list[str]) -> dict:
+    w: dict = {}
+    rows, _ = preset_rows(preset_names()[0], models)
+    gr.Markdown("**Is this model watermarked?** Per-text detection needs a provider's key; Water-Probe "
+                "identification (v1, forced contexts) needs none: it asks a system for the next entry of a "
+                "list under two crafted prompts and tests whether its token rankings after the same prefix "
+                "agree more than an unwatermarked model's. z above 4 is Water-Probe's low-confidence band, "
+                "above 10 its high one. This is very probably what the paper's Table 1 reports.")
+    w["table"] = _providers_table(rows, "identify-providers", "Providers (the WASH ensemble is all of them)")
+    with gr.Row():
+        w["systems"] = gr.CheckboxGroup(list(IDENTIFY_SYSTEMS), value=list(IDENTIFY_SYSTEMS),
+                                        label="systems to probe", elem_id="identify-systems")
+        w["probe"] = gr.Radio(list(IDENTIFY_PROBES), value="fast", label="probe size", elem_id="identify-probe",
+                              info="fast: 20 contexts x 200 samples x 3 runs; standard: 50 x 400 x 3")
+    w["go"] = gr.Button("Identify", variant="primary", elem_id="identify-btn")
+    w["plot"] = gr.Plot(label="identification", show_label=False, elem_id="identify-plot")
+    w["result"] = gr.Dataframe(label="identification per system", interactive=False, elem_id="identify-table")
+    w["summary"] = gr.Markdown("", elem_id="identify-summary")
+    return w
+
+
 def _theory_tab() -> dict:
     w: dict = {}
     gr.Markdown(texts.theory_markdown())
@@ -277,12 +299,16 @@ def build_demo(preload: Preload | None = None) -> gr.Blocks:
                 g = _generate_tab(models, preload)
             with gr.Tab("Detect", id="detect"):
                 d = _detect_tab(models)
+            with gr.Tab("Identify", id="identify"):
+                i = _identify_tab(models)
             with gr.Tab("Theory", id="theory"):
                 t = _theory_tab()
             with gr.Tab("About", id="about"):
                 gr.Markdown(texts.about_markdown())
         _wire_generate(g, d, tabs, models, preload)
         _wire_detect(d)
+        i["go"].click(handlers.run_identify, [i["table"], i["systems"], i["probe"]],
+                      [i["plot"], i["result"], i["summary"]], api_name="identify")
         page_status, api_status = handlers.make_model_status(preload)
         g["timer"].tick(page_status, None, [g["models"], g["timer"]], queue=False,
                         api_visibility="undocumented")

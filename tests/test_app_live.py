@@ -598,6 +598,23 @@ def test_browser_theory_tab_plots_the_simulation(tiny_app, browser):
 
 
 @pytest.mark.browser
+def test_browser_identify_tab_answers_for_the_ensemble(tiny_app, browser):
+    page = _open(browser, tiny_app.url)
+    page.get_by_role("tab", name="Identify").click()
+    page.locator("#identify-systems").get_by_label("provider 1 alone").uncheck()
+    page.locator("#identify-systems").get_by_label("unwatermarked models").uncheck()
+    page.click("#identify-btn")
+    # the progress bar names what is being probed, then the verdict replaces it
+    page.wait_for_function("() => document.querySelector('#identify-summary').innerText.includes('probing')")
+    page.wait_for_function("() => /\\*?WASH ensemble\\*?: (z =|not scorable)/.test("
+                           "document.querySelector('#identify-summary').innerText)", timeout=180_000)
+    assert "WASH ensemble" in _table_text(page, "identify-table")
+    bars = [t for t in _plot_data(page, "identify-plot") if t["type"] == "bar"]
+    assert len(bars) == 1
+    page.close()
+
+
+@pytest.mark.browser
 @pytest.mark.e2e
 def test_browser_real_models_paper_preset(browser, tmp_path):
     tokens = int(os.environ.get("WASH_APP_E2E_TOKENS", "6"))

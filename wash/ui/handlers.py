@@ -21,7 +21,7 @@ from wash.errors import WashInputError
 from wash.events import ProviderDetection
 from wash.models import Preload
 from wash.presets import DEMO_TOKENS, description as preset_description, preset
-from wash.ui import plots, tables, texts, tokens
+from wash.ui import identify as identify_ui, plots, tables, texts, tokens
 from wash.ui.detect import detect, result_models
 from wash.ui.providers import add_row, build_config, preset_rows, remove_last_row
 from wash.ui.run import (SINGLE, WASH, RunRecord, RunView, StopRegistry, comparison_mode, drive,
@@ -301,3 +301,13 @@ def run_theory(vocab_size: float, xi: float, max_n: float, trials: float,
     fig = plots.theory_figure(result.ns, result.mean, bands, result.reference,
                               "theorem shape: c·(√(log|V|/N) + η²)")
     return fig, summary(result)
+
+
+# -- identify -----------------------------------------------------------------------
+@reports_errors
+def run_identify(table: Any, systems: list[str], probe: str,
+                 progress: gr.Progress = gr.Progress()) -> tuple[Any, Any, str]:
+    """Water-Probe identification of the chosen systems: figure, table, verdicts."""
+    results = identify_ui.run_identify(table, systems, probe,
+                                       progress=lambda fraction, what: progress(fraction, desc=what))
+    return identify_ui.figure(results), identify_ui.results_frame(results), identify_ui.summary(results)
