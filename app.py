@@ -104,11 +104,11 @@ def _generate_tab(models: list[str], preload: Preload | None) -> dict:
                 start = PROFILES[DEFAULT_PROFILE]
                 w["temperature"] = gr.Slider(0.0, 2.0, value=start.temperature, step=0.05, label="temperature",
                                              elem_id="temperature")
-                w["top_k"] = gr.Number(start.top_k, precision=0, minimum=0, maximum=MAX_TOP_K,
+                w["top_k"] = gr.Number(start.top_k, precision=None, minimum=0, maximum=MAX_TOP_K, step=1,
                                        label="top-k (0 = off)", elem_id="top-k", min_width=80)
                 w["top_p"] = gr.Slider(0.01, 1.0, value=start.top_p, step=0.01, label="top-p", elem_id="top-p")
             with gr.Row():
-                w["seed"] = gr.Number(0, precision=0, label="seed", elem_id="seed", min_width=80)
+                w["seed"] = gr.Number(0, precision=None, step=1, label="seed", elem_id="seed", min_width=80)
                 w["mode"] = gr.Radio(list(MODES), value="wash", label="mode", elem_id="mode")
                 w["forwards"] = gr.Radio(list(FORWARDS), value="eager", label="forwards", elem_id="forwards",
                                          min_width=120)

@@ -248,6 +248,95 @@ def test_api_detect_scores_text(tiny_app):
     assert len(segments) > 5
 
 
+# -- API fuzz: whatever a client sends, a visible error naming the problem ------------------
+def _scheme_fuzz() -> list:
+    """Per scheme: an unknown parameter and a non-numeric value for its first numeric one."""
+    import dataclasses
+
+    from wash.watermarks import SCHEMES
+
+    cases = []
+    for name, cls in SCHEMES.items():
+        cases.append(({"rows": [["tiny-smollm2", name, "1", "zzz=1"]]}, f"scheme '{name}' has no parameter 'zzz'"))
+        numeric = [f.name for f in dataclasses.fields(cls.Params)
+                   if isinstance(f.default, (int, float)) and not isinstance(f.default, bool)]
+        if numeric:
+            cases.append(({"rows": [["tiny-smollm2", name, "1", f"{numeric[0]}=abc"]]},
+                          f"parameter '{numeric[0]}' of scheme '{name}' must be"))
+    return cases
+
+
+GENERATE_FUZZ = [
+    ({"rows": [["tiny-smollm2", "kgw"]]}, "needs a KEY"),
+    ({"rows": [["tiny-smollm2", "kgw", "1", ""]] * 9}, "at most 8"),
+    ({"rows": [[1, 2, 3, 4]]}, "unknown model '1'"),
+    ({"rows": []}, "no provider given"),
+    ({"rows": [["tiny-smollm2", "kgw", "1.5", ""]]}, "is not an integer"),
+    ({"rows": [["tiny-smollm2", "kgw", "0x1F", ""]]}, "is not an integer"),
+    ({"rows": [["tiny-smollm2", "kgw", "1", "gamma=2"]]}, "must be a number in (0, 1)"),
+    ({"rows": [["tiny-smollm2", "kgw", "1", "delta=-1"]]}, "must be a finite number >= 0"),
+    ({"rows": [["meta-llama/Llama-3.1-8B", "kgw", "1", ""]]}, "hub ids need WASH_ALLOW_EXTERNAL_MODELS=1"),
+    # out of a slider's or number box's range: Gradio itself refuses, naming value and bound
+    ({"temperature": -1}, "Value -1 is less than minimum value 0.0"),
+    ({"temperature": 1e9}, "is greater than maximum value 2.0"),
+    ({"top_k": -3}, "Value -3 is less than minimum value 0"),
+    ({"top_k": 2.5}, "top-k must be an integer"),
+    ({"top_p": 0}, "Value 0 is less than minimum value 0.01"),
+    ({"max_new": 0}, "Value 0 is less than minimum value 1"),
+    ({"max_new": 2.5}, "max new tokens must be an integer"),
+    ({"seed": 1e30}, "seed must be an integer from"),
+    ({"seed": 0.5}, "seed must be an integer"),
+    ({"prompt": ""}, "the prompt is empty"),
+    ({"prompt": " \n\t "}, "the prompt is empty"),
+    ({"prompt": "x" * 50_000}, "the prompt is too long"),
+    ({"mode": "blend"}, "not in the list of choices"),
+    ({"compare": "sideways"}, "not in the list of choices"),
+    ({"aggregate": "trimmed"}, "unknown aggregate 'trimmed'"),
+    ({"aggregate": "median-clip:xi=-1"}, "xi"),
+    ({"aggregate": "median", "forwards": "lazy"}, "needs --forwards eager"),
+    *_scheme_fuzz(),
+]
+
+
+def _generate_args(change: dict) -> list:
+    args = {"rows": TINY_ROWS, "prompt": "Hello", "max_new": 3, "temperature": 1.0, "seed": 0, "mode": "wash",
+            "compare": "off", "forwards": "eager", "top_k": 0, "top_p": 1.0, "aggregate": "mean", **change}
+    return [_table(args["rows"]), args["prompt"], args["max_new"], args["temperature"], args["seed"],
+            args["mode"], args["compare"], args["forwards"], args["top_k"], args["top_p"], args["aggregate"]]
+
+
+def test_api_fuzz_every_bad_input_is_named_and_the_app_keeps_serving(tiny_app):
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError
+
+    client = Client(tiny_app.url, verbose=False)
+    missed = []
+    for change, fragment in GENERATE_FUZZ:
+        try:
+            client.predict(*_generate_args(change), api_name="/generate")
+            missed.append((change, "accepted"))
+        except AppError as err:
+            if fragment not in str(err):
+                missed.append((change, str(err)))
+    assert not missed, "\n".join(map(repr, missed))
+    # odd but valid text is generated from, and scored, without error
+    for prompt in ("🙂🚀 héllo 中文 𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "tab\tbell\x07escape\x1b[31m NUL\x00 end", "1" * 1999):
+        out = client.predict(*_generate_args({"prompt": prompt}), api_name="/generate")
+        assert out[OUT_STATUS].startswith("**Done**")
+    binary = "".join(chr(c) for c in range(1, 256)) * 4
+    table, _, segments = client.predict(binary, _table(TINY_ROWS), 4.0, api_name="/detect")
+    assert len(table["data"]) == 3
+    # (a lone surrogate cannot even leave gradio_client as JSON; build_config's test covers it)
+    for text, fragment in (("", "the text to score is empty"), ("x" * 20_001, "the text is too long")):
+        with pytest.raises(AppError, match=fragment):
+            client.predict(text, _table(TINY_ROWS), 4.0, api_name="/detect")
+    with pytest.raises(AppError, match="the z threshold must be a number"):
+        client.predict("some text here", _table(TINY_ROWS), "high", api_name="/detect")
+    # and a normal request right after all of that
+    out = _api_generate(tiny_app.url, "The committee met on Friday to", seed=7)
+    assert out[OUT_STATUS].startswith("**Done**") and out[OUT_PLAIN]
+
+
 # -- a click during the model preload ----------------------------------------------------
 class HeldApp:
     def __init__(self, url: str, gate: threading.Event) -> None:

@@ -489,3 +489,14 @@ def test_build_config_takes_the_aggregation_rule_and_names_a_bad_one():
     compared = comparison_config(build_config(ROWS, "Hello", 4, 1.0, 0, "wash", TINY, aggregate="median"),
                                  "single")
     assert compared.aggregate == "mean" and len(compared.providers) == 1
+
+
+def test_text_a_tokenizer_cannot_encode_is_refused_by_name():
+    with pytest.raises(WashInputError, match="the prompt is not valid Unicode text: character 8"):
+        build_config(ROWS, "broken \udcff bytes", 4, 1.0, 0, "wash", TINY)
+    with pytest.raises(WashInputError, match="seed must be an integer from"):
+        build_config(ROWS, "Hello", 4, 1.0, 10**30, "wash", TINY)
+    from wash.detection import detect_text
+
+    with pytest.raises(WashInputError, match="the text to score is not valid Unicode"):
+        detect_text([], "bad \udcff")

@@ -171,6 +171,19 @@ class ProviderSpec:
         return d
 
 
+#: The seeds a generation accepts: torch's generators take a signed 64-bit integer.
+SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
+
+
+def check_text(text: str, what: str) -> None:
+    """Refuse text a tokenizer cannot encode (a lone surrogate from a broken UTF-8 decode)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        raise WashInputError(f"{what} is not valid Unicode text: character {err.start + 1} is "
+                             f"{text[err.start]!r}, half of a surrogate pair (broken UTF-8?)") from None
+
+
 @dataclass
 class GenerationConfig:
     """Everything one generation depends on; the same config and seed give the same text.
@@ -261,6 +274,7 @@ class GenerationConfig:
             check_model_name(spec.model)
         if not self.prompt or not self.prompt.strip():
             raise WashInputError("the prompt is empty")
+        check_text(self.prompt, "the prompt")
         if not isinstance(self.max_new_tokens, int) or not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS_CAP:
             raise WashInputError(
                 f"max new tokens must be an integer from 1 to {MAX_NEW_TOKENS_CAP}, got {self.max_new_tokens}")
@@ -280,3 +294,5 @@ class GenerationConfig:
             self.seed = int(self.seed)
         except (TypeError, ValueError):
             raise WashInputError(f"seed must be an integer, got {self.seed!r}") from None
+        if not SEED_MIN <= self.seed <= SEED_MAX:  # torch's generators take a signed 64-bit seed
+            raise WashInputError(f"seed must be an integer from {SEED_MIN} to {SEED_MAX}, got {self.seed}")

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from wash.config import ProviderSpec
+from wash.config import ProviderSpec, check_text
 from wash.errors import WashInputError
 from wash.events import ProviderDetection
 from wash.providers import Provider
@@ -46,6 +46,7 @@ def detect_ids(provider: Provider, ids: Sequence[int], threshold: float = Z_THRE
 
 def detect_text(providers: Sequence[Provider], text: str, threshold: float = Z_THRESHOLD) -> list[ProviderDetection]:
     """Each provider's detector on ``text`` tokenised by that provider's own tokenizer."""
+    check_text(text, "the text to score")
     return [detect_ids(p, p.lm.encode(text), threshold) for p in providers]
 
 
