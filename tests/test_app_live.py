@@ -654,6 +654,24 @@ def test_browser_shows_the_model_load_then_ready_and_a_click_waits(held_app, bro
 
 
 @pytest.mark.browser
+def test_browser_stop_while_the_models_load_ends_the_wait(held_app, browser):
+    page = _open(browser, held_app.url)
+    _set_number(page, "max-new-tokens", 5)
+    page.click("#generate-btn")
+    page.wait_for_function("() => document.querySelector('#status').innerText.includes('Waiting for the models')")
+    page.click("#stop-btn")
+    assert _wait_finished(page, timeout_ms=30_000).startswith("Stopped")
+    assert len(_tokens(page, "wash-text")) == 0
+    held_app.gate.set()  # the load finishes; the next click generates normally
+    page.wait_for_function("() => /Models ready in/.test(document.querySelector('#model-status').innerText)",
+                           timeout=30_000)
+    page.click("#generate-btn")
+    page.wait_for_function("() => document.querySelectorAll('#wash-text .token').length === 5", timeout=60_000)
+    assert _wait_finished(page).startswith("Done")
+    page.close()
+
+
+@pytest.mark.browser
 def test_browser_lazy_run_explains_the_missing_distributions(tiny_app, browser):
     page = _open(browser, tiny_app.url)
     page.locator("#forwards label", has_text="lazy").click()
