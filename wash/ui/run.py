@@ -139,7 +139,7 @@ def preload_markdown(preload: Preload | None) -> str:
         return f"**Models ready in {preload.elapsed_s:.1f} s** ({models})."
     if preload.done:
         return (f"**Loading the models failed** after {preload.elapsed_s:.0f} s: "
-                f"{preload.last_message}. Generate will try again and report the error.")
+                f"{preload.last_message.rstrip('.')}. Generate will try again and report the error.")
     loaded = len(preload.loaded())
     return (f"**Loading models** ({loaded}/{len(preload.names)} loaded, {preload.elapsed_s:.0f} s; "
             f"a first-ever start dequantises the GGUF files, a minute or more): "
