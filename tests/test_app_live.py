@@ -190,15 +190,16 @@ def test_api_lazy_run_returns_text_and_explains_the_missing_distributions(tiny_a
     assert "p̄, p* and the other providers' p_i were never computed" in _annotations(out[OUT_DIST])
 
 
-def test_two_concurrent_clients_get_their_own_results(tiny_app, tiny_smollm2, tiny_gemma3):
-    jobs = {"a": ("Once upon a time, in a quiet village", 11), "b": ("The quarterly report shows that", 23)}
-    answers: dict[str, object] = {}
+def test_eight_concurrent_clients_each_get_the_serial_text(tiny_app, tiny_smollm2, tiny_gemma3):
+    prompts = ["Once upon a time, in a quiet village", "The quarterly report shows that"]
+    jobs = {k: (prompts[k % 2], 11 + k) for k in range(8)}
+    answers: dict[int, object] = {}
     errors: list[BaseException] = []
 
-    def work(name: str) -> None:
+    def work(k: int) -> None:
         try:
-            prompt, seed = jobs[name]
-            answers[name] = _api_generate(tiny_app.url, prompt, seed, max_new=12)
+            prompt, seed = jobs[k]
+            answers[k] = _api_generate(tiny_app.url, prompt, seed, max_new=12)
         except BaseException as err:  # reported below
             errors.append(err)
 
@@ -206,11 +207,11 @@ def test_two_concurrent_clients_get_their_own_results(tiny_app, tiny_smollm2, ti
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=240)
+        t.join(timeout=300)
     assert not errors, errors
-    for name, (prompt, seed) in jobs.items():
-        assert answers[name][OUT_PLAIN] == _engine_generate(prompt, seed, max_new=12).text, name
-    assert answers["a"][OUT_PLAIN] != answers["b"][OUT_PLAIN]
+    for k, (prompt, seed) in jobs.items():
+        assert answers[k][OUT_PLAIN] == _engine_generate(prompt, seed, max_new=12).text, k
+    assert len({answers[k][OUT_PLAIN] for k in jobs}) == len(jobs)
 
 
 @pytest.mark.parametrize("change, fragment", [
