@@ -2,8 +2,8 @@
 
 Every preset of ``wash.presets`` is generated on the app's default prompt (the
 first of the project's prompt set, ``--set prompts=K`` for more), at the demo's
-length and the default serving profile, with eager forwards (the page's
-default), once per seed. A WASH preset also runs provider 1 alone, the page's
+length and the default serving profile, once per seed. Forwards default to
+``eager``, the page's default. A WASH preset also runs provider 1 alone, the page's
 comparison switch. Each row is one provider's detector on the final text, with
 the text's perplexity under the unwatermarked base models.
 
