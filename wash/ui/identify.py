@@ -28,8 +28,8 @@ from wash.ui.providers import rows_to_specs
 #: System name on the page -> the probe mode and which providers it serves.
 SYSTEMS = {"provider 1 alone": ("single", 1), "WASH ensemble": ("wash", None),
            "unwatermarked models": ("unwatermarked", None)}
-#: Probe sizes offered. ``fast`` finishes in about a minute on 2 CPU cores once the
-#: models are loaded (docs/APP.md); ``standard`` is the experiment's v1 probe.
+#: Probe sizes offered. ``fast`` probes the three systems in about 11 s on 2 CPU cores
+#: once the models are loaded (docs/BENCHMARKS.md); ``standard`` is the experiment's v1 probe.
 PROBES = {"fast": Probe(version="v1", contexts=20, samples=200, runs=3),
           "standard": Probe(version="v1")}
 COLUMNS = ["system", "providers", "z", "band", "run scores", "contexts", "samples", "seconds"]

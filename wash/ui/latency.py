@@ -3,6 +3,7 @@
     python -m wash.ui.latency                     # the real models, the user's model cache
     python -m wash.ui.latency --fresh             # an empty WASH_CACHE_DIR: a first-ever start
     WASH_APP_MODELS=tiny-smollm2,tiny-gemma3 python -m wash.ui.latency --repeats 3   # quick check
+    python -m wash.ui.latency --repeats 0 --identify 3   # the Identify tab's "fast" probe, 3 times
 
 It starts ``app.py`` in a subprocess on a free localhost port, polls the app's
 ``/status`` API endpoint until the model preload reports ready (``start_to_ready_s``
@@ -10,7 +11,10 @@ is measured from the process start), then times ``/generate`` for the default
 preset (the page's defaults: paper preset, first example prompt, seed 0) through
 ``gradio_client``: the seconds from the submit to the first streamed update whose
 text holds a token (``click_to_first_token_s``), several times. It prints one JSON
-object and stops the app. Numbers depend on the machine and its load.
+object and stops the app. With ``--identify K`` it also times ``/identify`` K times
+(the Identify tab as it opens: the default preset's providers, all three systems,
+the ``fast`` probe), from the submit to the answer. Numbers depend on the machine
+and its load.
 """
 
 from __future__ import annotations
@@ -30,8 +34,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Index of the highlighted text and the status among /generate's outputs.
-OUT_STATUS, OUT_TEXT = 0, 1
 
 
 def free_port() -> int:
@@ -87,17 +89,29 @@ def default_request(models: list[str]) -> tuple:
 def click_to_first_token(client, table: dict, prompt: str, mode: str, max_new: int, seed: int,
                          forwards: str) -> tuple[float, str]:
     """Seconds from submitting /generate to the first update holding a token; the final status."""
+    from wash.ui.handlers import GENERATE_OUTPUTS
+
+    out_status, out_text = GENERATE_OUTPUTS.index("status"), GENERATE_OUTPUTS.index("text")
     started = time.perf_counter()
-    job = client.submit(table, prompt, max_new, 1.0, seed, mode, False, forwards, api_name="/generate")
+    job = client.submit(table, prompt, max_new, 1.0, seed, mode, "off", forwards, api_name="/generate")
     first = None
     for update in job:
-        if first is None and update[OUT_TEXT]:
+        if first is None and update[out_text]:
             first = time.perf_counter() - started
     outputs = job.outputs()
-    status = outputs[-1][OUT_STATUS] if outputs else ""
+    status = outputs[-1][out_status] if outputs else ""
     if first is None:
         raise RuntimeError(f"no token came back (status: {status!r})")
     return first, status
+
+
+def identify_seconds(client, table: dict) -> tuple[float, list]:
+    """Seconds from submitting /identify (every system, the fast probe) to its answer; its table rows."""
+    from wash.ui.identify import SYSTEMS
+
+    started = time.perf_counter()
+    _plot, frame, _summary = client.predict(table, list(SYSTEMS), "fast", api_name="/identify")
+    return time.perf_counter() - started, frame["data"]
 
 
 def measure(args: argparse.Namespace) -> dict:
@@ -137,6 +151,11 @@ def measure(args: argparse.Namespace) -> dict:
                                                     args.forwards)
                 samples.append(round(first, 3))
                 statuses.append(final)
+            identify, identify_rows = [], []
+            for _ in range(args.identify):
+                seconds, rows = identify_seconds(client, table)
+                identify.append(round(seconds, 1))
+                identify_rows.append(rows)
         finally:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
@@ -160,7 +179,10 @@ def measure(args: argparse.Namespace) -> dict:
         "start_to_ready_s": round(ready_s, 3),
         "app_reported_preload_s": status["elapsed_s"],
         "preload_messages": status["messages"],
-        "click_to_first_token_s": {"median": round(statistics.median(samples), 3), "samples": samples},
+        "click_to_first_token_s": ({"median": round(statistics.median(samples), 3), "samples": samples}
+                                   if samples else None),
+        "identify_fast_s": ({"median": round(statistics.median(identify), 1), "samples": identify,
+                             "tables": identify_rows} if identify else None),
         "final_status": statuses[-1] if statuses else None,
         "cpu_count": os.cpu_count(),
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
@@ -174,6 +196,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="point WASH_CACHE_DIR at an empty temporary directory (a first-ever start, "
                              "which dequantises the GGUF files)")
     parser.add_argument("--repeats", type=int, default=5, help="generations timed (default 5)")
+    parser.add_argument("--identify", type=int, default=0,
+                        help="times /identify (all three systems, the fast probe) is timed (default 0)")
     parser.add_argument("--max-new-tokens", type=int, default=2,
                         help="tokens per timed generation (default 2; only the first is timed)")
     parser.add_argument("--seed", type=int, default=0)
