@@ -570,6 +570,14 @@ def test_browser_compare_switch_shows_both_traces(tiny_app, browser):
     assert len(names) == 5 and names[3] == "P1 alone (single mode)"
     assert names[4] == "expected for P1: alone / 3"  # the 1/N law, drawn from the comparison run
     assert "single (P1 alone)" in _table_text(page, "detection-table")
+    # the preset tour script reads the same table cell by cell: 3 WASH rows, then P1 alone
+    from wash.ui.preset_tour import CONDITIONS, detection_rows
+
+    rows = detection_rows(page)
+    assert [row["run"] for row in rows] == ["wash"] * 3 + ["single (P1 alone)"]
+    assert [row["provider"].split()[0] for row in rows] == ["P1", "P2", "P3", "P1"]
+    assert all(float(row["z"]) == float(row["z"]) for row in rows)  # numbers, not NaN or blanks
+    assert CONDITIONS[rows[-1]["run"]] == "alone"
     page.close()
 
 
