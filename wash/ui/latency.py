@@ -114,15 +114,31 @@ def identify_seconds(client, table: dict) -> tuple[float, list]:
     return time.perf_counter() - started, frame["data"]
 
 
+def app_env(port: int) -> dict:
+    """The environment ``app.py`` runs under in the scripts that drive it: local port, no analytics, hub off."""
+    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1",
+               GRADIO_ANALYTICS_ENABLED="False", TRANSFORMERS_VERBOSITY="error")
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    return env
+
+
+def stop_app(proc: subprocess.Popen) -> None:
+    """Stop the app and everything it started (it runs in its own session)."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
 def measure(args: argparse.Namespace) -> dict:
     from wash.ui.settings import app_models
 
     models = app_models()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1",
-               GRADIO_ANALYTICS_ENABLED="False", TRANSFORMERS_VERBOSITY="error")
-    env.setdefault("HF_HUB_OFFLINE", "1")
+    env = app_env(port)
     cache = None
     if args.fresh:
         cache = tempfile.TemporaryDirectory(prefix="wash-fresh-cache-")
@@ -157,12 +173,7 @@ def measure(args: argparse.Namespace) -> dict:
                 identify.append(round(seconds, 1))
                 identify_rows.append(rows)
         finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
+            stop_app(proc)
             if cache is not None:
                 cache.cleanup()
     return {

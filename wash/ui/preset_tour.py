@@ -23,7 +23,6 @@ import datetime as dt
 import json
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import tempfile
@@ -32,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from wash.ui.latency import ROOT, free_port
+from wash.ui.latency import ROOT, app_env, free_port, stop_app
 
 CHROMIUM = "/usr/bin/chromium"
 #: The run names the detection table uses for the comparison run and the engine CSV's conditions.
@@ -49,21 +48,9 @@ _HEAD_JS = """() => Array.from(document.querySelectorAll('#detection-table table
 
 def start_app(log: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    env = dict(os.environ, GRADIO_SERVER_PORT=str(port), GRADIO_SERVER_NAME="127.0.0.1",
-               GRADIO_ANALYTICS_ENABLED="False", TRANSFORMERS_VERBOSITY="error")
-    env.setdefault("HF_HUB_OFFLINE", "1")
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=open(log, "w"),
+    proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=app_env(port), stdout=open(log, "w"),
                             stderr=subprocess.STDOUT, start_new_session=True)
     return proc, f"http://127.0.0.1:{port}"
-
-
-def stop_app(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def open_page(browser, url: str, deadline: float):
