@@ -459,8 +459,15 @@ def _wait_finished(page, timeout_ms: int = 180_000) -> str:
     return page.locator("#status").inner_text()
 
 
-def _plot_data(page, elem_id: str) -> list[dict]:
-    """Name and number of non-null points of every trace plotly drew in a gr.Plot."""
+def _plot_data(page, elem_id: str, ready: str = "") -> list[dict]:
+    """Name and number of non-null points of every trace plotly drew in a gr.Plot.
+
+    ``ready`` is a JS condition on ``d`` (the figure's traces) to wait for first: the status
+    text lands before plotly has redrawn, so reading at once can see the previous figure."""
+    if ready:
+        page.wait_for_function("([id, cond]) => { const gd = document.querySelector('#' + id + ' .js-plotly-plot');"
+                               " if (!gd || !gd.data) return false; const d = gd.data; return eval(cond); }",
+                               arg=[elem_id, ready])
     return page.evaluate(
         "(id) => { const gd = document.querySelector('#' + id + ' .js-plotly-plot');"
         " if (!gd || !gd.data) return [];"
@@ -485,7 +492,7 @@ def test_browser_generation_shows_text_z_chart_and_distributions(tiny_app, brows
     status = _wait_finished(page)
     assert status.startswith("Done") and "12 tokens" in status
     assert len(_tokens(page, "wash-text")) == 12
-    z = _plot_data(page, "z-plot")
+    z = _plot_data(page, "z-plot", ready="d.length === 3 && d.every(t => t.y.length >= 12)")
     assert [t["name"] for t in z] == ["P1 tiny-smollm2/kgw#15485863", "P2 tiny-gemma3/aar#42",
                                       "P3 tiny-smollm2/dipmark#7"]  # the page opens on the paper preset
     assert all(t["points"] >= 10 for t in z)
@@ -566,7 +573,7 @@ def test_browser_compare_switch_shows_both_traces(tiny_app, browser):
     page.click("#generate-btn")
     _wait_finished(page)
     assert len(_tokens(page, "single-text")) == 6
-    names = [t["name"] for t in _plot_data(page, "z-plot")]
+    names = [t["name"] for t in _plot_data(page, "z-plot", ready="d.length === 5")]
     assert len(names) == 5 and names[3] == "P1 alone (single mode)"
     assert names[4] == "expected for P1: alone / 3"  # the 1/N law, drawn from the comparison run
     assert "single (P1 alone)" in _table_text(page, "detection-table")
@@ -615,7 +622,7 @@ def test_browser_compare_switch_runs_a_baseline_beside_wash(tiny_app, browser):
     page.click("#generate-btn")
     assert _wait_finished(page).startswith("Done")
     assert len(_tokens(page, "single-text")) == 5  # ToBlend's text, beside WASH's
-    names = [t["name"] for t in _plot_data(page, "z-plot")]
+    names = [t["name"] for t in _plot_data(page, "z-plot", ready="d.length > 3")]
     assert names[-1].endswith("under toblend")
     table = _table_text(page, "detection-table")
     assert "wash" in table and "toblend" in table
@@ -756,7 +763,9 @@ def test_browser_identify_tab_answers_for_the_ensemble(tiny_app, browser):
     page.wait_for_function("() => /\\*?WASH ensemble\\*?: (z =|not scorable)/.test("
                            "document.querySelector('#identify-summary').innerText)", timeout=180_000)
     assert "WASH ensemble" in _table_text(page, "identify-table")
-    bars = [t for t in _plot_data(page, "identify-plot") if t["type"] == "bar"]
+    # the summary is plain markdown and lands first; plotly draws the figure a moment later
+    bars = [t for t in _plot_data(page, "identify-plot", ready="d.some(t => t.type === 'bar')")
+            if t["type"] == "bar"]
     assert len(bars) == 1
     page.close()
 
