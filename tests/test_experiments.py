@@ -578,3 +578,17 @@ def test_the_page_quotes_the_presets_measurement(outputs, tmp_path):
     assert "will differ" not in line
     assert "This page serves smollm2 + gemma3, so its numbers will differ." in demo.measured(
         name, out.summary_csv, ["smollm2", "gemma3"])
+
+
+def test_quality_plans_the_unwatermarked_baseline_once_whatever_the_schemes():
+    """One unwatermarked text per item: planned once per scheme, it was counted once per scheme."""
+    from wash.experiments.jobs import unique_jobs
+
+    quality = load("quality")
+    config = quality.Config.from_preset("tiny", schemes=("kgw", "aar"))
+    plan = unique_jobs(quality.jobs(config))
+    baseline = [j for j in plan if j.key["mode"] == "unwatermarked"]
+    items = config.prompts + config.arith_problems
+    assert len(baseline) == items * len(config.seeds)
+    watermarked = [j for j in plan if j.key["mode"] == "single"]
+    assert len(watermarked) == 2 * items * len(config.seeds)  # each scheme keeps its own

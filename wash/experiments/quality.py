@@ -64,6 +64,11 @@ class Config(ExperimentConfig):
 
 def _specs(mode: str, scheme: str, models, config: Config, seed: int, salt: int):
     n = config.n if mode in ("naive", "wash") else 1
+    if mode == "unwatermarked":
+        # The baseline text is the same whatever scheme row it sits beside: give it
+        # one key (the first scheme's), so the plan holds it once and the summary
+        # does not count the same text once per scheme.
+        scheme = config.schemes[0]
     return make_ensemble(n, models, [scheme], seed, salt)
 
 
