@@ -98,7 +98,7 @@ EXPECTED = {
     "biased": {"bias", "mode", "z_mean", "detected_rate", "accuracy"},
     "tpr": {"scheme", "mode", "n", "tpr", "threshold", "tpr_nominal", "fpr_calibration"},
     "routing": {"domain", "routed_token_fraction", "mean_routed_span_length", "mean_z"},
-    "quality": {"task", "scheme", "mode", "scorer", "value", "metric"},
+    "quality": {"task", "scheme", "mode", "scorer", "value", "median", "metric"},
     "cost": {"variant", "per_token_ms", "latency_ratio", "peak_rss_mb", "memory_ratio"},
     "identify": {"mode", "scheme", "n", "aggregate", "z", "band", "mean_score"},
     "entropy": {"scheme", "n", "top_k", "temperature", "z", "z_times_n", "z_single_over_n", "entropy"},
@@ -592,3 +592,16 @@ def test_quality_plans_the_unwatermarked_baseline_once_whatever_the_schemes():
     assert len(baseline) == items * len(config.seeds)
     watermarked = [j for j in plan if j.key["mode"] == "single"]
     assert len(watermarked) == 2 * items * len(config.seeds)  # each scheme keeps its own
+
+
+def test_quality_reports_the_median_perplexity_of_the_same_texts(outputs):
+    from wash.experiments.scoring import perplexity_long
+
+    _, config, out = outputs["quality"]
+    texts = perplexity_long(out.rows[out.rows["task"] == "continuation"], config.models, ["scheme", "mode"])
+    cont = out.summary[out.summary["task"] == "continuation"]
+    assert len(cont)
+    for row in cont.itertuples():
+        mine = texts[(texts["scheme"] == row.scheme) & (texts["mode"] == row.mode) & (texts["scorer"] == row.scorer)]
+        assert row.median == pytest.approx(mine["ppl"].median())
+    assert out.summary[out.summary["task"] == "arithmetic"]["median"].isna().all()

@@ -149,14 +149,17 @@ def accuracy_summary(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 
 def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
-    """Long table: perplexity per (scheme, mode, scorer) and accuracy per (scheme, mode)."""
-    cols = ["task", "scheme", "mode", "scorer", "count", "value", "ci_low", "ci_high", "metric"]
+    """Long table: perplexity (mean and median over texts) per (scheme, mode, scorer), accuracy per (scheme, mode)."""
+    cols = ["task", "scheme", "mode", "scorer", "count", "value", "ci_low", "ci_high", "median", "metric"]
     parts = []
     if "task" in rows:
         cont = rows[rows["task"] == "continuation"]
         if len(cont):
-            ppl = group_summary(perplexity_long(cont, config.models, ["scheme", "mode"]),
-                                ["scheme", "mode", "scorer"], "ppl")
+            texts = perplexity_long(cont, config.models, ["scheme", "mode"])
+            by = ["scheme", "mode", "scorer"]
+            # perplexity is heavy-tailed (one short, broken text can double a mean): the median beside it
+            medians = texts.groupby(by, sort=False)["ppl"].median().rename("median").reset_index()
+            ppl = group_summary(texts, by, "ppl").merge(medians, on=by, how="left")
             parts.append(ppl.rename(columns={"mean": "value"}).assign(
                 task="continuation", metric="perplexity (mean over texts)"))
         arith = rows[rows["task"] == "arithmetic"]
