@@ -155,8 +155,9 @@ def test_values_are_sane(outputs):
     assert routing.iloc[-1]["domain"] == "all" and routing.iloc[-1]["texts"] == 5
     assert (routing["mean_routed_span_length"] >= 0).all()
     quality = outputs["quality"][2].summary
-    ppl = quality[quality["task"] == "continuation"]["value"]
-    assert (ppl > 1).all()
+    cont = quality[quality["task"] == "continuation"]
+    assert (cont[cont["scorer"] != "words"]["value"] > 1).all()
+    assert cont[cont["scorer"] == "words"]["value"].between(0, 1).all()
     acc = quality[quality["task"] == "arithmetic"]["value"]
     assert acc.between(0, 1).all()
     biased = outputs["biased"][2].summary
@@ -599,9 +600,36 @@ def test_quality_reports_the_median_perplexity_of_the_same_texts(outputs):
 
     _, config, out = outputs["quality"]
     texts = perplexity_long(out.rows[out.rows["task"] == "continuation"], config.models, ["scheme", "mode"])
-    cont = out.summary[out.summary["task"] == "continuation"]
+    cont = out.summary[(out.summary["task"] == "continuation") & (out.summary["scorer"] != "words")]
     assert len(cont)
     for row in cont.itertuples():
         mine = texts[(texts["scheme"] == row.scheme) & (texts["mode"] == row.mode) & (texts["scorer"] == row.scorer)]
         assert row.median == pytest.approx(mine["ppl"].median())
     assert out.summary[out.summary["task"] == "arithmetic"]["median"].isna().all()
+
+
+def test_repeated_ngram_share_counts_repeats_of_earlier_word_trigrams():
+    from wash.experiments.scoring import repeated_ngram_share
+
+    assert repeated_ngram_share("the cat sat on the mat") == 0.0
+    # "a b c a b c a b c": 7 trigrams, 3 distinct
+    assert repeated_ngram_share("a b c a b c a b c") == pytest.approx(1 - 3 / 7)
+    assert math.isnan(repeated_ngram_share("too short"))  # no trigram to count
+
+
+def test_quality_reports_the_repetition_of_each_mode_s_texts():
+    """A looping text scores a low perplexity: its repetition is summarised beside it, text by text."""
+    quality = load("quality")
+    config = quality.Config.from_preset("tiny")
+    texts = {("none", "unwatermarked"): ["the cat sat on the mat", "a dog ran in the park today"],
+             ("kgw", "single"): ["go on go on go on go on", "we we we we we", "too short"]}
+    rows = pd.DataFrame([{"job": f"{scheme}-{mode}-{i}", "task": "continuation", "scheme": scheme, "mode": mode,
+                          "text": text, "provider": p}
+                         for (scheme, mode), items in texts.items() for i, text in enumerate(items) for p in (0, 1)])
+    reps = quality.summarize(rows, config).set_index(["scheme", "mode"])
+    assert (reps["scorer"] == "words").all() and reps["metric"].str.startswith("repeated word 3-grams").all()
+    assert reps.loc[("none", "unwatermarked"), "value"] == 0.0
+    looping = reps.loc[("kgw", "single")]
+    assert looping["count"] == 2  # "too short" has no trigram: not counted, and not counted as 0
+    assert looping["value"] == pytest.approx(((1 - 2 / 6) + (1 - 1 / 3)) / 2)  # 6 trigrams, 2 distinct; 3, 1
+    assert looping["median"] == pytest.approx(looping["value"])

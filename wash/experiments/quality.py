@@ -34,7 +34,7 @@ from wash.experiments.ensembles import make_ensemble, prompt_set, specs_text
 from wash.experiments.generation import generate_run, generation_job, run_fields
 from wash.experiments.jobs import Job
 from wash.experiments.plots import FigureSpec, Panel, Series
-from wash.experiments.scoring import as_bool, perplexity_long
+from wash.experiments.scoring import as_bool, first_per_job, perplexity_long, repeated_ngram_share
 from wash.experiments.stats import group_summary, wilson_interval
 from wash.prompts import ArithmeticProblem
 
@@ -149,7 +149,12 @@ def accuracy_summary(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 
 def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
-    """Long table: perplexity (mean and median over texts) per (scheme, mode, scorer), accuracy per (scheme, mode)."""
+    """Long table: perplexity (mean and median over texts) per (scheme, mode, scorer), accuracy per (scheme, mode).
+
+    Beside perplexity, each (scheme, mode) gets the share of repeated word 3-grams
+    (scorer ``words``): a looping text has a low perplexity, and without this row a
+    looping watermark would read as the most fluent one.
+    """
     cols = ["task", "scheme", "mode", "scorer", "count", "value", "ci_low", "ci_high", "median", "metric"]
     parts = []
     if "task" in rows:
@@ -162,6 +167,15 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
             ppl = group_summary(texts, by, "ppl").merge(medians, on=by, how="left")
             parts.append(ppl.rename(columns={"mean": "value"}).assign(
                 task="continuation", metric="perplexity (mean over texts)"))
+            per_text = first_per_job(cont)
+            per_text = per_text.assign(repeats=per_text["text"].fillna("").map(repeated_ngram_share))
+            per_text = per_text.dropna(subset=["repeats"])
+            if len(per_text):
+                by = ["scheme", "mode"]
+                medians = per_text.groupby(by, sort=False)["repeats"].median().rename("median").reset_index()
+                reps = group_summary(per_text, by, "repeats").merge(medians, on=by, how="left")
+                parts.append(reps.rename(columns={"mean": "value"}).assign(
+                    task="continuation", scorer="words", metric="repeated word 3-grams (share, mean over texts)"))
         arith = rows[rows["task"] == "arithmetic"]
         if len(arith):
             acc = accuracy_summary(arith, ["scheme", "mode"])
@@ -172,28 +186,32 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)[cols]
 
 
+def _bars_per_scheme(panel: Panel, rows: pd.DataFrame, modes: Sequence[str]) -> Panel:
+    """One bar series per watermark scheme over ``modes``, the unwatermarked bar shared by all."""
+    for scheme in [s for s in dict.fromkeys(rows["scheme"]) if s != "none"]:
+        s = rows[(rows["scheme"] == scheme) | (rows["scheme"] == "none")]
+        s = s.set_index("mode").reindex([m for m in modes if m in set(s["mode"])]).reset_index()
+        panel.series.append(Series(scheme, s["mode"].tolist(), s["value"].tolist(),
+                                   (s["value"] - s["ci_low"]).tolist(), (s["ci_high"] - s["value"]).tolist(),
+                                   kind="bar"))
+    return panel
+
+
 def figure(summary: pd.DataFrame, config: Config) -> FigureSpec:
     panels = []
     cont = summary[summary["task"] == "continuation"]
     for scorer in dict.fromkeys(config.models):
-        panel = Panel(f"continuation perplexity under {scorer}", "mode", "perplexity (mean, 95% CI)", log_y=True)
-        for scheme in dict.fromkeys(cont["scheme"]):
-            s = cont[(cont["scorer"] == scorer) & ((cont["scheme"] == scheme) | (cont["scheme"] == "none"))]
-            s = s.set_index("mode").reindex([m for m in config.modes if m in set(s["mode"])]).reset_index()
-            if len(s) and scheme != "none":
-                panel.series.append(Series(scheme, s["mode"].tolist(), s["value"].tolist(),
-                                           (s["value"] - s["ci_low"]).tolist(), (s["ci_high"] - s["value"]).tolist(),
-                                           kind="bar"))
+        panel = _bars_per_scheme(Panel(f"continuation perplexity under {scorer}", "mode",
+                                       "perplexity (mean, 95% CI)", log_y=True),
+                                 cont[cont["scorer"] == scorer], config.modes)
         if panel.series:
             panels.append(panel)
+    panel = _bars_per_scheme(Panel("repeated word 3-grams in the continuation", "mode", "share (mean, 95% CI)"),
+                             cont[cont["scorer"] == "words"], config.modes)
+    if panel.series:
+        panels.append(panel)
     arith = summary[summary["task"] == "arithmetic"]
     if len(arith):
-        panel = Panel(f"arithmetic accuracy ({', '.join(config.arith_models)})", "mode", "accuracy (Wilson 95% CI)")
-        for scheme in [s for s in dict.fromkeys(arith["scheme"]) if s != "none"]:
-            s = arith[(arith["scheme"] == scheme) | (arith["scheme"] == "none")]
-            s = s.set_index("mode").reindex([m for m in config.modes if m in set(s["mode"])]).reset_index()
-            panel.series.append(Series(scheme, s["mode"].tolist(), s["value"].tolist(),
-                                       (s["value"] - s["ci_low"]).tolist(), (s["ci_high"] - s["value"]).tolist(),
-                                       kind="bar"))
-        panels.append(panel)
+        panels.append(_bars_per_scheme(Panel(f"arithmetic accuracy ({', '.join(config.arith_models)})", "mode",
+                                             "accuracy (Wilson 95% CI)"), arith, config.modes))
     return FigureSpec(f"Quality per mode (N = {config.n})", panels)

@@ -72,6 +72,20 @@ def perplexity(nll: float, n: int) -> float:
     return math.exp(nll / n) if n > 0 else float("nan")
 
 
+def repeated_ngram_share(text: str, n: int = 3) -> float:
+    """Share of a text's word ``n``-grams that repeat an earlier one (0: none; NaN: fewer than ``n`` words).
+
+    Perplexity rewards a model that loops on its own likeliest phrase: a text caught in
+    a loop scores better than a fluent one. Reported beside perplexity so that a low
+    value can be read for what it is.
+    """
+    words = str(text).split()
+    grams = [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+    if not grams:
+        return float("nan")
+    return 1.0 - len(set(grams)) / len(grams)
+
+
 def perplexity_fields(scorers: Sequence[str], prompt: str, text: str) -> dict[str, Any]:
     """``nll_<model>``, ``scored_tokens_<model>`` and ``ppl_<model>`` of the text under each scorer."""
     fields: dict[str, Any] = {}
