@@ -11,6 +11,7 @@ scipy or known from the literature.
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -230,6 +231,21 @@ def test_partial_summarises_the_done_jobs_and_runs_nothing(outputs, tmp_path):
         tmp_path / "decay", None)
     assert first.meta["jobs_done"] == first.jobs_total
     assert f"{first.jobs_total} jobs," in section(first.out_dir, None)
+
+
+def test_a_re_summary_keeps_the_record_of_the_run_that_computed_the_rows(outputs, tmp_path):
+    import shutil
+
+    module, config, first = outputs["coordinated"]
+    out = tmp_path / "coordinated"
+    shutil.copytree(first.out_dir, out)
+    config = dataclasses_replace(config, out=out)
+    before = json.loads(next(out.glob("*_meta.json")).read_text())  # the last run that computed rows
+    again = execute(module, config, command="test re-summary", partial=True)
+    assert again.jobs_run == 0
+    assert again.meta["command"] == before["command"] != "test re-summary"
+    assert again.meta["date"] == before["date"] and again.meta["code"] == before["code"]
+    assert again.meta["summarised_by"] == "test re-summary"
 
 
 def test_cli_show_and_bad_input(capsys, tmp_path):

@@ -270,8 +270,12 @@ def write_meta(path: Path, name: str, config: ExperimentConfig, command: str | N
     import torch
 
     previous = json.loads(path.read_text()) if path.exists() else {}
-    # compared through JSON, where the config's tuples have become lists
-    same_plan = previous.get("config") == json.loads(json.dumps(config.to_dict(), default=str))
+    # compared through JSON, where the config's tuples have become lists; a moved or copied
+    # output folder holds the same plan
+    def plan(c: dict | None) -> dict | None:
+        return {k: v for k, v in c.items() if k != "out"} if isinstance(c, dict) else c
+
+    same_plan = plan(previous.get("config")) == plan(json.loads(json.dumps(config.to_dict(), default=str)))
     meta = {
         "experiment": name,
         "command": command or " ".join(sys.argv),
@@ -293,11 +297,12 @@ def write_meta(path: Path, name: str, config: ExperimentConfig, command: str | N
         # compute time accumulated over resumed invocations of the same plan
         "elapsed_s_total": round(elapsed + (previous.get("elapsed_s_total", 0.0) if same_plan else 0.0), 1),
     }
-    if same_plan and ran == 0:  # a pure re-summary keeps the date and code of the run that computed the rows
-        for k in ("date", "code", "engine", "workers", "threads_per_worker", "forward_settings"):
+    if same_plan and ran == 0:  # a pure re-summary keeps the command, date and code of the run that computed the rows
+        for k in ("command", "date", "code", "engine", "workers", "threads_per_worker", "forward_settings"):
             if k in previous:
                 meta[k] = previous[k]
         meta["summarised_with"] = git_commit()
+        meta["summarised_by"] = command or " ".join(sys.argv)
     path.write_text(json.dumps(meta, indent=2))
     return meta
 
