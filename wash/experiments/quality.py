@@ -148,6 +148,12 @@ def accuracy_summary(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
     return pd.DataFrame(records, columns=[*by, "count", "accuracy", "ci_low", "ci_high"])
 
 
+def _mean_and_median(frame: pd.DataFrame, by: list[str], column: str) -> pd.DataFrame:
+    """``group_summary`` of ``column`` with its median over the group beside the mean."""
+    medians = frame.groupby(by, sort=False)[column].median().rename("median").reset_index()
+    return group_summary(frame, by, column).merge(medians, on=by, how="left")
+
+
 def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
     """Long table: perplexity (mean and median over texts) per (scheme, mode, scorer), accuracy per (scheme, mode).
 
@@ -163,8 +169,7 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
             texts = perplexity_long(cont, config.models, ["scheme", "mode"])
             by = ["scheme", "mode", "scorer"]
             # perplexity is heavy-tailed (one short, broken text can double a mean): the median beside it
-            medians = texts.groupby(by, sort=False)["ppl"].median().rename("median").reset_index()
-            ppl = group_summary(texts, by, "ppl").merge(medians, on=by, how="left")
+            ppl = _mean_and_median(texts, by, "ppl")
             parts.append(ppl.rename(columns={"mean": "value"}).assign(
                 task="continuation", metric="perplexity (mean over texts)"))
             per_text = first_per_job(cont)
@@ -172,8 +177,7 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
             per_text = per_text.dropna(subset=["repeats"])
             if len(per_text):
                 by = ["scheme", "mode"]
-                medians = per_text.groupby(by, sort=False)["repeats"].median().rename("median").reset_index()
-                reps = group_summary(per_text, by, "repeats").merge(medians, on=by, how="left")
+                reps = _mean_and_median(per_text, by, "repeats")
                 parts.append(reps.rename(columns={"mean": "value"}).assign(
                     task="continuation", scorer="words", metric="repeated word 3-grams (share, mean over texts)"))
         arith = rows[rows["task"] == "arithmetic"]
