@@ -248,6 +248,33 @@ def test_a_re_summary_keeps_the_record_of_the_run_that_computed_the_rows(outputs
     assert again.meta["summarised_by"] == "test re-summary"
 
 
+def test_the_recorded_commit_is_dirty_for_changed_code_not_for_changed_results(tmp_path):
+    import subprocess
+
+    from wash.version import git_commit
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path,
+                       check=True, capture_output=True)
+
+    (tmp_path / "wash").mkdir()
+    (tmp_path / "results").mkdir()
+    (tmp_path / "wash" / "engine.py").write_text("x = 1\n")
+    (tmp_path / "results" / "runs.csv").write_text("z\n1\n")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-q", "-m", "first")
+    clean = git_commit(tmp_path)
+    assert clean and "+dirty" not in clean and clean != "unknown"
+    (tmp_path / "results" / "runs.csv").write_text("z\n1\n2\n")  # a resumed run grows its CSV
+    git_commit.cache_clear()
+    assert git_commit(tmp_path) == clean
+    (tmp_path / "wash" / "engine.py").write_text("x = 2\n")
+    git_commit.cache_clear()
+    assert git_commit(tmp_path) == clean + "+dirty"
+    git_commit.cache_clear()
+
+
 def test_cli_show_and_bad_input(capsys, tmp_path):
     from wash.cli import main
 

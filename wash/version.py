@@ -25,14 +25,21 @@ ENGINE_SOURCES = ("wash/ensemble.py", "wash/routing.py", "wash/resync.py", "wash
                   "wash/baselines/*.py", "wash/options.py")
 
 
-@functools.lru_cache(maxsize=1)
-def git_commit() -> str:
-    """The git commit of the working tree (``+dirty`` when tracked files changed), or ``unknown``."""
+#: Tracked paths whose changes do not make the code dirty: experiment outputs and prose.
+#: A resumed run rewrites its own committed CSVs before it records the commit, and
+#: calling that "+dirty" would hide that the code itself was the committed one.
+NOT_CODE = ("results", "docs")
+
+
+@functools.lru_cache(maxsize=4)
+def git_commit(root: Path = ROOT) -> str:
+    """The git commit of the working tree, ``+dirty`` when tracked code changed, or ``unknown``."""
+    exclude = [f":(exclude){path}" for path in NOT_CODE]
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
                                 text=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
-                               capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", *exclude],
+                               cwd=root, capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return (commit + ("+dirty" if dirty else "")) if commit else "unknown"
