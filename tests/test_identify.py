@@ -79,7 +79,8 @@ def test_probe_is_seeded_and_counts_every_sample(tiny_smollm2):
     probe = Probe(contexts=4, samples=30, runs=2, seed=5)
     first, second = identify(spec, "single", probe), identify(spec, "single", probe)
     assert first.scores == second.scores and first.pairs == 6
-    assert first.distributions == 2 * 2 * 4  # stateless: one distribution per (run, prompt, context)
+    # stateless: one distribution per (prompt, context), shared by every run's samples
+    assert first.distributions == 2 * 4
 
 
 def test_tiny_models_cannot_stand_for_an_unwatermarked_model(tiny_smollm2):
@@ -107,13 +108,21 @@ def test_bad_probe_settings_are_refused():
 
 def test_real_smollm2_is_identified_with_kgw_and_not_without(smollm2):
     """Water-Probe's premise on a real model: the country after "D seven tiger" hardly depends
-    on the answer prefix, so without a watermark the prompts' rank shifts do not agree."""
+    on the answer prefix, so without a watermark the prompts' rank shifts do not agree.
+    The verdict is the calibrated p against 30 null runs of the unwatermarked model
+    (probed with another seed); Water-Probe's z of the same unwatermarked system can pass 4
+    on three runs, which is why it is not the verdict."""
+    from wash.identify_stats import identified, null_p
+
     spec = [ProviderSpec.parse("smollm2:kgw:15485863")]
     probe = Probe(contexts=20, samples=200, runs=3, seed=0)
+    null = identify(spec, "unwatermarked", Probe(contexts=20, samples=200, runs=30, seed=1000, interval=False))
     marked = identify(spec, "single", probe)
     plain = identify(spec, "unwatermarked", probe)
     assert marked.z > 10, marked
-    assert plain.z < 4, plain
+    assert marked.s_low > max(null.scores), (marked, null.scores)
+    assert identified(null_p(marked.scores, null.scores)) and null_p(marked.scores, null.scores) < 0.01
+    assert not identified(null_p(plain.scores, null.scores)), (plain.scores, null.scores)
 
 
 def test_v2_accounts_for_every_sample(tiny_smollm2):
@@ -129,9 +138,11 @@ def test_v2_accounts_for_every_sample(tiny_smollm2):
 
     pset = build_providers([ProviderSpec.parse("tiny-smollm2:kgw:1")])
     system = _System(pset, "single", profile("open"))
-    counts, off = system.sampled_counts(0, 200, torch.Generator().manual_seed(1), random.Random(1))
-    assert set(counts) <= ALL_CONTEXTS
-    assert sum(int(v.sum()) for v in counts.values()) + off == 200
+    counts, off = system.sampled_counts(0, 200, torch.Generator().manual_seed(1), random.Random(1), runs=3)
+    assert len(counts) == len(off) == 3
+    for run_counts, run_off in zip(counts, off):
+        assert set(run_counts) <= ALL_CONTEXTS
+        assert sum(v.total for v in run_counts.values()) + run_off == 200
     result = identify([ProviderSpec.parse("tiny-smollm2:kgw:1")], "single",
                       Probe(version="v2", samples=50, runs=2, min_count=1))
     assert 0.0 <= result.fit <= 1.0 and result.samples == 50
@@ -166,7 +177,7 @@ def test_v2_node_draws_follow_the_average_of_the_providers(tiny_smollm2):
         assert float(dist.max()) == pytest.approx(1.0)  # AAR: a point mass
         picks.append(int(pset.alignment.to_union[p.model][int(dist.argmax())]))
     assert picks[0] != picks[1]
-    children = system.step(0, "", Counter({(None, None): 4000}), torch.Generator().manual_seed(3))
+    children = system.step(0, "", Counter({(0, (None, None)): 4000}), torch.Generator().manual_seed(3))
     assert set(children) == set(picks)
     first = sum(children[picks[0]].values())
     assert abs(first - 2000) < 6 * 32, first  # binomial(4000, 1/2): sd about 32
@@ -193,11 +204,11 @@ def test_a_robust_rule_reins_in_a_point_mass_in_both_probes(tiny_smollm2):
     dist = robust.robust_dist(0, rows, (None, None, None))
     assert float(dist.sum()) == pytest.approx(1.0)
     point = int(torch.argmax(dist))
-    children = mean.step(0, "", Counter({(None, None, None): 3000}), torch.Generator().manual_seed(0))
+    children = mean.step(0, "", Counter({(0, (None, None, None)): 3000}), torch.Generator().manual_seed(0))
     top_mean = max(sum(c.values()) for c in children.values())
     assert top_mean > 900  # the mean keeps about 1/3 of the samples on AAR's token
-    children = robust.step(0, "", Counter({(None, None, None): 3000}), torch.Generator().manual_seed(0))
+    children = robust.step(0, "", Counter({(0, (None, None, None)): 3000}), torch.Generator().manual_seed(0))
     assert sum(children.get(point, Counter()).values()) < 3000 * float(dist[point]) + 6 * 30
     assert float(dist.max()) < 0.2
-    v1 = robust.counts(0, " D seven tiger", 500, torch.Generator().manual_seed(0), random.Random(0))
-    assert v1.sum() == 500
+    v1 = robust.counts(0, " D seven tiger", 500, torch.Generator().manual_seed(0), random.Random(0), runs=2)
+    assert [c.total for c in v1] == [500, 500]

@@ -49,7 +49,8 @@ import torch
 from wash.aggregation import Mean, parse as parse_aggregate
 from wash.config import DEFAULT_PROFILE, MODE_TABLE, ProviderSpec, ServingProfile, profile
 from wash.errors import WashInputError
-from wash.identify_stats import NULL_MEAN, TOP, band, identification_z, run_score
+from wash.identify_stats import (NULL_MEAN, TOP, TokenCounts, band, context_bootstrap, identification_z,
+                                 matrix_score, pair_matrix)
 from wash.providers import Provider, ProviderSet, build_providers
 from wash.resync import ModelContext
 from wash.sampling import process_logits
@@ -85,9 +86,12 @@ _PARTIALS = frozenset(c[:i] for c in ALL_CONTEXTS for i in range(len(c) + 1))
 #: v2: a prefix that has not completed after this many tokens has left the format.
 MAX_PREFIX_TOKENS = 12
 
-#: Memory for served base rows kept across runs, states and systems (float64: 0.4 MB a
-#: row for smollm2's 49k vocabulary, 2.1 MB for gemma3's 262k).
+#: Memory for base rows kept across systems (float32: 0.2 MB a row for smollm2's 49k
+#: vocabulary, 1 MB for gemma3's 262k; a v2 probe of both models visits about 3,000).
 ROWS_BUDGET_BYTES = 5 * 2**30
+
+#: Runs Water-Probe's z is computed over (the paper's three); later runs feed S and p only.
+WATER_PROBE_RUNS = 3
 
 #: What a system under probe is: the first provider alone, the WASH average, or the
 #: average of the base models with every watermark off.
@@ -95,14 +99,17 @@ PROBE_MODES = ("single", "wash", "unwatermarked")
 
 
 class _ServedRows:
-    """Served base logits by (model, serving, prompt, text), kept for the whole process.
+    """Base logits by (model, prompt, text), kept for the whole process.
 
-    A base model's row at a text does not depend on the watermark, the key or the
-    other models of a system (a row's validity mask is the model's own), so every
-    system probed in one process on the same model reuses it: the unwatermarked
-    probe, each scheme's single provider and every ensemble containing that model.
-    The forward is most of a probe's cost. Rows stop being kept past
-    ``ROWS_BUDGET_BYTES``; the models' KV contexts are kept per (model, prompt).
+    A base model's logits at a text do not depend on the watermark, the key, the
+    serving profile or the other models of a system, so every system probed in one
+    process on the same model reuses them: the unwatermarked probe and its null runs,
+    each scheme's single provider and every ensemble containing that model. The
+    forward is most of a probe's cost. The raw float32 logits are kept (a row of
+    gemma3's 262k vocabulary is 1 MB, half the float64 served row) and served on
+    each use (mask, temperature, top-k, top-p: exact, and cheap beside a forward).
+    Rows stop being kept past ``ROWS_BUDGET_BYTES``; the models' KV contexts are
+    kept per (model, prompt).
     """
 
     def __init__(self) -> None:
@@ -113,7 +120,11 @@ class _ServedRows:
 
     def get(self, lm, model: str, invalid: torch.Tensor, serving: ServingProfile, prompt_index: int,
             text: str) -> tuple[torch.Tensor, list[int]]:
-        key = (model, serving.temperature, serving.top_k, serving.top_p, prompt_index, text)
+        raw, ids = self.raw(lm, model, prompt_index, text)
+        return process_logits(raw, invalid, serving.temperature, serving.top_p, serving.top_k), ids
+
+    def raw(self, lm, model: str, prompt_index: int, text: str) -> tuple[torch.Tensor, list[int]]:
+        key = (model, prompt_index, text)
         cached = self.rows.get(key)
         if cached is not None:
             return cached
@@ -122,8 +133,7 @@ class _ServedRows:
             ctx = self.contexts[(model, prompt_index)] = ModelContext(lm, lm.encode_prompt(PROMPTS[prompt_index]))
         ctx.sync_to(lm.encode_prompt(PROMPTS[prompt_index] + text))
         self.forwards += 1
-        row = (process_logits(ctx.next_logits(), invalid, serving.temperature, serving.top_p, serving.top_k),
-               list(ctx.ids))
+        row = (ctx.next_logits().to(torch.float32).clone(), list(ctx.ids))
         size = row[0].numel() * row[0].element_size()
         if self.bytes + size <= ROWS_BUDGET_BYTES:
             self.rows[key] = row
@@ -164,6 +174,9 @@ class Probe:
     min_count: int = 20
     #: How an ensemble combines its providers (``wash.aggregation``; the paper's is the mean).
     aggregate: str = "mean"
+    #: Compute S's bootstrap interval over contexts (a few seconds; off for null runs, which
+    #: only need their run scores).
+    interval: bool = True
 
     def validate(self) -> None:
         if self.version not in VERSIONS:
@@ -181,7 +194,13 @@ class Probe:
 
 @dataclass
 class Identification:
-    """One system's identification: the run scores, z and Water-Probe's band."""
+    """One system's identification: every run's score, S and its interval, Water-Probe's z and band.
+
+    ``z``, ``band``, ``mean`` and ``sd`` are Water-Probe's, over the first
+    ``WATER_PROBE_RUNS`` runs (as the paper), kept for comparison with it; the verdict
+    is the calibrated p (``identify_stats.null_p``), which needs the null runs of the
+    system's line-up and so is computed by whoever probed them.
+    """
 
     mode: str
     providers: list[str]
@@ -201,6 +220,13 @@ class Identification:
     probe: dict = field(default_factory=dict)
     #: Base-model forwards this probe ran (rows other probes in the process left are reused).
     forwards: int = 0
+    #: S, the mean over every run of the run's mean pair score, and its 95% bootstrap
+    #: interval over contexts (``identify_stats.context_bootstrap``).
+    s: float = math.nan
+    s_low: float = math.nan
+    s_high: float = math.nan
+    #: Samples counted per kept prefix (v2: how much evidence each context holds).
+    samples_per_context: float = math.nan
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -258,48 +284,60 @@ class _System:
         provider.state = state
         return provider.distribution(base, ids, prompt_len)
 
-    def sampled_counts(self, prompt_index: int, samples: int, gen: torch.Generator,
-                       picks: random.Random) -> tuple[dict[str, np.ndarray], int]:
-        """v2: ``samples`` fresh generations that pick their own prefix; counts per prefix.
+    def _states(self, picks: random.Random) -> tuple:
+        """One fresh generation's provider states (``None`` for stateless schemes and no watermark)."""
+        return tuple(p.scheme.new_state(picks.getrandbits(62)) if self.mode.watermark else None
+                     for p in self.providers)
 
-        The samples walk the prefix tree together, node by node, each carrying its
-        providers' generation states. At a node the system's law is the average of its
-        providers' laws under those states, so each sample's next token is drawn as
-        "pick a provider uniformly, draw from it under its own state" (the same law,
-        step by step; the states, not the picks, carry over to the next node). Samples
-        sharing a (provider, state) at a node share one distribution and one
-        multinomial draw: the Edit schemes' key offsets and Water-Bag's keys take a few
-        hundred values, so a node costs at most that many distributions however many
-        samples reach it. Returns the counts and how many samples left the format.
+    def sampled_counts(self, prompt_index: int, samples: int, gen: torch.Generator, picks: random.Random,
+                       runs: int = 1) -> tuple[list[dict[str, TokenCounts]], list[int]]:
+        """v2: ``samples`` fresh generations per run that pick their own prefix; counts per run and prefix.
+
+        The samples of every run walk the prefix tree together, node by node, each
+        carrying its run and its providers' generation states. At a node the system's
+        law is the average of its providers' laws under those states, so each sample's
+        next token is drawn as "pick a provider uniformly, draw from it under its own
+        state" (the same law, step by step; the states, not the picks, carry over to
+        the next node). Samples sharing a (provider, state) at a node share one
+        distribution and one multinomial draw, whatever their run: a stateless system
+        costs one distribution per node however many runs it is probed for, and the
+        Edit schemes' key offsets and Water-Bag's keys take a few hundred values. The
+        runs stay independent: every sample is an independent generation, and which
+        run it is counted in is fixed before the walk.
+        Returns, per run, the counts at each complete prefix and how many samples left
+        the format.
         """
         groups: Counter = Counter()
-        for _ in range(samples):
-            groups[tuple(p.scheme.new_state(picks.getrandbits(62)) if self.mode.watermark else None
-                         for p in self.providers)] += 1
+        for run in range(runs):
+            for _ in range(samples):
+                groups[(run, self._states(picks))] += 1
         a = self.pset.alignment
-        counts: dict[str, np.ndarray] = {}
-        off = 0
+        parts: list[dict[str, list[TokenCounts]]] = [{} for _ in range(runs)]
+        off = [0] * runs
         stack: list[tuple[str, Counter, int]] = [("", groups, 0)]
         while stack:
             text, here, depth = stack.pop()
             children = self.step(prompt_index, text, here, gen)
             if text in ALL_CONTEXTS:  # the prefix is complete: these are the counted tokens
-                row = counts.setdefault(text, np.zeros(a.size, dtype=np.int64))
-                for u, child in children.items():
-                    row[u] += sum(child.values())
+                for run, found in _by_run(children, a.size).items():
+                    parts[run].setdefault(text, []).append(found)
                 continue
             for u, child in children.items():
                 nxt = text + a.token_text(u) if u != a.eos_index else None
                 if nxt is not None and nxt in _PARTIALS and depth + 1 < MAX_PREFIX_TOKENS:
                     stack.append((nxt, child, depth + 1))
                 else:
-                    off += sum(child.values())
+                    for (run, _states), m in child.items():
+                        off[run] += m
+        # A prefix spelt by two token paths is walked twice: its counts add up.
+        counts = [{text: (found[0] if len(found) == 1 else TokenCounts.merge(found, a.size))
+                   for text, found in run_parts.items()} for run_parts in parts]
         return counts, off
 
     def step(self, prompt_index: int, text: str, here: Counter, gen: torch.Generator) -> dict[int, Counter]:
-        """Draw the next token of every sample at node ``text``: union id -> its samples by states.
+        """Draw the next token of every sample at node ``text``: union id -> its samples by (run, states).
 
-        ``here`` counts the samples at the node by their providers' states. Each group
+        ``here`` counts the samples at the node by (run, provider states). Each group
         is split uniformly over the providers, and each provider draws its share from
         its own law under its state in that group.
         """
@@ -308,13 +346,14 @@ class _System:
         if self.robust:
             return self._robust_step(prompt_index, rows, here, gen)
         draws: dict[tuple[int, object], list[tuple[tuple, int]]] = {}
-        for states, m in here.items():
+        for key, m in here.items():
+            states = key[1]
             split = ([m] if n == 1 else
                      torch.bincount(torch.multinomial(torch.ones(n), m, replacement=True, generator=gen),
                                     minlength=n).tolist())
             for k, mk in enumerate(split):
                 if mk:
-                    draws.setdefault((k, states[k]), []).append((states, mk))
+                    draws.setdefault((k, states[k]), []).append((key, mk))
         to_union = self.pset.alignment.to_union
         children: dict[int, Counter] = {}
         for (k, state), members in draws.items():
@@ -324,11 +363,12 @@ class _System:
             probs = probs.to(torch.float32).clamp_min(0)
             # One draw for all the members (iid), dealt out in order.
             drawn = to_union[p.model][torch.multinomial(probs, sum(mk for _, mk in members), replacement=True,
-                                                        generator=gen)].tolist()
+                                                        generator=gen)].numpy()
             at = 0
-            for states, mk in members:
-                for u in drawn[at:at + mk]:
-                    children.setdefault(u, Counter())[states] += 1
+            for key, mk in members:
+                tokens, numbers = np.unique(drawn[at:at + mk], return_counts=True)
+                for u, c in zip(tokens.tolist(), numbers.tolist()):
+                    children.setdefault(u, Counter())[key] += c
                 at += mk
         return children
 
@@ -345,44 +385,70 @@ class _System:
 
     def _robust_step(self, prompt_index: int, rows: dict, here: Counter,
                      gen: torch.Generator) -> dict[int, Counter]:
+        by_states: dict[tuple, list[tuple[tuple, int]]] = {}
+        for key, m in here.items():
+            by_states.setdefault(key[1], []).append((key, m))
         children: dict[int, Counter] = {}
-        for states, m in here.items():
+        for states, members in by_states.items():
             dist = self.robust_dist(prompt_index, rows, states).to(torch.float32).clamp_min(0)
-            drawn = torch.multinomial(dist, m, replacement=True, generator=gen)
-            tokens, numbers = np.unique(drawn.numpy(), return_counts=True)
-            for u, c in zip(tokens.tolist(), numbers.tolist()):
-                children.setdefault(u, Counter())[states] += c
+            drawn = torch.multinomial(dist, sum(m for _, m in members), replacement=True, generator=gen).numpy()
+            at = 0
+            for key, m in members:
+                tokens, numbers = np.unique(drawn[at:at + m], return_counts=True)
+                for u, c in zip(tokens.tolist(), numbers.tolist()):
+                    children.setdefault(u, Counter())[key] += c
+                at += m
         return children
 
     def counts(self, prompt_index: int, context: str, samples: int, gen: torch.Generator,
-               picks: random.Random) -> np.ndarray:
-        """Next-token counts of ``samples`` fresh generations at one context (union ids)."""
+               picks: random.Random, runs: int = 1) -> list[TokenCounts]:
+        """v1: next-token counts of ``samples`` fresh generations per run at one forced context.
+
+        As in v2, samples of every run that share a (provider, state) share one
+        distribution and one draw, dealt out to their runs in order."""
         rows = self.base_rows(prompt_index, context)
-        if self.robust:  # v1's counted token is the first generated: the rule's law at the prompt's end
-            here: Counter = Counter()
+        size = self.pset.alignment.size
+        groups: dict[tuple, Counter] = {}
+        for run in range(runs):
             for _ in range(samples):
-                here[tuple(p.scheme.new_state(picks.getrandbits(62)) if self.mode.watermark else None
-                           for p in self.providers)] += 1
-            total = np.zeros(self.pset.alignment.size, dtype=np.int64)
-            for states, m in here.items():
-                dist = self.robust_dist(prompt_index, rows, states, forced=True)
-                drawn = torch.multinomial(dist.to(torch.float32).clamp_min(0), m, replacement=True, generator=gen)
-                total += np.bincount(drawn.numpy(), minlength=total.size)
-            return total
-        groups: Counter = Counter()
-        for _ in range(samples):
-            k = picks.randrange(len(self.providers))
-            p = self.providers[k]
-            state = p.scheme.new_state(picks.getrandbits(62)) if self.mode.watermark else None
-            groups[(k, state)] += 1
-        total = np.zeros(self.pset.alignment.size, dtype=np.int64)
-        for (k, state), n in sorted(groups.items(), key=lambda kv: (kv[0][0], repr(kv[0][1]))):
-            p = self.providers[k]
-            base, ids = rows[p.model]
-            dist = self.union_dist(p, base, ids, state)
-            drawn = torch.multinomial(dist.to(torch.float32).clamp_min(0), n, replacement=True, generator=gen)
-            total += np.bincount(drawn.numpy(), minlength=total.size)
-        return total
+                if self.robust:  # v1's counted token is the first generated: the rule's law at the prompt's end
+                    key: tuple = self._states(picks)
+                else:
+                    k = picks.randrange(len(self.providers))
+                    p = self.providers[k]
+                    key = (k, p.scheme.new_state(picks.getrandbits(62)) if self.mode.watermark else None)
+                groups.setdefault(key, Counter())[run] += 1
+        drawn_by_run: list[list[np.ndarray]] = [[] for _ in range(runs)]
+        for key, per_run in sorted(groups.items(), key=lambda kv: repr(kv[0])):
+            if self.robust:
+                dist = self.robust_dist(prompt_index, rows, key, forced=True)
+            else:
+                k, state = key
+                p = self.providers[k]
+                base, ids = rows[p.model]
+                dist = self.union_dist(p, base, ids, state)
+            drawn = torch.multinomial(dist.to(torch.float32).clamp_min(0), sum(per_run.values()), replacement=True,
+                                      generator=gen).numpy()
+            at = 0
+            for run in sorted(per_run):
+                drawn_by_run[run].append(drawn[at:at + per_run[run]])
+                at += per_run[run]
+        return [TokenCounts.from_tokens(np.concatenate(d) if d else np.zeros(0, np.int64), size)
+                for d in drawn_by_run]
+
+
+def _by_run(children: dict[int, Counter], size: int) -> dict[int, TokenCounts]:
+    """The tokens drawn at a complete prefix, counted per run."""
+    flat = [(key[0], u, c) for u, child in children.items() for key, c in child.items()]
+    if not flat:
+        return {}
+    arr = np.asarray(flat, dtype=np.int64)
+    out = {}
+    for run in np.unique(arr[:, 0]).tolist():
+        sel = arr[arr[:, 0] == run]
+        ids, inverse = np.unique(sel[:, 1], return_inverse=True)
+        out[run] = TokenCounts(ids, np.bincount(inverse, weights=sel[:, 2]).astype(np.int64), size)
+    return out
 
 
 def identify(specs: Sequence[ProviderSpec], mode: str, probe: Probe = Probe(),
@@ -390,9 +456,9 @@ def identify(specs: Sequence[ProviderSpec], mode: str, probe: Probe = Probe(),
              pset: ProviderSet | None = None) -> Identification:
     """Probe the system made of ``specs`` under ``mode`` and score it.
 
-    ``progress(done, total)`` is called after every (run, prompt, context). A caller
-    probing several systems on the same models can pass their ``pset`` (built with
-    ``build_providers(specs)``) to load the models once.
+    ``progress(done, total)`` is called after every (prompt, context) (v1) or prompt
+    (v2). A caller probing several systems on the same models can pass their ``pset``
+    (built with ``build_providers(specs)``) to load the models once.
     """
     if mode not in PROBE_MODES:
         raise WashInputError(f"unknown probe mode '{mode}' (accepted: {', '.join(PROBE_MODES)})")
@@ -403,39 +469,51 @@ def identify(specs: Sequence[ProviderSpec], mode: str, probe: Probe = Probe(),
     pset = pset if pset is not None else build_providers(specs)
     system = _System(pset, mode, profile(probe.serving), probe.aggregate)
     contexts = forced_contexts(probe.contexts) if probe.version == "v1" else []
-    total, done = probe.runs * len(PROMPTS) * max(len(contexts), 1), 0
-    scores, pairs, off, kept = [], 0, 0, []
-    for run in range(probe.runs):
-        counts: list[dict[str, np.ndarray]] = [{}, {}]
-        for prompt_index in range(len(PROMPTS)):
-            seed = derive_seed("identify", probe.version, probe.seed, run, prompt_index)
-            gen = torch.Generator().manual_seed(seed % (2**63))
-            picks = random.Random(seed)
-            if probe.version == "v2":
-                found, left = system.sampled_counts(prompt_index, probe.samples, gen, picks)
-                off += left
-                counts[prompt_index] = {c: v for c, v in found.items() if v.sum() >= probe.min_count}
-                kept.append(len(counts[prompt_index]))
-                done += 1
-                if progress:
-                    progress(done, total)
-                continue
-            for c in contexts:
-                counts[prompt_index][c] = system.counts(prompt_index, c, probe.samples, gen, picks)
-                done += 1
-                if progress:
-                    progress(done, total)
-        s, n_pairs = run_score(counts[0], counts[1], probe.top)
-        scores.append(s)
-        pairs = n_pairs
-    values = np.asarray(scores)
-    z = identification_z(scores)
+    total, done = len(PROMPTS) * max(len(contexts), 1), 0
+    # counts[run][prompt] maps a context to its next-token counts
+    counts: list[list[dict[str, TokenCounts]]] = [[{}, {}] for _ in range(probe.runs)]
+    off, kept, counted = 0, [], []
+    for prompt_index in range(len(PROMPTS)):
+        # one random stream per prompt for all runs (runs are split before any draw)
+        seed = derive_seed("identify", probe.version, probe.seed, "runs", prompt_index)
+        gen = torch.Generator().manual_seed(seed % (2**63))
+        picks = random.Random(seed)
+        if probe.version == "v2":
+            found, left = system.sampled_counts(prompt_index, probe.samples, gen, picks, probe.runs)
+            off += sum(left)
+            for run in range(probe.runs):
+                keep = {c: v for c, v in found[run].items() if v.total >= probe.min_count}
+                counts[run][prompt_index] = keep
+                kept.append(len(keep))
+                counted.append(sum(v.total for v in keep.values()))
+            done += 1
+            if progress:
+                progress(done, total)
+            continue
+        for c in contexts:
+            for run, found_c in enumerate(system.counts(prompt_index, c, probe.samples, gen, picks, probe.runs)):
+                counts[run][prompt_index][c] = found_c
+            done += 1
+            if progress:
+                progress(done, total)
+    scored = sorted(set().union(*(set(r[0]) & set(r[1]) for r in counts)))
+    matrices = [pair_matrix(r[0], r[1], scored, probe.top) for r in counts]
+    per_run = [matrix_score(m) for m in matrices]
+    scores = [s for s, _ in per_run]
+    s, s_low, s_high = (context_bootstrap(matrices, seed=probe.seed) if probe.interval
+                        else (float(np.nanmean(scores)), math.nan, math.nan))
+    first = scores[:WATER_PROBE_RUNS]
+    z = identification_z(first)
+    values = np.asarray(first)
     return Identification(
-        mode=mode, providers=[str(p.spec) for p in system.providers], scores=[float(s) for s in scores],
-        pairs=pairs, z=z, band=band(z), mean=float(values.mean()),
+        mode=mode, providers=[str(p.spec) for p in system.providers], scores=[float(v) for v in scores],
+        pairs=per_run[-1][1], z=z, band=band(z), mean=float(values.mean()),
         sd=float(values.std(ddof=1)) if values.size > 1 else math.nan,
         contexts=len(contexts) if probe.version == "v1" else int(round(float(np.mean(kept)))),
         samples=probe.samples, distributions=system.distributions,
         fit=1.0 if probe.version == "v1" else 1.0 - off / (probe.samples * probe.runs * len(PROMPTS)),
         seconds=time.perf_counter() - t0,
-        probe={**asdict(probe), "null_mean": NULL_MEAN}, forwards=SERVED_ROWS.forwards - forwards0)
+        probe={**asdict(probe), "null_mean": NULL_MEAN}, forwards=SERVED_ROWS.forwards - forwards0,
+        s=s, s_low=s_low, s_high=s_high,
+        samples_per_context=(probe.samples if probe.version == "v1"
+                             else float(sum(counted) / max(1, sum(kept)))))

@@ -1,4 +1,4 @@
-"""Model identification with Water-Probe (the paper's Table 1, very probably): single, WASH, none.
+"""Model identification with Water-Probe (the paper's Table 1, very probably), calibrated.
 
 Per-text detection needs a provider's key; identification (``wash.identify``) asks,
 keyless, whether a served system is watermarked at all. The paper's headline table
@@ -7,8 +7,19 @@ evidence in the project's notes, this score rather than a per-text z. This
 experiment probes, for each scheme: the watermarked model alone (``single``), WASH
 over N providers of that scheme with independent keys and base models cycling over
 ``models`` (``wash``, N in ``ns``), and the base models with every watermark off
-(``unwatermarked``). One row per (mode, scheme, N, seed): the three run scores, z
-and Water-Probe's band (z > 10 high, 4 < z <= 10 low, else none).
+(``unwatermarked``).
+
+The verdict is calibrated (``wash.identify_stats``): for every line-up probed (one
+model; each N) the unwatermarked system is probed ``null_runs`` times (50) at the
+same budget, serving and prompts, with an independent seed (rows of mode ``null``);
+a system's p is its mean-of-R S against the null's mean-of-R law, for R = 3 (the
+paper's runs) and R = ``runs`` (10), and "identified" means p < 5% over all runs.
+S carries a 95% bootstrap interval over contexts. Water-Probe's z over the first
+three runs stays as a column, for comparison with the paper only. The budget sweep
+probes KGW at WASH N = 3 again at 2k, 5k and 10k samples (each with its own null):
+Water-Probe's power grows with samples, and a reader must see whether "still
+identified" is a matter of budget. A probe's samples per kept prefix and its format
+fit are recorded for every system.
 
 Providers are served with the ``open`` profile by default, as Water-Probe samples
 without truncation (under top-k 10 only ten tokens can appear and the top-50 ranks
@@ -17,10 +28,9 @@ are mostly ties); ``--profile paper`` runs the same probe under the paper's serv
 The full preset runs v2 (the system samples its own answer prefixes, 20,000 samples
 per prompt and run: the only version that sees the Edit schemes and Water-Bag); the
 quick and tiny presets run v1 (forced prefixes). ``--aggregate`` probes the ensembles
-under another aggregation rule (``wash.aggregation``).
-
-Forwards default to ``eager`` and change nothing here: the probe runs each base
-model once per (prompt, context) itself and never decodes a text.
+under another aggregation rule (``wash.aggregation``). Base rows are computed once
+per process and shared by every system and null on the same models, so one worker
+(``--workers 1``) is the cheap way to run it.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
 import pandas as pd
 
 from wash.aggregation import canonical
@@ -36,7 +47,6 @@ from wash.experiments.config import ExperimentConfig
 from wash.experiments.ensembles import make_ensemble, specs_text
 from wash.experiments.jobs import Job
 from wash.experiments.plots import FigureSpec, Panel, Series
-from wash.thresholds import Z_HIGH, Z_THRESHOLD
 
 NAME = "identify"
 #: The paper's Table 1 schemes (KGW, AAR, DiPMark, EXP-Edit, ITS-Edit, Water-Bag).
@@ -53,80 +63,145 @@ class Config(ExperimentConfig):
     version: str = "v2"
     contexts: int = 50
     samples: int = 20000
-    runs: int = 3
+    #: Runs per system: Water-Probe's z uses the first three (as the paper), the calibrated p
+    #: is given for R = 3 and for all ``runs``.
+    runs: int = 10
     min_count: int = 20
     include_unwatermarked: bool = True
+    #: Runs of the unwatermarked system of each line-up (one model; each N of ``ns``) probed as
+    #: the null of S, at the same budget, serving and prompts as the systems.
+    null_runs: int = 50
+    #: The budget sweep: ``sweep_scheme`` at WASH N = ``sweep_n`` probed again at each of these
+    #: samples per prompt and run (each with its own null); () for none.
+    sweep_samples: tuple[int, ...] = (2000, 5000, 10000)
+    sweep_scheme: str = "kgw"
+    sweep_n: int = 3
 
     PRESETS: ClassVar[dict] = {
-        "quick": dict(schemes=("kgw",), ns=(3,), version="v1", contexts=20, samples=200),
+        "quick": dict(schemes=("kgw",), ns=(3,), version="v1", contexts=20, samples=200, runs=3, null_runs=20,
+                      sweep_samples=()),
         "tiny": dict(models=("tiny-smollm2", "tiny-gemma3"), schemes=("kgw",), ns=(2,), version="v1",
-                     contexts=6, samples=40),
+                     contexts=6, samples=40, runs=3, null_runs=8, sweep_samples=(20,), sweep_n=2),
     }
 
 
+#: The null's probe seed is the system's plus this: its samples are independent of every system's.
+NULL_SEED_OFFSET = 1000
+
+
 def probe_job(specs: list, mode: str, config_fields: dict) -> list[dict]:
-    """Probe one system and return its row (module-level: runs in a worker process)."""
+    """Probe one system (or one line-up's null) and return its row (module-level: runs in a worker)."""
     from wash.identify import Probe, identify
 
     probe = Probe(**config_fields)
     result = identify(specs, mode, probe)
     return [{"z": result.z, "band": result.band, "mean_score": result.mean, "sd_score": result.sd,
+             "s": result.s, "s_low": result.s_low, "s_high": result.s_high,
              "scores": " ".join(f"{s:.6f}" for s in result.scores), "pairs": result.pairs,
-             "distributions": result.distributions, "forwards": result.forwards, "fit": result.fit, "contexts_scored": result.contexts,
-             "probe_s": result.seconds,
-             "providers_probed": " ".join(result.providers)}]
+             "distributions": result.distributions, "forwards": result.forwards, "fit": result.fit,
+             "contexts_scored": result.contexts, "samples_per_context": result.samples_per_context,
+             "probe_s": result.seconds, "providers_probed": " ".join(result.providers)}]
 
 
-def _probe_fields(config: Config, seed: int) -> dict:
-    return dict(version=config.version, contexts=config.contexts, samples=config.samples, runs=config.runs,
+def _probe_fields(config: Config, seed: int, samples: int, runs: int, interval: bool = True) -> dict:
+    return dict(version=config.version, contexts=config.contexts, samples=samples, runs=runs,
                 seed=seed, serving=config.profile, min_count=config.min_count,
-                aggregate=config.aggregate)
+                aggregate=config.aggregate, interval=interval)
+
+
+def lineups(config: Config) -> list[int]:
+    """The line-ups probed: one model (the single systems) and each ensemble size."""
+    return [1, *config.ns]
 
 
 def jobs(config: Config) -> list[Job]:
+    """Each line-up's null first, then its systems: a partial run holds complete line-ups."""
     out = []
     for seed in config.seeds:
-        fields = _probe_fields(config, seed)
-        systems = []
-        if config.include_unwatermarked:
-            n = max(config.ns)
-            systems.append(("unwatermarked", "none", n, make_ensemble(n, config.models, ["kgw"], seed)))
-        for scheme in config.schemes:
-            systems.append(("single", scheme, 1, make_ensemble(1, config.models, [scheme], seed)))
-            for n in config.ns:
-                systems.append(("wash", scheme, n, make_ensemble(n, config.models, [scheme], seed)))
-        for mode, scheme, n, specs in systems:
-            key = config.key(mode=mode, scheme=scheme, n=n, aggregate=canonical(config.aggregate), seed=seed,
-                             version=config.version, contexts=config.contexts, samples=config.samples,
-                             runs=config.runs, min_count=config.min_count,
+        def add(mode: str, scheme: str, n: int, samples: int, null: bool = False) -> None:
+            specs = make_ensemble(n, config.models, [scheme if scheme != "none" else "kgw"], seed)
+            runs = config.null_runs if null else config.runs
+            probe_seed = seed + NULL_SEED_OFFSET if null else seed
+            key = config.key(mode="null" if null else mode, scheme=scheme, n=n,
+                             aggregate=canonical(config.aggregate), seed=seed, version=config.version,
+                             contexts=config.contexts, samples=samples, runs=runs, min_count=config.min_count,
                              providers=specs_text(specs))
-            out.append(Job(key, probe_job, (list(specs), mode, fields)))
+            out.append(Job(key, probe_job, (list(specs), "unwatermarked" if null else mode,
+                                            _probe_fields(config, probe_seed, samples, runs, not null))))
+
+        for n in lineups(config):
+            add("unwatermarked", "none", n, config.samples, null=True)
+            if n == 1:
+                for scheme in config.schemes:
+                    add("single", scheme, 1, config.samples)
+                continue
+            if config.include_unwatermarked and n == max(config.ns):
+                add("unwatermarked", "none", n, config.samples)
+            for scheme in config.schemes:
+                add("wash", scheme, n, config.samples)
+            if n == config.sweep_n:
+                for samples in config.sweep_samples:
+                    add("unwatermarked", "none", n, samples, null=True)
+                    add("wash", config.sweep_scheme, n, samples)
     return out
 
 
+COLUMNS = ["mode", "scheme", "n", "aggregate", "samples", "z", "band", "s", "s_low", "s_high", "p", "p_r3",
+           "identified", "null_s_mean", "null_s_sd", "null_runs", "runs", "mean_score", "sd_score",
+           "samples_per_context", "fit", "contexts_scored", "seeds"]
+
+
+def _scores(cell) -> list[float]:
+    return [float(v) for v in str(cell).split()] if isinstance(cell, str) and cell.strip() else []
+
+
 def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
-    cols = ["mode", "scheme", "n", "aggregate", "z", "band", "mean_score", "sd_score", "seeds"]
+    """One row per system: S and its interval, the calibrated p (R = 3 and all runs), Water-Probe's z.
+
+    A system's p is against the null of its own line-up (same N, same samples); the
+    verdict ``identified`` is ``p < ALPHA_IDENTIFY`` for the p over all runs. Several
+    seeds of one system (rare) give one row each.
+    """
+    from wash.identify_stats import identified, null_p
+
     if rows.empty:
-        return pd.DataFrame(columns=cols)
-    out = (rows.groupby(["mode", "scheme", "n", "aggregate"], sort=False)
-           .agg(z=("z", "median"), band=("band", lambda b: "/".join(sorted(set(b)))),
-                mean_score=("mean_score", "mean"), sd_score=("sd_score", "mean"), seeds=("seed", "count"))
-           .reset_index())
-    return out[cols]
+        return pd.DataFrame(columns=COLUMNS)
+    nulls = {(int(r.n), int(r.samples), int(r.seed)): _scores(r.scores)
+             for r in rows[rows["mode"] == "null"].itertuples()}
+    records = []
+    for r in rows[rows["mode"] != "null"].itertuples():
+        scores = _scores(r.scores)
+        null = nulls.get((int(r.n), int(r.samples), int(r.seed)))
+        p = null_p(scores, null) if null and len(null) >= len(scores) else math.nan
+        p3 = null_p(scores, null, runs=3) if null and len(scores) >= 3 else math.nan
+        records.append({"mode": r.mode, "scheme": r.scheme, "n": int(r.n), "aggregate": r.aggregate,
+                        "samples": int(r.samples), "z": r.z, "band": r.band, "s": r.s, "s_low": r.s_low,
+                        "s_high": r.s_high, "p": p, "p_r3": p3, "identified": identified(p),
+                        "null_s_mean": float(np.mean(null)) if null else math.nan,
+                        "null_s_sd": float(np.std(null, ddof=1)) if null and len(null) > 1 else math.nan,
+                        "null_runs": len(null) if null else 0, "runs": len(scores),
+                        "mean_score": r.mean_score, "sd_score": r.sd_score,
+                        "samples_per_context": r.samples_per_context, "fit": r.fit,
+                        "contexts_scored": r.contexts_scored, "seeds": 1})
+    return pd.DataFrame.from_records(records, columns=COLUMNS)
 
 
 def figure(summary: pd.DataFrame, config: Config) -> FigureSpec:
+    """S with its context-bootstrap interval per system, at the full budget, beside each null's mean."""
+    full = summary[summary["samples"] == config.samples] if "samples" in summary else summary
     series = []
     for mode in ("single", "wash", "unwatermarked"):
-        part = summary[summary["mode"] == mode]
+        part = full[full["mode"] == mode]
         if part.empty:
             continue
-        labels = [f"{s} N={n}" if mode == "wash" else s for s, n in zip(part["scheme"], part["n"])]
-        # A point-mass scheme can give z = +inf (three identical runs); draw it at the top band.
-        z = [min(float(v), 1e3) if not math.isnan(float(v)) else None for v in part["z"]]
-        series.append(Series(mode, labels, z, kind="bar"))
-    return FigureSpec(f"Water-Probe identification z ({config.contexts} contexts x {config.samples} samples, "
-                      f"{config.runs} runs)", [
-        Panel("identification", "system", "identification z (median over seeds)", series,
-              hlines=[(Z_THRESHOLD, f"z = {Z_THRESHOLD:g} (low confidence)"), (Z_HIGH, f"z = {Z_HIGH:g} (high confidence)")]),
+        labels = [f"{s} N={n}" if mode != "single" else s for s, n in zip(part["scheme"], part["n"])]
+        s = part["s"].astype(float)
+        series.append(Series(mode, labels, s.tolist(), (s - part["s_low"]).tolist(),
+                             (part["s_high"] - s).tolist(), kind="bar"))
+    return FigureSpec(f"Water-Probe S with its 95% interval over contexts ({config.version}, {config.samples} "
+                      f"samples, {config.runs} runs; null: {config.null_runs} unwatermarked runs per line-up)", [
+        Panel("identification", "system", "S (mean rank-sign agreement)", series,
+              hlines=[(float(v), f"unwatermarked null, N = {n}") for n, v in
+                      summary.drop_duplicates("n")[["n", "null_s_mean"]].itertuples(index=False)
+                      if math.isfinite(float(v))]),
     ])

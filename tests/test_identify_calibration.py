@@ -1,0 +1,159 @@
+"""The calibrated identification statistics: sparse counts, the context bootstrap, the null's p.
+
+The examples are small enough to check by hand; the p-value's behaviour (uniform for
+an unwatermarked system, tiny for a point-mass one) runs on the tiny random models
+around real tokenizers, with fixed seeds and loose bounds.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from wash.identify_stats import (TokenCounts, context_bootstrap, identified, matrix_score, null_means, null_p,
+                                 pair_matrix, pair_score, ranks, resampled_score)
+
+
+def dense_pair_score(p1c1, p1c2, p2c1, p2c2, top=50):
+    """The statistic written directly on dense arrays, as Water-Probe's paper states it."""
+    def tops(c):
+        seen = np.flatnonzero(c > 0)
+        return set(seen[np.argsort(-c[seen], kind="stable")[:top]].tolist())
+
+    shared = sorted((tops(p1c1) | tops(p1c2)) & (tops(p2c1) | tops(p2c2)))
+    if not shared:
+        return None
+    d1 = np.sign(ranks(p1c1)[shared] - ranks(p1c2)[shared]).astype(float)
+    d2 = np.sign(ranks(p2c1)[shared] - ranks(p2c2)[shared]).astype(float)
+    n1, n2 = np.linalg.norm(d1), np.linalg.norm(d2)
+    if n1 == 0 and n2 == 0:
+        return 1.0
+    if n1 == 0 or n2 == 0:
+        return 0.0
+    return float(d1 @ d2 / (n1 * n2))
+
+
+def test_sparse_counts_score_every_pair_as_the_dense_definition():
+    rng = np.random.default_rng(0)
+    for trial in range(40):
+        size = int(rng.integers(5, 400))
+        arrays = [np.where(rng.random(size) < 0.3, rng.integers(1, 6, size), 0) for _ in range(4)]
+        top = int(rng.integers(1, 60))
+        expected = dense_pair_score(*arrays, top=top)
+        got = pair_score(*(TokenCounts.from_dense(a) for a in arrays), top=top)
+        assert (got is None) == (expected is None)
+        if got is not None:
+            assert got == pytest.approx(expected), trial
+
+
+def test_token_counts_rank_like_the_dense_ranks_and_merge_by_adding():
+    dense = np.array([0, 3, 0, 1, 3, 7])
+    counts = TokenCounts.from_dense(dense)
+    assert counts.rank == {i: int(r) for i, r in enumerate(ranks(dense)) if dense[i] > 0}
+    merged = TokenCounts.merge([TokenCounts.from_tokens(np.array([1, 1, 5]), 6),
+                                TokenCounts.from_tokens(np.array([5, 3]), 6)], 6)
+    assert merged.dense().tolist() == [0, 2, 0, 1, 0, 2] and merged.total == 5
+
+
+def test_pair_matrix_is_symmetric_and_skips_missing_contexts():
+    a = np.array([5, 3, 0, 1])
+    p1 = {"x": a, "y": np.array([2, 4, 0, 1]), "z": np.array([1, 1, 1, 1])}
+    p2 = {"x": np.array([6, 1, 2, 0]), "y": np.array([1, 5, 2, 0])}
+    m = pair_matrix(p1, p2, ["x", "y", "z"], top=2)
+    assert m[0, 1] == m[1, 0] == pytest.approx(1.0)
+    assert np.isnan(m[2]).all() and np.isnan(np.diag(m)).all()
+    assert matrix_score(m) == (pytest.approx(1.0), 1)
+
+
+def test_a_resample_pairs_drawn_contexts_but_never_a_context_with_its_own_copy():
+    m = np.array([[np.nan, 0.2, 0.8], [0.2, np.nan, 0.5], [0.8, 0.5, np.nan]])
+    assert resampled_score([m], np.array([1, 1, 1])) == pytest.approx((0.2 + 0.8 + 0.5) / 3)
+    # contexts 0, 0, 1: the pairs (0a, 1) and (0b, 1); (0a, 0b) is not a pair
+    assert resampled_score([m], np.array([2, 1, 0])) == pytest.approx(0.2)
+    # 0, 0, 2, 1: (0,1) x2, (0,2) x2, (1,2) x1 over 5 pairs
+    assert resampled_score([m], np.array([2, 1, 1])) == pytest.approx((2 * 0.2 + 2 * 0.8 + 0.5) / 5)
+    # runs are averaged after each run's own mean
+    assert resampled_score([m, np.full((3, 3), 1.0)], np.array([1, 1, 1])) == pytest.approx((0.5 + 1.0) / 2)
+
+
+def test_the_bootstrap_resamples_contexts_not_pairs():
+    """Pair scores share their contexts: with a strong per-context effect (s_ij = a_i + a_j),
+    resampling contexts gives a wider interval than treating the pairs as independent."""
+    rng = np.random.default_rng(1)
+    k = 40
+    effect = rng.normal(0, 0.2, k)
+    m = effect[:, None] + effect[None, :] + rng.normal(0, 0.05, (k, k))
+    m = (m + m.T) / 2
+    np.fill_diagonal(m, np.nan)
+    s, low, high = context_bootstrap([m], seed=0)
+    assert s == pytest.approx(np.nanmean(m)) and low < s < high
+    pairs = m[np.triu_indices(k, 1)]
+    naive = [rng.choice(pairs, pairs.size).mean() for _ in range(2000)]
+    naive_width = np.percentile(naive, 97.5) - np.percentile(naive, 2.5)
+    assert high - low > 3 * naive_width
+
+
+def test_a_deterministic_system_has_a_point_interval():
+    m = np.ones((5, 5))
+    np.fill_diagonal(m, np.nan)
+    assert context_bootstrap([m, m, m]) == (1.0, 1.0, 1.0)
+
+
+def test_null_p_by_hand_and_finite_for_a_deterministic_system():
+    null = [0.1, 0.2, 0.3, 0.4]
+    assert sorted(null_means(null, 2)) == pytest.approx([0.15, 0.2, 0.25, 0.25, 0.3, 0.35])
+    assert null_p([0.3, 0.3], null) == pytest.approx(3 / 7)  # 0.3 and 0.35 reach it, plus one
+    assert null_p([0.9, 0.9], null) == pytest.approx(1 / 7)  # above every null mean: finite
+    assert null_p([0.0, 0.0], null) == pytest.approx(1.0)
+    assert null_p([0.9, 0.9, 0.1], null, runs=2) == pytest.approx(1 / 7)  # the first ``runs`` runs
+    assert identified(1 / 7, alpha=0.2) and not identified(3 / 7) and not identified(math.nan)
+    with pytest.raises(ValueError, match="fewer than"):
+        null_means([0.1, 0.2], 3)
+
+
+def test_null_means_sample_subsets_when_there_are_too_many():
+    null = np.linspace(0, 1, 50)
+    law = null_means(null, 10, draws=500, seed=3)
+    assert law.size == 500 and np.allclose(law, null_means(null, 10, draws=500, seed=3))
+    assert math.comb(50, 3) == len(null_means(null, 3))  # 19,600 subsets: every one
+    assert abs(law.mean() - 0.5) < 0.03
+
+
+# -- on the tiny models ------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny_null(tiny_smollm2):
+    from wash.config import ProviderSpec
+    from wash.identify import Probe, identify
+
+    spec = [ProviderSpec.parse("tiny-smollm2:kgw:1:delta=4")]
+    return spec, identify(spec, "unwatermarked", Probe(contexts=12, samples=100, runs=40, seed=1000,
+                                                       interval=False))
+
+
+def test_an_unwatermarked_system_is_not_identified_against_its_null(tiny_null):
+    """Its p over several seeds looks uniform: a loose bound (8 seeds, fixed)."""
+    from scipy import stats
+
+    from wash.identify import Probe, identify
+
+    spec, null = tiny_null
+    ps = [null_p(identify(spec, "unwatermarked", Probe(contexts=12, samples=100, runs=3, seed=seed,
+                                                       interval=False)).scores, null.scores)
+          for seed in range(8)]
+    assert sum(p < 0.05 for p in ps) <= 2, ps
+    assert 0.2 < float(np.mean(ps)) < 0.8, ps
+    assert stats.kstest(ps, "uniform").pvalue > 0.01, ps
+
+
+def test_a_point_mass_system_gets_a_small_finite_p(tiny_null):
+    from wash.config import ProviderSpec
+    from wash.identify import Probe, identify
+
+    _spec, null = tiny_null
+    aar = identify([ProviderSpec.parse("tiny-smollm2:aar:1")], "single", Probe(contexts=12, samples=100, runs=3))
+    assert aar.z == math.inf and aar.s == aar.s_low == pytest.approx(aar.s_high) == pytest.approx(1.0)
+    p = null_p(aar.scores, null.scores)
+    assert 0 < p < 0.01 and identified(p)
