@@ -97,11 +97,14 @@ EXPECTED = {
     "decay": {"setting", "scheme", "n", "count", "mean", "sd", "ci_low", "ci_high", "detected_rate"},
     "coordinated": {"scheme", "condition", "mean", "ci_low", "ci_high", "detected_rate"},
     "biased": {"bias", "mode", "z_mean", "detected_rate", "accuracy"},
-    "tpr": {"scheme", "mode", "n", "tpr", "threshold", "tpr_nominal", "fpr_calibration"},
+    "tpr": {"scheme", "mode", "n", "tpr", "tpr_ci_low", "tpr_ci_high", "threshold", "tpr_nominal",
+            "fpr_calibration", "fpr_check", "fpr_check_ci_low", "fpr_check_ci_high", "n_cal", "n_check",
+            "n_prompts", "calibration"},
     "routing": {"domain", "routed_token_fraction", "mean_routed_span_length", "mean_z"},
     "quality": {"task", "scheme", "mode", "scorer", "value", "median", "metric"},
     "cost": {"variant", "per_token_ms", "latency_ratio", "peak_rss_mb", "memory_ratio"},
-    "identify": {"mode", "scheme", "n", "aggregate", "z", "band", "mean_score"},
+    "identify": {"mode", "scheme", "n", "aggregate", "z", "band", "mean_score", "s", "s_low", "s_high", "p",
+                 "p_r3", "identified", "null_s_mean", "null_runs", "samples", "samples_per_context", "fit"},
     "entropy": {"scheme", "n", "top_k", "temperature", "z", "z_times_n", "z_single_over_n", "entropy"},
     "rules": {"arm", "rule", "scheme", "n", "rows", "z_mean", "z_sd", "ppl", "ppl_ratio_to_mean",
               "beats_mean", "beats_mean_every_scheme"},
@@ -150,7 +153,7 @@ def test_values_are_sane(outputs):
     assert np.isfinite(decay["mean"]).all() and decay["detected_rate"].between(0, 1).all()
     tpr = outputs["tpr"][2].summary
     assert tpr[["tpr", "tpr_nominal", "fpr_calibration"]].stack().between(0, 1).all()
-    assert (tpr["fpr_calibration"] <= 0.05 + 1e-9).all()
+    assert (tpr["fpr_calibration"] <= 0.05 + 1e-9).all() and tpr["fpr_check"].between(0, 1).all()
     routing = outputs["routing"][2].summary
     assert routing["routed_token_fraction"].between(0, 1).all()
     assert routing.iloc[-1]["domain"] == "all" and routing.iloc[-1]["texts"] == 5
@@ -179,6 +182,12 @@ def test_values_are_sane(outputs):
     identify = outputs["identify"][2].summary
     assert set(identify["mode"]) == {"single", "wash", "unwatermarked"}
     assert identify["band"].isin(["high", "low", "none"]).all() and identify["mean_score"].between(-1, 1).all()
+    # every system is judged against its own line-up's null, at its own budget
+    assert (identify["null_runs"] == 8).all() and identify["p"].between(0, 1, inclusive="right").all()
+    assert (identify["s_low"] <= identify["s"] + 1e-12).all() and (identify["s"] <= identify["s_high"] + 1e-12).all()
+    assert sorted(identify["samples"].unique()) == [20, 40]  # the budget sweep beside the full budget
+    identify_rows = outputs["identify"][2].rows
+    assert set(identify_rows[identify_rows["mode"] == "null"]["n"]) == {1, 2}
     baselines = outputs["baselines"][2].summary.set_index("arm")
     assert {"single", "wash", "toblend", "demark", "randomwalk", "unwatermarked"} <= set(baselines.index)
     assert baselines.loc["single", "cost_ratio"] == pytest.approx(1.0)
@@ -312,9 +321,9 @@ def test_stored_generations_are_shared_and_equal_fresh_ones(tmp_path, tiny_smoll
     config = tpr.Config.from_preset("tiny", out=tmp_path / "tpr", schemes=("kgw", "unigram"))
     first = execute(tpr, config, command="test store")
     files = list((tmp_path / "generations").glob("*.json"))
-    # per scheme 6 watermarked texts (single, naive, wash x 2 prompts); the 4 unwatermarked
-    # texts (N = 1 and 2 x 2 prompts) do not depend on the scheme and are made once
-    assert first.jobs_total == 20 and len(files) == 2 * 6 + 4
+    # per scheme 6 watermarked texts (single, naive, wash x 2 prompts); the 8 unwatermarked
+    # negatives (N = 1 and 2 x 4 held-out prompts) do not depend on the scheme and are made once
+    assert first.jobs_total == 2 * (6 + 8) and len(files) == 2 * 6 + 8
     unw = first.rows[first.rows["mode"] == "unwatermarked"]
     assert unw.groupby(["n", "prompt_id"])["text"].nunique().eq(1).all()  # same text for both schemes
     fresh = execute(tpr, tpr.Config.from_preset("tiny", out=tmp_path / "fresh", schemes=("kgw", "unigram"),

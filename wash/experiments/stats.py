@@ -5,6 +5,13 @@ quantile), summarises z over ensemble draws as mean, sd and a 95% interval
 (Table 1), and compares attacks by the true-positive rate at a threshold that
 falsely flags 5% of unwatermarked texts (Table 2). Those three computations live
 here so that all experiments summarise their CSVs the same way.
+
+The last part serves that TPR with the text as the unit: a threshold set on one
+half of held-out negatives (``HeldOutSplit``: halves that share no prompt and no
+text, so a threshold is never judged on the texts it was set on), the FPR it
+gives on the other half, and intervals from a bootstrap over prompts
+(``prompt_bootstrap_interval``), since the detectors of an ensemble all read the
+same text and are not independent trials.
 """
 
 from __future__ import annotations
@@ -137,3 +144,194 @@ def group_summary(frame, by: Sequence[str], column: str, confidence: float = 0.9
             s = summarize(group[column].tolist(), confidence)
             records.append({**dict(zip(by, keys)), **s.as_dict()})
     return pd.DataFrame(records, columns=[*by, "count", "mean", "sd", "ci_low", "ci_high"])
+
+
+# -- per-text detection calibrated on held-out negatives, intervals clustered by prompt ---------
+#: Seed of every prompt bootstrap (fixed, so a re-summary of the same rows gives the same interval).
+BOOTSTRAP_SEED = 20240917
+#: Resamples of every prompt bootstrap (scipy's default).
+BOOTSTRAP_RESAMPLES = 9999
+
+
+@dataclass(frozen=True)
+class ScoredTexts:
+    """Detector z-scores of a set of texts: one entry per (text, provider) test.
+
+    A text is the unit of a detection rate: a provider's detector flags it or not.
+    Every entry names its text (``text``: an id, e.g. the job that made it), the
+    prompt the text continues (``prompt``: the cluster, since texts on one prompt
+    share its topic and, in an ensemble, all providers read the same text) and
+    the provider whose detector scored it (``provider``: its index in the ensemble).
+    """
+
+    z: np.ndarray
+    text: np.ndarray
+    prompt: np.ndarray
+    provider: np.ndarray
+
+    def __post_init__(self) -> None:
+        sizes = {len(self.z), len(self.text), len(self.prompt), len(self.provider)}
+        if len(sizes) != 1:
+            raise ValueError(f"z, text, prompt and provider must have one entry per test, got sizes {sizes}")
+
+    @classmethod
+    def from_rows(cls, rows, z: str = "z", text: str = "job", prompt: str = "prompt_id",
+                  provider: str = "provider") -> "ScoredTexts":
+        """One entry per row of a results frame (one row per (text, provider) detection)."""
+        return cls(z=np.asarray(rows[z], dtype=float), text=np.asarray(rows[text]).astype(str),
+                   prompt=np.asarray(rows[prompt]).astype(str),
+                   provider=np.asarray(rows[provider]).astype(int))
+
+    def __len__(self) -> int:
+        return len(self.z)
+
+    @property
+    def texts(self) -> set[str]:
+        return set(self.text.tolist())
+
+    @property
+    def prompts(self) -> set[str]:
+        return set(self.prompt.tolist())
+
+    def of_prompts(self, prompts: Iterable[str]) -> "ScoredTexts":
+        """The tests of the texts on ``prompts``."""
+        keep = np.isin(self.prompt, np.asarray(list(prompts), dtype=str))
+        return ScoredTexts(self.z[keep], self.text[keep], self.prompt[keep], self.provider[keep])
+
+    def flagged(self, threshold: float) -> np.ndarray:
+        """Which tests are flagged (z > threshold; a NaN z is not flagged)."""
+        return np.nan_to_num(self.z, nan=-np.inf) > threshold
+
+
+def flagged_per_provider(scores: ScoredTexts, threshold: float) -> list[tuple[int, int, int]]:
+    """``(provider, texts flagged, texts)`` for each provider, in provider order."""
+    hits = scores.flagged(threshold)
+    return [(int(p), int(hits[scores.provider == p].sum()), int((scores.provider == p).sum()))
+            for p in sorted(set(scores.provider.tolist()))]
+
+
+def flagged_share(scores: ScoredTexts, threshold: float) -> float:
+    """The mean over providers of the share of their texts each one's detector flags (NaN: no texts).
+
+    Every text of an ensemble is scored by all its ``n`` providers, so this equals
+    the pooled share of (text, provider) tests flagged; it stays the providers'
+    mean where a partial run left some provider with fewer texts.
+    """
+    per = flagged_per_provider(scores, threshold)
+    return float(np.mean([k / m for _, k, m in per])) if per else float("nan")
+
+
+def prompt_bootstrap_interval(scores: ScoredTexts, threshold: float, confidence: float = 0.95,
+                              seed: int = BOOTSTRAP_SEED,
+                              n_resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float]:
+    """Percentile bootstrap interval of the flagged share, resampling PROMPTS (a cluster bootstrap).
+
+    Why clustered: the ``n`` detectors of an ensemble read the same text, and texts
+    on one prompt share its topic, so (text, provider) tests are not independent;
+    a Wilson interval over them counts ``n`` correlated verdicts as ``n`` trials
+    and is too narrow. Here each prompt contributes (flagged tests, tests); a
+    resample draws prompts with replacement (all the providers and seeds of a
+    prompt together) and its statistic is flagged / tests over the drawn prompts,
+    which is the mean of the prompts' flagged shares when every prompt has as many
+    tests (the usual case). ``scipy.stats.bootstrap`` draws the resamples
+    (``paired=True`` over the prompt index, fixed ``seed``); the percentile method
+    is used because BCa is undefined for the common all-flagged or none-flagged
+    cells (every resample equal). NaN when there are fewer than two prompts.
+    """
+    prompts = sorted(scores.prompts)
+    if len(prompts) < 2:
+        return float("nan"), float("nan")
+    hits = scores.flagged(threshold)
+    k = np.array([hits[scores.prompt == p].sum() for p in prompts], dtype=float)
+    m = np.array([(scores.prompt == p).sum() for p in prompts], dtype=float)
+
+    def pooled(k_: np.ndarray, m_: np.ndarray, axis: int = -1) -> np.ndarray:
+        return k_.sum(axis=axis) / m_.sum(axis=axis)
+
+    res = stats.bootstrap((k, m), pooled, paired=True, vectorized=True, n_resamples=n_resamples,
+                          confidence_level=confidence, method="percentile", rng=np.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def split_half_by_prompt(prompts: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The fixed split of held-out prompts: positions 0, 2, 4, ... calibrate, 1, 3, 5, ... check.
+
+    Alternating along an interleaved prompt list (news, law, medicine, fiction,
+    how-to, news, ...) puts every domain in both halves. The rule is fixed before
+    any score is seen; it is never chosen by its result.
+    """
+    ordered = list(dict.fromkeys(prompts))
+    return ordered[0::2], ordered[1::2]
+
+
+@dataclass(frozen=True)
+class HeldOutSplit:
+    """Negatives in two halves that share no prompt and no text: one calibrates, the other checks.
+
+    Constructing one with overlapping halves raises, so a threshold can never be
+    judged on the texts it was set on.
+    """
+
+    calibration: ScoredTexts
+    check: ScoredTexts
+
+    def __post_init__(self) -> None:
+        _refuse_overlap(self.calibration, self.check, "the check half")
+
+    @classmethod
+    def by_prompt(cls, negatives: ScoredTexts, prompts: Sequence[str]) -> "HeldOutSplit":
+        """``negatives`` split by ``split_half_by_prompt(prompts)`` (``prompts``: their fixed order)."""
+        cal, check = split_half_by_prompt(prompts)
+        return cls(negatives.of_prompts(cal), negatives.of_prompts(check))
+
+
+def _refuse_overlap(calibration: ScoredTexts, judged: ScoredTexts, what: str) -> None:
+    texts = calibration.texts & judged.texts
+    prompts = calibration.prompts & judged.prompts
+    if texts or prompts:
+        shared = sorted(texts)[:1] or sorted(prompts)[:1]
+        raise ValueError(f"the calibration negatives share {len(texts)} text(s) and {len(prompts)} "
+                         f"prompt(s) with {what} (e.g. {shared[0]}): a threshold must never see the texts "
+                         "it is judged on")
+
+
+@dataclass(frozen=True)
+class HeldOutDetection:
+    """TPR at a threshold set on one half of held-out negatives, and the FPR it gives on the other."""
+
+    threshold: float
+    tpr: float
+    tpr_ci: tuple[float, float]
+    #: ``(provider, texts flagged, texts)`` of the positives at the threshold.
+    flagged: list[tuple[int, int, int]]
+    n_pos: int
+    n_prompts: int
+    #: FPR on the calibration half itself (<= the target by construction).
+    fpr_calibration: float
+    fpr_check: float
+    fpr_check_ci: tuple[float, float]
+    n_cal: int
+    n_check: int
+
+
+def held_out_detection(positive: ScoredTexts, negatives: HeldOutSplit, fpr: float = 0.05,
+                       confidence: float = 0.95, seed: int = BOOTSTRAP_SEED,
+                       n_resamples: int = BOOTSTRAP_RESAMPLES) -> HeldOutDetection:
+    """Per-text TPR of ``positive`` at the ``fpr`` threshold of the calibration half, and its held-out FPR.
+
+    The threshold is ``threshold_at_fpr`` of the calibration half's (text, provider)
+    z-scores only; the positives and the check half are then judged at it, each
+    rate with its prompt-bootstrap interval (``prompt_bootstrap_interval``). The
+    positives must share no text and no prompt with the calibration half (else a
+    ``ValueError``); the check half cannot (``HeldOutSplit``). Counts are texts.
+    """
+    _refuse_overlap(negatives.calibration, positive, "the positives")
+    cal, check = negatives.calibration, negatives.check
+    t = threshold_at_fpr(cal.z.tolist(), fpr)
+    return HeldOutDetection(
+        threshold=t, tpr=flagged_share(positive, t),
+        tpr_ci=prompt_bootstrap_interval(positive, t, confidence, seed, n_resamples),
+        flagged=flagged_per_provider(positive, t), n_pos=len(positive.texts), n_prompts=len(positive.prompts),
+        fpr_calibration=flagged_share(cal, t), fpr_check=flagged_share(check, t),
+        fpr_check_ci=prompt_bootstrap_interval(check, t, confidence, seed, n_resamples),
+        n_cal=len(cal.texts), n_check=len(check.texts))

@@ -2,14 +2,46 @@
 
 z-scores of different schemes are not comparable, so the paper reports the share
 of texts a scheme's detector flags at a threshold that flags 5% of unwatermarked
-texts. Here, for every condition (``single``; ``naive`` and ``wash`` at each N) the
-negatives are unwatermarked generations of the SAME base models on the SAME prompts
-and seeds (mode ``unwatermarked``: WASH with every watermark off, routing included),
-scored by the same providers' detectors; every (text, provider) pair is one test.
+texts. How that threshold is set decides whether the 5% is real:
 
-Besides the calibrated TPR, the TPR at the nominal threshold z > 1.645 (a 5%
-one-sided test if the detector's null is exactly standard normal) is reported:
-with the few negatives of a quick run the calibrated threshold is coarse.
+* Held-out negatives. The negatives are unwatermarked generations (mode
+  ``unwatermarked``: WASH with every watermark off, routing included) on prompts
+  that are NOT the positives' (``held_out_prompts``: the prompt file minus the
+  first ``prompts``), ``negative_seeds`` seeds each, for every model set the
+  positives use (N = 1: ``models[0]`` alone; each N of ``n_values``: the same
+  base-model cycle as ``make_ensemble``). A threshold fitted on the very texts it
+  is then said to flag 5% of reports an in-sample FPR that is at most 5% by
+  construction and says nothing about new texts; so the negatives are split by
+  prompt into two halves (``stats.split_half_by_prompt``: alternate held-out
+  prompts), the threshold comes from the calibration half (the order statistic
+  ``stats.threshold_at_fpr``) and the FPR is measured on the other half
+  (``fpr_check``, with its interval): where that is well above 5%, the threshold
+  does not hold out. ``fpr_calibration`` is the in-sample FPR of the calibration
+  half. A negative text is scored by the detectors of the scheme under test:
+  negative number j of a model set gets the providers ``make_ensemble(n, models,
+  [scheme], seed=seeds[(j // prompts) % len(seeds)], salt=j % prompts)``, the
+  keys of the positives on prompt j mod ``prompts``, so every key the positives
+  use is calibrated against. The text depends only on the base models, so it is
+  generated once and re-scored from the generation store for every scheme.
+* Per model set. The threshold is set per scheme and per model set: the
+  negatives of N = 1 are SmolLM2 texts scored by SmolLM2 detectors, those of
+  N = 3 and 5 are routed mixtures scored by detectors on both tokenizers, so the
+  null need not be the same. (In the first paper-profile run, whose 30
+  in-sample negatives per model set were on the positives' prompts, the null z
+  of N = 1 and N = 5 could not be told apart, two-sample KS p >= 0.79 for every
+  scheme; per-model-set thresholds assume nothing either way.)
+* The text is the unit. A cell (scheme, mode, n) reports, per provider, texts
+  flagged out of texts (``flagged``); its TPR is the mean over providers of the
+  flagged share. The ``n`` detectors of an ensemble read the same text and texts
+  on one prompt share its topic, so the 95% intervals come from a bootstrap over
+  PROMPTS (``stats.prompt_bootstrap_interval``: percentile, fixed seed), not from
+  a Wilson interval over ``n`` x texts "independent" trials, which was too narrow.
+  The held-out FPR's interval is clustered by held-out prompt the same way.
+
+Besides the calibrated TPR, the TPR and FPR at the nominal threshold z > 1.645 (a
+5% one-sided test if the detector's null is exactly standard normal) are
+reported: with few negatives the calibrated threshold is coarse (from 36 texts,
+the 5% threshold is the second-largest score at N = 1).
 ``naive`` vs ``wash`` is the routing ablation (Table 6's detection column).
 
 Forwards default to ``lazy`` (``--forwards eager`` to change): only the texts'
@@ -23,14 +55,25 @@ from typing import ClassVar
 
 import pandas as pd
 
+from wash.config import ProviderSpec
 from wash.experiments.config import ExperimentConfig
 from wash.experiments.ensembles import make_ensemble, prompt_set, specs_text
 from wash.experiments.generation import generation_job
 from wash.experiments.jobs import Job
 from wash.experiments.plots import FigureSpec, Panel, Series
-from wash.experiments.stats import NOMINAL_Z_5PCT, rate_above, tpr_at_fpr, wilson_interval
+from wash.experiments.stats import (NOMINAL_Z_5PCT, HeldOutSplit, ScoredTexts, flagged_share,
+                                    held_out_detection, split_half_by_prompt)
+from wash.prompts import Prompt, load_prompts
 
 NAME = "tpr"
+UNWATERMARKED = "unwatermarked"
+#: The ``role`` key field of a held-out negative's job (positives' keys have no role, as before).
+NEGATIVE = "negative"
+#: What the ``calibration`` column says about how each threshold was set.
+CALIBRATION = "held-out half, per scheme and model set"
+COLUMNS = ["scheme", "mode", "n", "condition", "tpr", "tpr_ci_low", "tpr_ci_high", "threshold", "calibration",
+           "n_prompts", "n_pos", "n_neg", "n_cal", "n_check", "fpr_calibration", "fpr_check",
+           "fpr_check_ci_low", "fpr_check_ci_high", "flagged", "tpr_nominal", "fpr_nominal", "mean_z_pos", "mean_z_neg"]
 
 
 @dataclass
@@ -39,53 +82,113 @@ class Config(ExperimentConfig):
     n_values: tuple[int, ...] = (3, 5)
     modes: tuple[str, ...] = ("naive", "wash")
     fpr: float = 0.05
+    #: Generation seeds of each held-out negative prompt.
+    negative_seeds: tuple[int, ...] = (0, 1)
+    #: How many held-out prompts the negatives use, in file (interleaved) order; 0: all of them.
+    negative_prompts: int = 0
     #: Only the texts' detection z is read, never the distributions: lazy.
     forwards: str = "lazy"
 
     PRESETS: ClassVar[dict] = {
-        "quick": dict(prompts=2, tokens=48, schemes=("kgw", "aar"), n_values=(3, 5)),
+        "quick": dict(prompts=2, tokens=48, schemes=("kgw", "aar"), n_values=(3, 5), negative_prompts=6,
+                      negative_seeds=(0,)),
+        # four held-out prompts: two per half, the fewest a prompt bootstrap can resample
         "tiny": dict(models=("tiny-smollm2", "tiny-gemma3"), prompts=2, tokens=4, schemes=("kgw",),
-                     n_values=(2,)),
+                     n_values=(2,), negative_prompts=4, negative_seeds=(0,)),
     }
+
+    def __post_init__(self) -> None:
+        if not self.negative_seeds:
+            raise ValueError(f"experiment {NAME}: give at least one negative seed")
+        if self.negative_prompts < 0:
+            raise ValueError(f"experiment {NAME}: negative_prompts must be 0 (all) or more, "
+                             f"got {self.negative_prompts}")
+        if len(held_out_prompts(self)) < 2:
+            raise ValueError(f"experiment {NAME}: {self.prompts} positive prompts leave fewer than two "
+                             f"held-out prompts for the negatives (the prompt file has {len(load_prompts())})")
 
     def conditions(self) -> list[tuple[str, int]]:
         return [("single", 1)] + [(m, n) for n in self.n_values for m in self.modes]
 
+    def model_sets(self) -> list[int]:
+        """The ensemble sizes the positives use (1 for ``single``): one negative set each."""
+        return sorted({n for _, n in self.conditions()})
+
+
+def held_out_prompts(config: Config) -> list[Prompt]:
+    """The negatives' prompts: every prompt not among the positives', in the file's interleaved order."""
+    positive = {p.id for p in prompt_set(config)}
+    held = [p for p in load_prompts() if p.id not in positive]
+    return held[:config.negative_prompts] if config.negative_prompts else held
+
+
+def negative_split(config: Config) -> tuple[list[str], list[str]]:
+    """Ids of the held-out prompts that calibrate the thresholds, and of those that check them."""
+    return split_half_by_prompt([p.id for p in held_out_prompts(config)])
+
+
+def negative_specs(config: Config, scheme: str, n: int, j: int) -> list[ProviderSpec]:
+    """The detectors that score negative number ``j`` of model set ``n``: the keys of the positives'
+    prompt ``j mod prompts`` (and, past every prompt, of the next positive seed)."""
+    seed = config.seeds[(j // config.prompts) % len(config.seeds)]
+    return make_ensemble(n, config.models, [scheme], seed, salt=j % config.prompts)
+
 
 def jobs(config: Config) -> list[Job]:
     out = []
-    for scheme in config.schemes:
+    for scheme in config.schemes:  # positives: keys as before the negatives were held out
         for mode, n in config.conditions():
             for pi, prompt in enumerate(prompt_set(config)):
                 for seed in config.seeds:
                     specs = make_ensemble(n, config.models, [scheme], seed, salt=pi)
-                    for m in (mode, "unwatermarked"):  # the negatives of naive and wash coincide
-                        key = config.key(scheme=scheme, mode=m, n=n, prompt_id=prompt.id, seed=seed,
-                                         providers=specs_text(specs))
-                        out.append(Job(key, generation_job, (specs, prompt.text, m, config, seed)))
+                    key = config.key(scheme=scheme, mode=mode, n=n, prompt_id=prompt.id, seed=seed,
+                                     providers=specs_text(specs))
+                    out.append(Job(key, generation_job, (specs, prompt.text, mode, config, seed)))
+    # negatives, scheme by scheme: the first scheme generates every text, the others re-score it
+    negatives = [(prompt, seed) for prompt in held_out_prompts(config) for seed in config.negative_seeds]
+    for scheme in config.schemes:
+        for n in config.model_sets():
+            for j, (prompt, seed) in enumerate(negatives):
+                specs = negative_specs(config, scheme, n, j)
+                key = config.key(scheme=scheme, mode=UNWATERMARKED, n=n, prompt_id=prompt.id, seed=seed,
+                                 providers=specs_text(specs), role=NEGATIVE)
+                out.append(Job(key, generation_job, (specs, prompt.text, UNWATERMARKED, config, seed)))
     return out
 
 
 def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
+    """Per (scheme, mode, n): per-text TPR at the held-out threshold, its held-out FPR, prompt intervals."""
     records = []
+    if rows.empty or "z" not in rows:
+        return pd.DataFrame(columns=COLUMNS)
+    role = rows["role"] if "role" in rows else pd.Series(None, index=rows.index, dtype=object)
+    negative_rows, positive_rows = rows[role.eq(NEGATIVE)], rows[~role.eq(NEGATIVE)]
+    order = [p.id for p in held_out_prompts(config)]
     for scheme in config.schemes:
         for mode, n in config.conditions():
-            pos = rows[(rows["scheme"] == scheme) & (rows["mode"] == mode) & (rows["n"] == n)]["z"].tolist()
-            neg = rows[(rows["scheme"] == scheme) & (rows["mode"] == "unwatermarked") & (rows["n"] == n)]["z"].tolist()
-            if not pos or not neg:
+            pos = positive_rows[(positive_rows["scheme"] == scheme) & (positive_rows["mode"] == mode)
+                                & (positive_rows["n"] == n)]
+            neg = negative_rows[(negative_rows["scheme"] == scheme) & (negative_rows["n"] == n)]
+            if pos.empty or neg.empty:
                 continue
-            cal = tpr_at_fpr(pos, neg, config.fpr)
-            flagged = round(cal.tpr * len(pos))
-            lo, hi = wilson_interval(flagged, len(pos))
-            records.append({"scheme": scheme, "mode": mode, "n": n, "condition": _label(mode, n),
-                            "tpr": cal.tpr, "tpr_ci_low": lo, "tpr_ci_high": hi, "threshold": cal.threshold,
-                            "fpr_calibration": cal.fpr, "n_pos": cal.n_pos, "n_neg": cal.n_neg,
-                            "tpr_nominal": rate_above(pos, NOMINAL_Z_5PCT),
-                            "fpr_nominal": rate_above(neg, NOMINAL_Z_5PCT),
-                            "mean_z_pos": float(pd.Series(pos).mean()), "mean_z_neg": float(pd.Series(neg).mean())})
-    return pd.DataFrame(records, columns=["scheme", "mode", "n", "condition", "tpr", "tpr_ci_low", "tpr_ci_high",
-                                          "threshold", "fpr_calibration", "n_pos", "n_neg", "tpr_nominal",
-                                          "fpr_nominal", "mean_z_pos", "mean_z_neg"])
+            negatives = ScoredTexts.from_rows(neg)
+            split = HeldOutSplit.by_prompt(negatives, order)
+            if not len(split.calibration):
+                continue
+            positives = ScoredTexts.from_rows(pos)
+            res = held_out_detection(positives, split, config.fpr)
+            records.append({
+                "scheme": scheme, "mode": mode, "n": n, "condition": _label(mode, n),
+                "tpr": res.tpr, "tpr_ci_low": res.tpr_ci[0], "tpr_ci_high": res.tpr_ci[1],
+                "threshold": res.threshold, "calibration": CALIBRATION, "n_prompts": res.n_prompts,
+                "n_pos": res.n_pos, "n_neg": len(negatives.texts), "n_cal": res.n_cal, "n_check": res.n_check,
+                "fpr_calibration": res.fpr_calibration, "fpr_check": res.fpr_check,
+                "fpr_check_ci_low": res.fpr_check_ci[0], "fpr_check_ci_high": res.fpr_check_ci[1],
+                "flagged": ", ".join(f"{k}/{m}" for _, k, m in res.flagged),
+                "tpr_nominal": flagged_share(positives, NOMINAL_Z_5PCT),
+                "fpr_nominal": flagged_share(negatives, NOMINAL_Z_5PCT),
+                "mean_z_pos": float(pos["z"].mean()), "mean_z_neg": float(neg["z"].mean())})
+    return pd.DataFrame(records, columns=COLUMNS)
 
 
 def _label(mode: str, n: int) -> str:
@@ -93,13 +196,22 @@ def _label(mode: str, n: int) -> str:
 
 
 def figure(summary: pd.DataFrame, config: Config) -> FigureSpec:
-    panel = Panel(f"threshold calibrated at {config.fpr:.0%} FPR on unwatermarked texts", "scheme",
-                  "TPR (Wilson 95% CI)")
+    """Per scheme: each condition's TPR, and the FPR each model set's threshold gives on the check half."""
+    tpr = Panel(f"TPR, threshold at {config.fpr:.0%} FPR on a held-out calibration half", "scheme",
+                "TPR per text (95% CI, bootstrap over prompts)")
     for mode, n in config.conditions():
         s = summary[(summary["mode"] == mode) & (summary["n"] == n)]
         if len(s):
-            panel.series.append(Series(_label(mode, n), s["scheme"].tolist(), s["tpr"].tolist(),
-                                       (s["tpr"] - s["tpr_ci_low"]).tolist(), (s["tpr_ci_high"] - s["tpr"]).tolist(),
-                                       kind="bar"))
-    return FigureSpec(f"TPR at {config.fpr:.0%} FPR ({config.tokens} new tokens, models {', '.join(config.models)})",
-                      [panel])
+            tpr.series.append(Series(_label(mode, n), s["scheme"].tolist(), s["tpr"].tolist(),
+                                     (s["tpr"] - s["tpr_ci_low"]).tolist(), (s["tpr_ci_high"] - s["tpr"]).tolist(),
+                                     kind="bar"))
+    fpr = Panel("FPR of that threshold on the held-out check half", "scheme",
+                "FPR per text (95% CI, bootstrap over prompts)", hlines=[(config.fpr, f"{config.fpr:.0%}")])
+    for n in config.model_sets():
+        s = summary[summary["n"] == n].drop_duplicates("scheme")  # one threshold per (scheme, model set)
+        if len(s):
+            fpr.series.append(Series(f"negatives N={n}", s["scheme"].tolist(), s["fpr_check"].tolist(),
+                                     (s["fpr_check"] - s["fpr_check_ci_low"]).tolist(),
+                                     (s["fpr_check_ci_high"] - s["fpr_check"]).tolist(), kind="bar"))
+    return FigureSpec(f"TPR at {config.fpr:.0%} FPR, held-out calibration ({config.tokens} new tokens, "
+                      f"models {', '.join(config.models)})", [tpr, fpr])
