@@ -15,7 +15,12 @@ quality and cost are read off one set of generations. Per scheme and prompt:
 
 Removal: each provider's own detector z on the final text (mean over (text, provider)
 pairs, as in ``decay``) and the TPR at ``fpr`` with the threshold calibrated on the
-N-matched negatives scored by the same providers' detectors (as in ``tpr``). Quality:
+N-matched negatives scored by the same providers' detectors. Unlike ``tpr``, whose
+thresholds come from held-out prompts, these negatives are on the positives' own
+prompts (an in-sample threshold: read the TPR as a comparison between arms on
+equal terms, not as a held-out rate); its 95% interval, as in ``tpr``, is a
+bootstrap over prompts (``stats.prompt_bootstrap_interval``), since the ``n``
+providers' verdicts on one text are not independent trials. Quality:
 the continuation's perplexity under each unwatermarked base model (as in ``quality``).
 Cost: wall seconds per text and per generated token, the ratio to ``single``'s median
 on the same run, and each attack's own counters (ToBlend's switches and re-encoded
@@ -45,7 +50,8 @@ from wash.experiments.jobs import Job, JobOutput
 from wash.experiments.plots import FigureSpec, Panel, Series
 from wash.experiments.rules import mean_perplexity
 from wash.experiments.scoring import as_bool, first_per_job
-from wash.experiments.stats import NOMINAL_Z_5PCT, group_summary, rate_above, tpr_at_fpr, wilson_interval
+from wash.experiments.stats import (NOMINAL_Z_5PCT, ScoredTexts, group_summary, prompt_bootstrap_interval,
+                                    rate_above, tpr_at_fpr)
 
 NAME = "baselines"
 SINGLE, WASH, UNWATERMARKED = "single", "wash", "unwatermarked"
@@ -172,7 +178,7 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
                "n_neg": len(negz), "tpr_nominal": rate_above(pos, NOMINAL_Z_5PCT)}
         if pos and negz:
             cal = tpr_at_fpr(pos, negz, config.fpr)
-            lo, hi = wilson_interval(round(cal.tpr * len(pos)), len(pos))
+            lo, hi = prompt_bootstrap_interval(ScoredTexts.from_rows(part), cal.threshold)
             rec.update(tpr=cal.tpr, tpr_ci_low=lo, tpr_ci_high=hi, threshold=cal.threshold)
         records.append(rec)
     summary = pd.concat([summary.reset_index(drop=True), pd.DataFrame(records)], axis=1)
@@ -196,7 +202,8 @@ def figure(summary: pd.DataFrame, config: Config) -> FigureSpec | None:
     arms = [a for a in (SINGLE, WASH, *ATTACKS) if a in set(summary["arm"])]
     z_panel = Panel("each provider's own detector z on the final text", "arm", "mean z (95% CI)",
                     hlines=[(config.z_threshold, f"z = {config.z_threshold:g}")])
-    tpr_panel = Panel(f"TPR at {config.fpr:.0%} FPR (N-matched unwatermarked negatives)", "arm", "TPR (Wilson 95% CI)")
+    tpr_panel = Panel(f"TPR at {config.fpr:.0%} FPR (in-sample, N-matched unwatermarked negatives)", "arm",
+                      "TPR (95% CI, bootstrap over prompts)")
     cost_panel = Panel("seconds per text / single's (one run, 2 workers sharing the machine)", "arm",
                        "cost ratio")
     for scheme in config.schemes:
