@@ -760,7 +760,7 @@ def test_browser_identify_tab_answers_for_the_ensemble(tiny_app, browser):
     page.click("#identify-btn")
     # the progress bar names what is being probed, then the verdict replaces it
     page.wait_for_function("() => document.querySelector('#identify-summary').innerText.includes('probing')")
-    page.wait_for_function("() => /\\*?WASH ensemble\\*?: (z =|not scorable)/.test("
+    page.wait_for_function("() => /\\*?WASH ensemble\\*?: (watermarked|no evidence)/.test("
                            "document.querySelector('#identify-summary').innerText)", timeout=180_000)
     assert "WASH ensemble" in _table_text(page, "identify-table")
     # the summary is plain markdown and lands first; plotly draws the figure a moment later

@@ -13,25 +13,31 @@ TINY = ["tiny-smollm2", "tiny-gemma3"]
 ROWS = [["tiny-smollm2", "kgw", "1", ""], ["tiny-gemma3", "dipmark", "2", ""], ["tiny-smollm2", "unigram", "3", ""]]
 
 
-def test_identify_probes_each_system_and_reports_bands(tiny_smollm2, tiny_gemma3):
+def test_identify_probes_each_system_and_reports_calibrated_verdicts(tiny_smollm2, tiny_gemma3):
     seen = []
     results = identify_ui.run_identify(ROWS, list(identify_ui.SYSTEMS), "fast", TINY,
                                        progress=lambda f, what: seen.append((f, what)))
-    assert [name for name, _ in results] == list(identify_ui.SYSTEMS)
-    alone, wash, clean = (r for _, r in results)
+    assert [p.name for p in results] == list(identify_ui.SYSTEMS)
+    alone, wash, clean = (p.result for p in results)
     assert alone.mode == "single" and alone.providers == ["tiny-smollm2:kgw:1"]
     assert wash.mode == "wash" and len(wash.providers) == 3 and clean.mode == "unwatermarked"
-    for r in (alone, wash, clean):
+    for p in results:
+        r = p.result
         assert len(r.scores) == 3 and r.contexts == 20 and r.samples == 200
-        assert r.band in ("high", "low", "none") and (math.isfinite(r.z) or r.band == "none")
+        assert r.band in ("high", "low", "none") and (math.isfinite(r.z) or r.band == "high")
+        assert len(p.null) == identify_ui.NULL_RUNS and 0 < p.p <= 1 and r.s_low <= r.s <= r.s_high
+    # provider 1 alone has its own line-up (one model); the ensemble and no watermark share one
+    assert results[0].null != results[1].null and results[1].null == results[2].null
     fractions = [f for f, _ in seen]
     assert fractions == sorted(fractions) and 0 < fractions[0] and fractions[-1] == pytest.approx(1.0)
+    assert any("null" in what for _, what in seen)
     frame = identify_ui.results_frame(results)
     assert list(frame["system"]) == list(identify_ui.SYSTEMS)
+    assert set(frame["verdict"]) <= {"watermarked at 5%", "no evidence of a watermark"}
     fig = identify_ui.figure(results)
-    assert len(fig.data) == 4 and sorted(s.y0 for s in fig.layout.shapes)[-2:] == [4.0, 10.0]
+    assert [t.type for t in fig.data[:2]] == ["bar", "scatter"] and len(fig.data) == 2 + 2 * len(results)
     text = identify_ui.summary(results)
-    assert all(f"**{name}**" in text for name in identify_ui.SYSTEMS)
+    assert all(f"**{name}**" in text for name in identify_ui.SYSTEMS) and "p = " in text
 
 
 @pytest.mark.parametrize("systems, probe, match", [

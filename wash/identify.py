@@ -417,7 +417,10 @@ class _System:
                     k = picks.randrange(len(self.providers))
                     p = self.providers[k]
                     key = (k, p.scheme.new_state(picks.getrandbits(62)) if self.mode.watermark else None)
-                groups.setdefault(key, Counter())[run] += 1
+                per_run = groups.get(key)
+                if per_run is None:
+                    per_run = groups[key] = Counter()
+                per_run[run] += 1
         drawn_by_run: list[list[np.ndarray]] = [[] for _ in range(runs)]
         for key, per_run in sorted(groups.items(), key=lambda kv: repr(kv[0])):
             if self.robust:

@@ -307,7 +307,7 @@ def run_theory(vocab_size: float, xi: float, max_n: float, trials: float,
 @reports_errors
 def run_identify(table: Any, systems: list[str], probe: str,
                  progress: gr.Progress = gr.Progress()) -> tuple[Any, Any, str]:
-    """Water-Probe identification of the chosen systems: figure, table, verdicts."""
+    """Water-Probe identification of the chosen systems, calibrated against their nulls: figure, table, verdicts."""
     results = identify_ui.run_identify(table, systems, probe,
                                        progress=lambda fraction, what: progress(fraction, desc=what))
     return identify_ui.figure(results), identify_ui.results_frame(results), identify_ui.summary(results)

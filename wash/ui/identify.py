@@ -7,13 +7,21 @@ watermark makes those rankings agree more than an unwatermarked model does. The
 paper's Table 1 very probably reports this score (docs/RESULTS.md).
 
 The tab probes up to three systems built from the providers table, on the same
-contexts and seeds, so their z are comparable: provider 1 alone, the WASH
-ensemble of every provider, and the same base models without watermarks.
+contexts and seeds: provider 1 alone, the WASH ensemble of every provider, and the
+same base models without watermarks. The verdict is calibrated: each system's
+line-up (its base models) is also probed ``NULL_RUNS`` times without watermarks,
+with another seed, and a system is called watermarked when its p against that null
+is below ``ALPHA_IDENTIFY`` (``wash.identify_stats.null_p``). The null costs no
+forwards (the base rows are those the systems already computed), only sampling.
+Water-Probe's z is shown beside the verdict for comparison with the paper, never
+as the verdict.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import pandas as pd
@@ -21,23 +29,42 @@ import plotly.graph_objects as go
 
 from wash.errors import WashInputError
 from wash.identify import Identification, Probe
-from wash.identify_stats import NULL_MEAN
-from wash.thresholds import Z_HIGH, Z_THRESHOLD
+from wash.identify_stats import identified, null_p
+from wash.thresholds import ALPHA_IDENTIFY
 from wash.ui.providers import rows_to_specs
 
 #: System name on the page -> the probe mode and which providers it serves.
 SYSTEMS = {"provider 1 alone": ("single", 1), "WASH ensemble": ("wash", None),
            "unwatermarked models": ("unwatermarked", None)}
-#: Probe sizes offered. ``fast`` probes the three systems in about 11 s on 2 CPU cores
-#: once the models are loaded (docs/BENCHMARKS.md); ``standard`` is the experiment's v1 probe.
+#: Probe sizes offered. ``fast`` probes the three systems and their nulls in about 15 s
+#: on 2 CPU cores once the models are loaded; ``standard`` is the experiment's v1 probe.
 PROBES = {"fast": Probe(version="v1", contexts=20, samples=200, runs=3),
           "standard": Probe(version="v1")}
-COLUMNS = ["system", "providers", "z", "band", "run scores", "contexts", "samples", "seconds"]
+#: Unwatermarked runs per line-up that the verdict is calibrated against.
+NULL_RUNS = 50
+#: The null's probe seed is the systems' plus this (independent samples).
+NULL_SEED_OFFSET = 1000
+COLUMNS = ["system", "providers", "verdict", "p", "S (95% CI)", "null S", "Water-Probe z (band)",
+           "run scores", "contexts", "samples", "seconds"]
+
+
+@dataclass
+class Probed:
+    """One probed system, the null runs of its line-up, and the calibrated p."""
+
+    name: str
+    result: Identification
+    null: list[float]
+    p: float
+
+    @property
+    def identified(self) -> bool:
+        return identified(self.p)
 
 
 def run_identify(table: Any, systems: Sequence[str], probe_name: str, choices: list[str] | None = None,
-                 progress: Callable[[float, str], None] | None = None) -> list[tuple[str, Identification]]:
-    """Probe each chosen system; ``progress(fraction, what)`` after every context."""
+                 progress: Callable[[float, str], None] | None = None) -> list[Probed]:
+    """Probe each chosen system and its line-up's null; ``progress(fraction, what)`` after every context."""
     from wash.identify import identify
     from wash.providers import build_providers
 
@@ -53,68 +80,103 @@ def run_identify(table: Any, systems: Sequence[str], probe_name: str, choices: l
     if not specs:
         raise WashInputError("no provider given (add at least one row: model, scheme, key)")
     probe = PROBES[probe_name]
+    null_probe = dataclasses.replace(probe, runs=NULL_RUNS, seed=probe.seed + NULL_SEED_OFFSET, interval=False)
     pset = build_providers(specs)
-    out = []
-    for k, name in enumerate(chosen):
+    plan = []
+    for name in chosen:
         mode, first = SYSTEMS[name]
         served = specs[:first] if first else specs
+        plan.append((name, mode, served, tuple(s.model for s in served)))
+    served_of: dict[tuple, list] = {}  # a line-up (its base models) -> specs that serve it
+    for *_, served, lineup in plan:
+        served_of.setdefault(lineup, served)
+    steps, done = len(plan) + len(served_of), 0
 
-        def step(done: int, total: int, k: int = k, name: str = name) -> None:
+    def reporter(what: str) -> Callable[[int, int], None]:
+        at = done
+
+        def step(k: int, total: int) -> None:
             if progress:
-                progress((k + done / total) / len(chosen), f"probing {name}")
+                progress((at + k / total) / steps, what)
+        return step
 
-        system_pset = pset if not first else build_providers(served)
-        out.append((name, identify(served, mode, probe, progress=step, pset=system_pset)))
-    return out
+    results: list[tuple[str, Identification, tuple]] = []
+    for name, mode, served, lineup in plan:
+        system_pset = pset if len(served) == len(specs) else build_providers(served)
+        results.append((name, identify(served, mode, probe, progress=reporter(f"probing {name}"), pset=system_pset),
+                        lineup))
+        done += 1
+    nulls: dict[tuple, list[float]] = {}
+    for lineup, served in served_of.items():
+        null_pset = pset if len(served) == len(specs) else build_providers(served)
+        nulls[lineup] = identify(served, "unwatermarked", null_probe, pset=null_pset,
+                                 progress=reporter(f"probing the unwatermarked null of {len(lineup)} model(s)")).scores
+        done += 1
+    return [Probed(name, r, nulls[lineup], null_p(r.scores, nulls[lineup])) for name, r, lineup in results]
 
 
-def _z_text(z: float) -> str:
-    return "not scorable" if not math.isfinite(z) else f"{z:.1f}"
+def _z_text(z: float, band: str) -> str:
+    return "+inf (identical runs)" if math.isinf(z) and z > 0 else (
+        "-inf (identical runs)" if math.isinf(z) else f"{z:.1f} ({band})")
 
 
-def results_frame(results: Sequence[tuple[str, Identification]]) -> pd.DataFrame:
-    rows = [{"system": name, "providers": ", ".join(r.providers), "z": _z_text(r.z),
-             "band": r.band if math.isfinite(r.z) else "–",
-             "run scores": ", ".join(f"{s:.3f}" for s in r.scores), "contexts": r.contexts,
-             "samples": r.samples, "seconds": round(r.seconds, 1)} for name, r in results]
+def _verdict(p: Probed) -> str:
+    return f"watermarked at {ALPHA_IDENTIFY:.0%}" if p.identified else "no evidence of a watermark"
+
+
+def _null_text(null: Sequence[float]) -> str:
+    s = pd.Series(null, dtype=float)
+    return f"{s.mean():.3f} ± {s.std(ddof=1):.3f} ({s.size} runs)"
+
+
+def results_frame(results: Sequence[Probed]) -> pd.DataFrame:
+    rows = [{"system": p.name, "providers": ", ".join(p.result.providers), "verdict": _verdict(p),
+             "p": f"{p.p:.3g}", "S (95% CI)": f"{p.result.s:.3f} [{p.result.s_low:.3f}, {p.result.s_high:.3f}]",
+             "null S": _null_text(p.null), "Water-Probe z (band)": _z_text(p.result.z, p.result.band),
+             "run scores": ", ".join(f"{s:.3f}" for s in p.result.scores), "contexts": p.result.contexts,
+             "samples": p.result.samples, "seconds": round(p.result.seconds, 1)} for p in results]
     return pd.DataFrame.from_records(rows, columns=COLUMNS)
 
 
-def figure(results: Sequence[tuple[str, Identification]]) -> go.Figure:
-    """Left: each system's z with Water-Probe's bands. Right: the evidence, each run's score vs the null."""
+def figure(results: Sequence[Probed]) -> go.Figure:
+    """Left: each system's S with its interval beside its null. Right: each run's score against the null runs."""
     from plotly.subplots import make_subplots
 
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("identification z", "evidence: each run's score"))
-    names = [name for name, _ in results]
-    zs = [r.z if math.isfinite(r.z) else None for _, r in results]
-    fig.add_trace(go.Bar(x=names, y=zs, name="z", marker_color="#2563eb",
-                         text=[_z_text(r.z) for _, r in results], textposition="outside"), row=1, col=1)
-    for y, label, colour in ((Z_THRESHOLD, f"z = {Z_THRESHOLD:g}: low confidence", "#f59e0b"),
-                             (Z_HIGH, f"z = {Z_HIGH:g}: high confidence", "#dc2626")):
-        fig.add_hline(y=y, line=dict(color=colour, dash="dash", width=1), annotation_text=label,
-                      annotation_position="top left", row=1, col=1)
-    for name, r in results:
-        fig.add_trace(go.Scatter(x=[name] * len(r.scores), y=r.scores, mode="markers", name=f"{name} runs",
-                                 marker=dict(size=10), showlegend=False), row=1, col=2)
-    fig.add_hline(y=NULL_MEAN, line=dict(color="#6b7280", dash="dot", width=1),
-                  annotation_text=f"unwatermarked mean {NULL_MEAN:g}", annotation_position="bottom left",
-                  row=1, col=2)
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("S with its 95% interval over contexts",
+                                                        "evidence: each run's score, null runs in grey"))
+    names = [p.name for p in results]
+    s = [p.result.s for p in results]
+    fig.add_trace(go.Bar(x=names, y=s, name="S", marker_color=["#dc2626" if p.identified else "#2563eb"
+                                                               for p in results],
+                         error_y=dict(type="data", symmetric=False,
+                                      array=[p.result.s_high - p.result.s for p in results],
+                                      arrayminus=[p.result.s - p.result.s_low for p in results]),
+                         text=[f"p = {p.p:.2g}" for p in results], textposition="outside"), row=1, col=1)
+    nulls = pd.Series([sum(p.null) / len(p.null) for p in results], dtype=float)
+    fig.add_trace(go.Scatter(x=names, y=nulls.tolist(), mode="markers", name="null mean",
+                             marker=dict(symbol="line-ew-open", size=28, color="#6b7280", line=dict(width=2))),
+                  row=1, col=1)
+    for p in results:
+        fig.add_trace(go.Box(x=[p.name] * len(p.null), y=p.null, name=f"{p.name} null", marker_color="#9ca3af",
+                             boxpoints=False, showlegend=False), row=1, col=2)
+        fig.add_trace(go.Scatter(x=[p.name] * len(p.result.scores), y=p.result.scores, mode="markers",
+                                 name=f"{p.name} runs", marker=dict(size=10), showlegend=False), row=1, col=2)
     fig.update_layout(height=380, template="plotly_white", showlegend=False, margin=dict(l=50, r=20, t=60, b=60))
-    fig.update_yaxes(title_text="z", row=1, col=1)
-    fig.update_yaxes(title_text="rank-sign agreement between the two prompts", row=1, col=2)
+    fig.update_yaxes(title_text="S: rank-sign agreement between the two prompts", row=1, col=1)
+    fig.update_yaxes(title_text="run score", row=1, col=2)
     return fig
 
 
-def summary(results: Sequence[tuple[str, Identification]]) -> str:
+def summary(results: Sequence[Probed]) -> str:
     lines = []
-    for name, r in results:
-        if not math.isfinite(r.z):
-            lines.append(f"- **{name}**: not scorable: every run gave the same score (a deterministic "
-                         f"system, e.g. a lone sampling-based scheme, has no run-to-run spread to divide by).")
-        else:
-            verdict = {"high": "watermarked (high confidence)", "low": "watermarked (low confidence)",
-                       "none": "no evidence of a watermark"}[r.band]
-            lines.append(f"- **{name}**: z = {r.z:.1f}: {verdict}.")
-    return ("\n".join(lines) + "\n\nz compares how each system ranks the tokens after the same answer prefix "
-            "under two different prompts, over several independent runs; a keyed watermark makes the two "
-            f"rankings agree more than an unwatermarked model's (mean {NULL_MEAN:g}).")
+    for p in results:
+        r = p.result
+        lines.append(f"- **{p.name}**: {_verdict(p)} (p = {p.p:.3g}); S = {r.s:.3f} [{r.s_low:.3f}, {r.s_high:.3f}] "
+                     f"against the unwatermarked null {_null_text(p.null)}; Water-Probe z {_z_text(r.z, r.band)}.")
+    return ("\n".join(lines) + "\n\nS measures how much each system's token rankings after the same answer prefix "
+            "agree between two different prompts; a keyed watermark makes them agree more. p compares a system's "
+            f"mean S over its {len(results[0].result.scores) if results else 3} runs with the same mean over "
+            f"runs of the same base models without watermarks ({NULL_RUNS} runs, another seed): "
+            f"below {ALPHA_IDENTIFY:g} the system is called watermarked. Water-Probe's own z (above 4: its "
+            "low-confidence band) divides by the spread of three runs against a fixed mean of 0.1 and can pass 4 "
+            "on an unwatermarked model, so it is shown for comparison with the paper only.")
