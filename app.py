@@ -1,4 +1,4 @@
-"""WASH demo app: lay out the four tabs and connect widgets to ``wash.ui.handlers``.
+"""WASH demo app: lay out the tabs and connect widgets to ``wash.ui.handlers``.
 
 Run ``python app.py`` (or ``make run``): the server listens on 0.0.0.0:7860 unless
 ``GRADIO_SERVER_NAME`` / ``GRADIO_SERVER_PORT`` (or a platform's ``PORT``) say otherwise. ``WASH_APP_MODELS``
@@ -27,7 +27,7 @@ from wash.presets import DEMO_TOKENS, description as preset_description, preset_
 from wash.thresholds import Z_THRESHOLD
 from wash.ui import handlers, plots, tables, texts
 from wash.ui.providers import HEADERS, preset_rows
-from wash.ui.identify import PROBES as IDENTIFY_PROBES, SYSTEMS as IDENTIFY_SYSTEMS
+from wash.ui.identify import NULL_RUNS as IDENTIFY_NULL_RUNS, PROBES as IDENTIFY_PROBES, SYSTEMS as IDENTIFY_SYSTEMS
 from wash.ui.run import COMPARISONS, OFF, preload_markdown, start_preload
 from wash.ui.settings import app_models, concurrency_limit
 from wash.ui.theory import KINDS, MAX_N, MAX_VOCAB
@@ -197,15 +197,17 @@ def _identify_tab(models: list[str]) -> dict:
     rows, _ = preset_rows(preset_names()[0], models)
     gr.Markdown("**Is this model watermarked?** Per-text detection needs a provider's key; Water-Probe "
                 "identification (v1, forced contexts) needs none: it asks a system for the next entry of a "
-                "list under two crafted prompts and tests whether its token rankings after the same prefix "
-                "agree more than an unwatermarked model's. z above 4 is Water-Probe's low-confidence band, "
-                "above 10 its high one. This is very probably what the paper's Table 1 reports.")
+                "list under two crafted prompts and measures (S) how much its token rankings after the same "
+                "prefix agree between them. The verdict is calibrated: the same base models without watermarks "
+                f"are probed {IDENTIFY_NULL_RUNS} times more, and a system is called watermarked when its p "
+                "against those runs is below 5%. Water-Probe's own z (bands at 4 and 10) is shown beside it "
+                "for comparison with the paper's Table 1, which very probably reports it.")
     w["table"] = _providers_table(rows, "identify-providers", "Providers (the WASH ensemble is all of them)")
     with gr.Row():
         w["systems"] = gr.CheckboxGroup(list(IDENTIFY_SYSTEMS), value=list(IDENTIFY_SYSTEMS),
                                         label="systems to probe", elem_id="identify-systems")
         w["probe"] = gr.Radio(list(IDENTIFY_PROBES), value="fast", label="probe size", elem_id="identify-probe",
-                              info="fast: 20 contexts x 200 samples x 3 runs; standard: 50 x 400 x 3")
+                              info="fast: 20 contexts x 200 samples x 3 runs; standard: 50 x 400 x 3; the null: 50 runs of the same size")
     w["go"] = gr.Button("Identify", variant="primary", elem_id="identify-btn")
     w["plot"] = gr.Plot(label="identification", show_label=False, elem_id="identify-plot")
     w["result"] = gr.Dataframe(label="identification per system", interactive=False, elem_id="identify-table")
