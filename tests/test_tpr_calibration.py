@@ -143,3 +143,27 @@ def test_positive_jobs_keep_the_keys_of_the_committed_paper_run():
     negatives = [j for j in plan if "role" in j.key]
     assert len(negatives) == 8 * 3 * 35 * 2  # 35 held-out prompts x 2 seeds, per scheme and model set
     assert all(j.key["role"] == "negative" and j.key["prompt_id"] not in positive_prompts for j in negatives)
+
+
+def test_cluster_interval_resamples_whole_prompts():
+    """The interval of a mean over rows that share prompts equals scipy's bootstrap over the
+    prompts' (sum, count) pairs, and is wider than a t interval that counts rows as independent
+    when the providers on one text agree."""
+    import numpy as np
+    from scipy import stats as sps
+
+    from wash.experiments.stats import BOOTSTRAP_SEED, cluster_mean_interval, summarize
+
+    rng = np.random.default_rng(0)
+    prompt_level = rng.normal(2.0, 1.0, 12)
+    values = np.repeat(prompt_level, 5) + rng.normal(0, 0.1, 60)  # 5 providers per text, nearly equal
+    clusters = np.repeat([f"p{i:02d}" for i in range(12)], 5)
+    low, high = cluster_mean_interval(values, clusters)
+    sums = np.array([values[clusters == c].sum() for c in sorted(set(clusters))])
+    counts = np.full(12, 5.0)
+    direct = sps.bootstrap((sums, counts), lambda k, m, axis=-1: k.sum(axis=axis) / m.sum(axis=axis),
+                           paired=True, vectorized=True, method="percentile",
+                           rng=np.random.default_rng(BOOTSTRAP_SEED)).confidence_interval
+    assert (low, high) == (direct.low, direct.high)
+    t = summarize(values)
+    assert high - low > 1.8 * (t.ci_high - t.ci_low)

@@ -92,7 +92,11 @@ def jobs(config: Config) -> list[Job]:
 
 
 def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
-    """Per setting, scheme and N: z over every (text, provider) pair, and the share detected."""
+    """Per setting, scheme and N: z over every (text, provider) pair, and the share detected.
+
+    The interval of the mean z is a bootstrap over prompts (``group_summary``'s
+    ``cluster``): an ensemble's N providers score one text, so their z are not N
+    independent measurements."""
     if rows.empty:
         return group_summary(rows, ["setting", "scheme", "n"], "z")
     base = rows[rows["setting"] == BASELINE]
@@ -102,7 +106,7 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
     if len(mixed):  # every scheme of the mix on its own
         rows = pd.concat([rows, mixed.assign(scheme=MIX + "/" + mixed["provider_scheme"].astype(str))],
                          ignore_index=True)
-    summary = group_summary(rows, ["setting", "scheme", "n"], "z")
+    summary = group_summary(rows, ["setting", "scheme", "n"], "z", cluster="prompt_id")
     extra = rows.groupby(["setting", "scheme", "n"], sort=False).agg(
         detected_rate=("detected", lambda s: float(as_bool(s).mean())),
         mean_tokens_scored=("tokens_scored", "mean"),
@@ -120,7 +124,7 @@ def figure(summary: pd.DataFrame, config: Config) -> FigureSpec:
               "mixed": f"(b) mixed base models ({', '.join(config.models)})"}
     panels = []
     for setting in config.settings:
-        panel = Panel(titles.get(setting, setting), "ensemble size N", "detection z (mean, 95% CI)",
+        panel = Panel(titles.get(setting, setting), "ensemble size N", "detection z (mean, 95% CI by prompt bootstrap)",
                       hlines=[(config.z_threshold, f"z = {config.z_threshold:g}")])
         part = summary[summary["setting"] == setting]
         per_scheme_of_mix = sorted(s for s in part["scheme"].unique() if str(s).startswith(MIX + "/"))

@@ -31,6 +31,9 @@ quick and tiny presets run v1 (forced prefixes). ``--aggregate`` probes the ense
 under another aggregation rule (``wash.aggregation``). Base rows are computed once
 per process and shared by every system and null on the same models, so one worker
 (``--workers 1``) is the cheap way to run it.
+
+Forwards default to ``eager`` and change nothing here: the probe runs each base
+model once per (prompt, context) itself and never decodes a text.
 """
 
 from __future__ import annotations

@@ -130,10 +130,14 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
 
 
-def group_summary(frame, by: Sequence[str], column: str, confidence: float = 0.95):
+def group_summary(frame, by: Sequence[str], column: str, confidence: float = 0.95, cluster: str | None = None):
     """``summarize`` of ``column`` within each group of ``by``: a tidy pandas frame.
 
     Columns: the ``by`` columns, then count, mean, sd, ci_low, ci_high (in that order).
+    With ``cluster`` (a column such as ``prompt_id``) the interval is the cluster
+    bootstrap of ``cluster_mean_interval`` instead of Student's t over rows: use it
+    when rows share a text (an ensemble's providers), which the t interval would
+    count as independent.
     """
     import pandas as pd
 
@@ -142,11 +146,14 @@ def group_summary(frame, by: Sequence[str], column: str, confidence: float = 0.9
         for keys, group in frame.groupby(list(by), sort=False, dropna=False):
             keys = keys if isinstance(keys, tuple) else (keys,)
             s = summarize(group[column].tolist(), confidence)
-            records.append({**dict(zip(by, keys)), **s.as_dict()})
+            record = {**dict(zip(by, keys)), **s.as_dict()}
+            if cluster is not None:
+                record["ci_low"], record["ci_high"] = cluster_mean_interval(
+                    group[column].astype(float).to_numpy(), group[cluster].astype(str).to_numpy(), confidence)
+            records.append(record)
     return pd.DataFrame(records, columns=[*by, "count", "mean", "sd", "ci_low", "ci_high"])
 
 
-# -- per-text detection calibrated on held-out negatives, intervals clustered by prompt ---------
 #: Seed of every prompt bootstrap (fixed, so a re-summary of the same rows gives the same interval).
 BOOTSTRAP_SEED = 20240917
 #: Resamples of every prompt bootstrap (scipy's default).
@@ -238,12 +245,30 @@ def prompt_bootstrap_interval(scores: ScoredTexts, threshold: float, confidence:
     is used because BCa is undefined for the common all-flagged or none-flagged
     cells (every resample equal). NaN when there are fewer than two prompts.
     """
-    prompts = sorted(scores.prompts)
-    if len(prompts) < 2:
+    return cluster_mean_interval(scores.flagged(threshold).astype(float), scores.prompt, confidence, seed,
+                                 n_resamples)
+
+
+def cluster_mean_interval(values: Sequence[float], clusters: Sequence[str], confidence: float = 0.95,
+                          seed: int = BOOTSTRAP_SEED, n_resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float]:
+    """Percentile bootstrap interval of the mean of ``values``, resampling whole ``clusters`` (prompts).
+
+    Each cluster contributes (sum of its values, how many); a resample draws clusters
+    with replacement and its statistic is the pooled mean over the drawn clusters
+    (``scipy.stats.bootstrap``, ``paired=True`` over the cluster index, fixed
+    ``seed``). Used wherever several measurements share a prompt: the providers of an
+    ensemble read one text, so their z-scores or verdicts on it are not independent.
+    NaN values are dropped; NaN when fewer than two clusters remain.
+    """
+    v = np.asarray(values, dtype=float)
+    c = np.asarray(clusters).astype(str)
+    keep = ~np.isnan(v)
+    v, c = v[keep], c[keep]
+    names, inverse = np.unique(c, return_inverse=True)
+    if names.size < 2:
         return float("nan"), float("nan")
-    hits = scores.flagged(threshold)
-    k = np.array([hits[scores.prompt == p].sum() for p in prompts], dtype=float)
-    m = np.array([(scores.prompt == p).sum() for p in prompts], dtype=float)
+    k = np.bincount(inverse, weights=v, minlength=names.size)
+    m = np.bincount(inverse, minlength=names.size).astype(float)
 
     def pooled(k_: np.ndarray, m_: np.ndarray, axis: int = -1) -> np.ndarray:
         return k_.sum(axis=axis) / m_.sum(axis=axis)
