@@ -157,3 +157,23 @@ def test_a_point_mass_system_gets_a_small_finite_p(tiny_null):
     assert aar.z == math.inf and aar.s == aar.s_low == pytest.approx(aar.s_high) == pytest.approx(1.0)
     p = null_p(aar.scores, null.scores)
     assert 0 < p < 0.01 and identified(p)
+
+
+def test_rows_kept_on_disk_serve_a_later_process_bit_for_bit(tiny_smollm2, tmp_path):
+    """A null of many runs walks a tree too large for memory; rows on disk are read back exactly."""
+    from wash.config import ProviderSpec
+    from wash.identify import SERVED_ROWS, Probe, identify
+
+    spec = [ProviderSpec.parse("tiny-smollm2:kgw:1")]
+    probe = Probe(version="v2", samples=60, runs=2, min_count=1, seed=4)
+    SERVED_ROWS.clear()
+    SERVED_ROWS.use_directory(tmp_path)
+    try:
+        first = identify(spec, "single", probe)
+        assert first.forwards > 0 and len(list(tmp_path.rglob("*.pt"))) == first.forwards
+        SERVED_ROWS.clear()  # as a new process: memory empty, the directory kept
+        again = identify(spec, "single", probe)
+        assert again.forwards == 0 and again.scores == first.scores
+    finally:
+        SERVED_ROWS.use_directory(None)
+        SERVED_ROWS.clear()

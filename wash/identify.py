@@ -36,11 +36,14 @@ top-50 ranks are mostly ties.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
 import random
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
@@ -108,8 +111,16 @@ class _ServedRows:
     forward is most of a probe's cost. The raw float32 logits are kept (a row of
     gemma3's 262k vocabulary is 1 MB, half the float64 served row) and served on
     each use (mask, temperature, top-k, top-p: exact, and cheap beside a forward).
-    Rows stop being kept past ``ROWS_BUDGET_BYTES``; the models' KV contexts are
-    kept per (model, prompt).
+    Rows stop being kept in memory past ``ROWS_BUDGET_BYTES``; the models' KV
+    contexts are kept per (model, prompt).
+
+    With a ``directory`` (``use_directory``) every row is also written to disk and
+    read back by any later process. Why: a null of 50 runs x 20,000 samples walks
+    a far larger prefix tree than one system (rare branches get sampled), about
+    ten thousand nodes per prompt and model, more than memory holds for gemma3;
+    on disk the forwards are paid once per (model, prompt, text) for every system,
+    null and resumed run of an experiment on the machine. A row read back is the
+    float32 logits the forward gave, bit for bit.
     """
 
     def __init__(self) -> None:
@@ -117,6 +128,19 @@ class _ServedRows:
         self.bytes = 0
         self.contexts: dict[tuple[str, int], ModelContext] = {}
         self.forwards = 0
+        self.directory: Path | None = None
+
+    def use_directory(self, directory: str | Path | None) -> None:
+        """Keep rows on disk under ``directory`` too (``None``: memory only)."""
+        self.directory = Path(directory) if directory else None
+        if self.directory is not None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, model: str, prompt_index: int, text: str) -> Path | None:
+        if self.directory is None:
+            return None
+        digest = hashlib.sha1(f"{PROMPTS[prompt_index]}\0{text}".encode("utf-8")).hexdigest()[:24]
+        return self.directory / model / f"{digest}.pt"
 
     def get(self, lm, model: str, invalid: torch.Tensor, serving: ServingProfile, prompt_index: int,
             text: str) -> tuple[torch.Tensor, list[int]]:
@@ -128,20 +152,36 @@ class _ServedRows:
         cached = self.rows.get(key)
         if cached is not None:
             return cached
+        path = self._path(model, prompt_index, text)
+        if path is not None and path.exists():
+            stored = torch.load(path)
+            row = (stored["logits"], list(stored["ids"]))
+            self._keep(key, row)
+            return row
         ctx = self.contexts.get((model, prompt_index))
         if ctx is None or ctx.lm is not lm:
             ctx = self.contexts[(model, prompt_index)] = ModelContext(lm, lm.encode_prompt(PROMPTS[prompt_index]))
         ctx.sync_to(lm.encode_prompt(PROMPTS[prompt_index] + text))
         self.forwards += 1
         row = (ctx.next_logits().to(torch.float32).clone(), list(ctx.ids))
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp")
+            torch.save({"logits": row[0], "ids": row[1]}, tmp)
+            os.replace(tmp, path)
+        self._keep(key, row)
+        return row
+
+    def _keep(self, key: tuple, row: tuple[torch.Tensor, list[int]]) -> None:
         size = row[0].numel() * row[0].element_size()
         if self.bytes + size <= ROWS_BUDGET_BYTES:
             self.rows[key] = row
             self.bytes += size
-        return row
 
     def clear(self) -> None:
+        directory = self.directory
         self.__init__()
+        self.directory = directory
 
 
 #: The process's served rows (see ``_ServedRows``).

@@ -92,10 +92,13 @@ class Config(ExperimentConfig):
 NULL_SEED_OFFSET = 1000
 
 
-def probe_job(specs: list, mode: str, config_fields: dict) -> list[dict]:
-    """Probe one system (or one line-up's null) and return its row (module-level: runs in a worker)."""
-    from wash.identify import Probe, identify
+def probe_job(specs: list, mode: str, config_fields: dict, rows_dir: str | None = None) -> list[dict]:
+    """Probe one system (or one line-up's null) and return its row (module-level: runs in a worker).
 
+    ``rows_dir``: where base rows are kept on disk for every job and later run (scratch)."""
+    from wash.identify import SERVED_ROWS, Probe, identify
+
+    SERVED_ROWS.use_directory(rows_dir)
     probe = Probe(**config_fields)
     result = identify(specs, mode, probe)
     return [{"z": result.z, "band": result.band, "mean_score": result.mean, "sd_score": result.sd,
@@ -110,6 +113,11 @@ def _probe_fields(config: Config, seed: int, samples: int, runs: int, interval: 
     return dict(version=config.version, contexts=config.contexts, samples=samples, runs=runs,
                 seed=seed, serving=config.profile, min_count=config.min_count,
                 aggregate=config.aggregate, interval=interval)
+
+
+def rows_dir(config: Config) -> str | None:
+    """Base rows on disk beside the generation store (scratch: ``runs/identify-rows``), when caching."""
+    return str(config.store_root().parent / "identify-rows") if config.cache else None
 
 
 def lineups(config: Config) -> list[int]:
@@ -130,7 +138,8 @@ def jobs(config: Config) -> list[Job]:
                              contexts=config.contexts, samples=samples, runs=runs, min_count=config.min_count,
                              providers=specs_text(specs))
             out.append(Job(key, probe_job, (list(specs), "unwatermarked" if null else mode,
-                                            _probe_fields(config, probe_seed, samples, runs, not null))))
+                                            _probe_fields(config, probe_seed, samples, runs, not null),
+                                            rows_dir(config))))
 
         for n in lineups(config):
             add("unwatermarked", "none", n, config.samples, null=True)
