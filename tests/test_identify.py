@@ -143,6 +143,13 @@ def test_v2_accounts_for_every_sample(tiny_smollm2):
     for run_counts, run_off in zip(counts, off):
         assert set(run_counts) <= ALL_CONTEXTS
         assert sum(v.total for v in run_counts.values()) + run_off == 200
+    # rare paths stop, per run: every sample still ends counted or off
+    counts, off = system.sampled_counts(0, 200, torch.Generator().manual_seed(1), random.Random(1), runs=2,
+                                        min_path=3)
+    assert [sum(v.total for v in c.values()) + o for c, o in zip(counts, off)] == [200, 200]
+    counts, off = system.sampled_counts(0, 200, torch.Generator().manual_seed(1), random.Random(1), runs=2,
+                                        min_path=201)
+    assert off == [200, 200] and counts == [{}, {}]  # no path is taken 201 times by 200 samples
     result = identify([ProviderSpec.parse("tiny-smollm2:kgw:1")], "single",
                       Probe(version="v2", samples=50, runs=2, min_count=1))
     assert 0.0 <= result.fit <= 1.0 and result.samples == 50

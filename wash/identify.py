@@ -212,6 +212,12 @@ class Probe:
     serving: str = DEFAULT_PROFILE
     #: v2: prefixes sampled fewer times than this in a (prompt, run) are dropped (Water-Probe: 20).
     min_count: int = 20
+    #: v2: a run's samples on a token path taken fewer than this many times in that run
+    #: (" D", " sev", "en" where the run mostly writes " D", " seven") stop there and count
+    #: as off the format. 1 keeps every path, as Water-Probe does; larger values bound
+    #: the prefix tree of a many-run null, which otherwise grows with every rare
+    #: tokenisation its 10^6 samples find (see ``_System.sampled_counts``).
+    min_path: int = 3
     #: How an ensemble combines its providers (``wash.aggregation``; the paper's is the mean).
     aggregate: str = "mean"
     #: Compute S's bootstrap interval over contexts (a few seconds; off for null runs, which
@@ -227,6 +233,8 @@ class Probe:
             raise WashInputError(f"identification needs at least 2 runs (z uses their sd), got {self.runs}")
         if self.top < 1:
             raise WashInputError(f"top must be at least 1, got {self.top}")
+        if self.min_path < 1:
+            raise WashInputError(f"min_path must be at least 1, got {self.min_path}")
         profile(self.serving)
         forced_contexts(self.contexts)
         parse_aggregate(self.aggregate)
@@ -330,7 +338,7 @@ class _System:
                      for p in self.providers)
 
     def sampled_counts(self, prompt_index: int, samples: int, gen: torch.Generator, picks: random.Random,
-                       runs: int = 1) -> tuple[list[dict[str, TokenCounts]], list[int]]:
+                       runs: int = 1, min_path: int = 1) -> tuple[list[dict[str, TokenCounts]], list[int]]:
         """v2: ``samples`` fresh generations per run that pick their own prefix; counts per run and prefix.
 
         The samples of every run walk the prefix tree together, node by node, each
@@ -344,6 +352,13 @@ class _System:
         Edit schemes' key offsets and Water-Bag's keys take a few hundred values. The
         runs stay independent: every sample is an independent generation, and which
         run it is counted in is fixed before the walk.
+        A run's samples go on from a node only where at least ``min_path`` of them
+        reached it; the others count as off the format. The rule is applied per run, so
+        a run's counts follow the same procedure whether it is walked alone or with 49
+        others: the null and the systems it is compared with are probed alike. Why it
+        exists: the walk visits every node some sample reaches, and the rare
+        tokenisations that 50 runs x 20,000 samples find multiply the nodes (and
+        forwards) several times over while adding a sample or two to a context.
         Returns, per run, the counts at each complete prefix and how many samples left
         the format.
         """
@@ -365,7 +380,9 @@ class _System:
             for u, child in children.items():
                 nxt = text + a.token_text(u) if u != a.eos_index else None
                 if nxt is not None and nxt in _PARTIALS and depth + 1 < MAX_PREFIX_TOKENS:
-                    stack.append((nxt, child, depth + 1))
+                    child = _rare_paths_off(child, min_path, off)
+                    if child:
+                        stack.append((nxt, child, depth + 1))
                 else:
                     for (run, _states), m in child.items():
                         off[run] += m
@@ -480,6 +497,25 @@ class _System:
                 for d in drawn_by_run]
 
 
+def _rare_paths_off(child: Counter, min_path: int, off: list[int]) -> Counter:
+    """``child`` without the runs that reach it fewer than ``min_path`` times (added to ``off``)."""
+    if min_path <= 1:
+        return child
+    per_run: Counter = Counter()
+    for (run, _states), m in child.items():
+        per_run[run] += m
+    rare = {run for run, m in per_run.items() if m < min_path}
+    if not rare:
+        return child
+    kept: Counter = Counter()
+    for key, m in child.items():
+        if key[0] in rare:
+            off[key[0]] += m
+        else:
+            kept[key] = m
+    return kept
+
+
 def _by_run(children: dict[int, Counter], size: int) -> dict[int, TokenCounts]:
     """The tokens drawn at a complete prefix, counted per run."""
     flat = [(key[0], u, c) for u, child in children.items() for key, c in child.items()]
@@ -522,7 +558,8 @@ def identify(specs: Sequence[ProviderSpec], mode: str, probe: Probe = Probe(),
         gen = torch.Generator().manual_seed(seed % (2**63))
         picks = random.Random(seed)
         if probe.version == "v2":
-            found, left = system.sampled_counts(prompt_index, probe.samples, gen, picks, probe.runs)
+            found, left = system.sampled_counts(prompt_index, probe.samples, gen, picks, probe.runs,
+                                                probe.min_path)
             off += sum(left)
             for run in range(probe.runs):
                 keep = {c: v for c, v in found[run].items() if v.total >= probe.min_count}

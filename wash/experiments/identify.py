@@ -70,6 +70,8 @@ class Config(ExperimentConfig):
     #: is given for R = 3 and for all ``runs``.
     runs: int = 10
     min_count: int = 20
+    #: v2: token paths a run takes fewer times than this stop there (``wash.identify.Probe``).
+    min_path: int = 3
     include_unwatermarked: bool = True
     #: Runs of the unwatermarked system of each line-up (one model; each N of ``ns``) probed as
     #: the null of S, at the same budget, serving and prompts as the systems.
@@ -111,7 +113,7 @@ def probe_job(specs: list, mode: str, config_fields: dict, rows_dir: str | None 
 
 def _probe_fields(config: Config, seed: int, samples: int, runs: int, interval: bool = True) -> dict:
     return dict(version=config.version, contexts=config.contexts, samples=samples, runs=runs,
-                seed=seed, serving=config.profile, min_count=config.min_count,
+                seed=seed, serving=config.profile, min_count=config.min_count, min_path=config.min_path,
                 aggregate=config.aggregate, interval=interval)
 
 
@@ -136,7 +138,7 @@ def jobs(config: Config) -> list[Job]:
             key = config.key(mode="null" if null else mode, scheme=scheme, n=n,
                              aggregate=canonical(config.aggregate), seed=seed, version=config.version,
                              contexts=config.contexts, samples=samples, runs=runs, min_count=config.min_count,
-                             providers=specs_text(specs))
+                             min_path=config.min_path, providers=specs_text(specs))
             out.append(Job(key, probe_job, (list(specs), "unwatermarked" if null else mode,
                                             _probe_fields(config, probe_seed, samples, runs, not null),
                                             rows_dir(config))))
