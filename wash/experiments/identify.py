@@ -127,9 +127,17 @@ def lineups(config: Config) -> list[int]:
     return [1, *config.ns]
 
 
+#: Schemes whose per-generation state (a key offset, a bag draw) makes a v2 probe cost a
+#: distribution per state and node: probed after every cheap system of every line-up.
+STATEFUL = ("exp-edit", "its-edit", "waterbag")
+
+
 def jobs(config: Config) -> list[Job]:
-    """Each line-up's null first, then its systems: a partial run holds complete line-ups."""
-    out = []
+    """The plan: each line-up's null before its systems, and the costly systems last.
+
+    A partial run (committed as it grows) thus holds complete line-ups of the cheap
+    systems, the budget sweep and every null before the stateful schemes' hours."""
+    out, costly = [], []
     for seed in config.seeds:
         def add(mode: str, scheme: str, n: int, samples: int, null: bool = False) -> None:
             specs = make_ensemble(n, config.models, [scheme if scheme != "none" else "kgw"], seed)
@@ -139,9 +147,10 @@ def jobs(config: Config) -> list[Job]:
                              aggregate=canonical(config.aggregate), seed=seed, version=config.version,
                              contexts=config.contexts, samples=samples, runs=runs, min_count=config.min_count,
                              min_path=config.min_path, providers=specs_text(specs))
-            out.append(Job(key, probe_job, (list(specs), "unwatermarked" if null else mode,
-                                            _probe_fields(config, probe_seed, samples, runs, not null),
-                                            rows_dir(config))))
+            job = Job(key, probe_job, (list(specs), "unwatermarked" if null else mode,
+                                       _probe_fields(config, probe_seed, samples, runs, not null),
+                                       rows_dir(config)))
+            (costly if scheme in STATEFUL and n > 1 else out).append(job)
 
         for n in lineups(config):
             add("unwatermarked", "none", n, config.samples, null=True)
@@ -157,7 +166,7 @@ def jobs(config: Config) -> list[Job]:
                 for samples in config.sweep_samples:
                     add("unwatermarked", "none", n, samples, null=True)
                     add("wash", config.sweep_scheme, n, samples)
-    return out
+    return out + costly
 
 
 COLUMNS = ["mode", "scheme", "n", "aggregate", "samples", "z", "band", "s", "s_low", "s_high", "p", "p_r3",
