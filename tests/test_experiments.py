@@ -104,7 +104,7 @@ EXPECTED = {
     "quality": {"task", "scheme", "mode", "scorer", "value", "median", "metric"},
     "cost": {"variant", "per_token_ms", "latency_ratio", "peak_rss_mb", "memory_ratio"},
     "identify": {"mode", "scheme", "n", "aggregate", "z", "band", "mean_score", "s", "s_low", "s_high", "p",
-                 "p_r3", "identified", "null_s_mean", "null_runs", "samples", "samples_per_context", "fit"},
+                 "p_r3", "p_floor", "identified", "null_s_mean", "null_runs", "samples", "samples_per_context", "fit"},
     "entropy": {"scheme", "n", "top_k", "temperature", "z", "z_times_n", "z_single_over_n", "entropy"},
     "rules": {"arm", "rule", "scheme", "n", "rows", "z_mean", "z_sd", "ppl", "ppl_ratio_to_mean",
               "beats_mean", "beats_mean_every_scheme"},

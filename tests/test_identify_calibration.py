@@ -177,3 +177,31 @@ def test_rows_kept_on_disk_serve_a_later_process_bit_for_bit(tiny_smollm2, tmp_p
     finally:
         SERVED_ROWS.use_directory(None)
         SERVED_ROWS.clear()
+
+
+def test_a_null_without_scored_runs_gives_no_p():
+    assert math.isnan(null_p([0.3, 0.2, 0.4], [math.nan] * 50))
+    assert math.isnan(null_p([math.nan, 0.2, 0.4], [0.1] * 50))
+
+
+def test_the_summary_reads_null_rows_back_from_csv(tmp_path):
+    """pandas reads a CSV cell "null" as NaN: the summary takes each row's mode from its job key."""
+    import json
+
+    import pandas as pd
+
+    from wash.experiments import identify as experiment
+    from wash.experiments.table import read_rows
+
+    def row(mode, scores):
+        key = {"mode": mode, "n": 3, "samples": 100, "seed": 0}
+        return {"job": json.dumps(key), **key, "scheme": "kgw" if mode != "null" else "none", "aggregate": "mean",
+                "scores": " ".join(map(str, scores)), "z": 1.0, "band": "none", "s": 0.5, "s_low": 0.4,
+                "s_high": 0.6, "mean_score": 0.5, "sd_score": 0.1, "samples_per_context": 30.0, "fit": 0.5,
+                "contexts_scored": 10}
+
+    path = tmp_path / "identify_runs.csv"
+    pd.DataFrame([row("null", [0.1, 0.2, 0.15, 0.12, 0.18]), row("wash", [0.5, 0.6, 0.55])]).to_csv(path, index=False)
+    summary = experiment.summarize(read_rows(path), experiment.Config.from_preset("tiny"))
+    assert list(summary["mode"]) == ["wash"] and summary["null_runs"].iloc[0] == 5
+    assert summary["p"].iloc[0] == pytest.approx(1 / 11)  # above all C(5, 3) = 10 null means

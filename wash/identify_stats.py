@@ -308,11 +308,15 @@ def null_p(scores: Sequence[float], null_scores: Sequence[float], runs: int | No
     p = (1 + #{null means >= observed}) / (1 + B) over the B null means of
     ``null_means``: finite even for a deterministic system far above every null run.
     Its floor, 1 / (1 + B), says only that the system beat every subset of null runs;
-    how far into the tail that is rests on the null's 50-odd runs.
+    how far into the tail that is rests on the null's 50-odd runs. NaN when the system
+    or the null has fewer than ``runs`` scored runs (a budget too small to keep any
+    context pair).
     """
     runs = len(scores) if runs is None else runs
     values = np.asarray(list(scores)[:runs], dtype=np.float64)
     if values.size < runs or not np.isfinite(values).all():
+        return math.nan
+    if sum(1 for s in null_scores if math.isfinite(s)) < runs:  # a null too small to score (no pairs)
         return math.nan
     law = null_means(null_scores, runs, draws, seed)
     observed = float(values.mean())

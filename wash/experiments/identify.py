@@ -38,6 +38,7 @@ model once per (prompt, context) itself and never decodes a text.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from typing import ClassVar
@@ -169,9 +170,18 @@ def jobs(config: Config) -> list[Job]:
     return out + costly
 
 
-COLUMNS = ["mode", "scheme", "n", "aggregate", "samples", "z", "band", "s", "s_low", "s_high", "p", "p_r3",
+COLUMNS = ["mode", "scheme", "n", "aggregate", "samples", "z", "band", "s", "s_low", "s_high", "p", "p_floor", "p_r3",
            "identified", "null_s_mean", "null_s_sd", "null_runs", "runs", "mean_score", "sd_score",
            "samples_per_context", "fit", "contexts_scored", "seeds"]
+
+
+def p_floor(null_runs: int, runs: int) -> float:
+    """The smallest p the null can give a mean over ``runs`` runs: 1 / (1 + its number of null means)."""
+    from wash.identify_stats import NULL_DRAWS
+
+    if runs < 1 or null_runs < runs:
+        return math.nan
+    return 1.0 / (1 + min(math.comb(null_runs, runs), NULL_DRAWS))
 
 
 def _scores(cell) -> list[float]:
@@ -182,13 +192,18 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
     """One row per system: S and its interval, the calibrated p (R = 3 and all runs), Water-Probe's z.
 
     A system's p is against the null of its own line-up (same N, same samples); the
-    verdict ``identified`` is ``p < ALPHA_IDENTIFY`` for the p over all runs. Several
+    verdict ``identified`` is ``p < ALPHA_IDENTIFY`` for the p over all runs, and
+    ``p_floor`` is the smallest p that null can give (the system above every null
+    mean). ``null_runs`` counts the null's scored runs (a small budget can leave a
+    run without any context pair). Several
     seeds of one system (rare) give one row each.
     """
     from wash.identify_stats import identified, null_p
 
     if rows.empty:
         return pd.DataFrame(columns=COLUMNS)
+    # the mode as the job key spells it: pandas reads a CSV cell "null" as NaN
+    rows = rows.assign(mode=rows["job"].map(lambda j: json.loads(j)["mode"]))
     nulls = {(int(r.n), int(r.samples), int(r.seed)): _scores(r.scores)
              for r in rows[rows["mode"] == "null"].itertuples()}
     records = []
@@ -197,12 +212,14 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
         null = nulls.get((int(r.n), int(r.samples), int(r.seed)))
         p = null_p(scores, null) if null and len(null) >= len(scores) else math.nan
         p3 = null_p(scores, null, runs=3) if null and len(scores) >= 3 else math.nan
+        scored = [v for v in (null or []) if math.isfinite(v)]  # runs with at least one context pair
         records.append({"mode": r.mode, "scheme": r.scheme, "n": int(r.n), "aggregate": r.aggregate,
                         "samples": int(r.samples), "z": r.z, "band": r.band, "s": r.s, "s_low": r.s_low,
-                        "s_high": r.s_high, "p": p, "p_r3": p3, "identified": identified(p),
-                        "null_s_mean": float(np.mean(null)) if null else math.nan,
-                        "null_s_sd": float(np.std(null, ddof=1)) if null and len(null) > 1 else math.nan,
-                        "null_runs": len(null) if null else 0, "runs": len(scores),
+                        "s_high": r.s_high, "p": p, "p_floor": p_floor(len(scored), len(scores)), "p_r3": p3,
+                        "identified": identified(p),
+                        "null_s_mean": float(np.mean(scored)) if scored else math.nan,
+                        "null_s_sd": float(np.std(scored, ddof=1)) if len(scored) > 1 else math.nan,
+                        "null_runs": len(scored), "runs": len(scores),
                         "mean_score": r.mean_score, "sd_score": r.sd_score,
                         "samples_per_context": r.samples_per_context, "fit": r.fit,
                         "contexts_scored": r.contexts_scored, "seeds": 1})
