@@ -238,10 +238,10 @@ def figure(summary: pd.DataFrame, config: Config) -> FigureSpec:
         s = part["s"].astype(float)
         series.append(Series(mode, labels, s.tolist(), (s - part["s_low"]).tolist(),
                              (part["s_high"] - s).tolist(), kind="bar"))
-    return FigureSpec(f"Water-Probe S with its 95% interval over contexts ({config.version}, {config.samples} "
-                      f"samples, {config.runs} runs; null: {config.null_runs} unwatermarked runs per line-up)", [
-        Panel("identification", "system", "S (mean rank-sign agreement)", series,
-              hlines=[(float(v), f"unwatermarked null, N = {n}") for n, v in
+    return FigureSpec(f"Water-Probe S, 95% interval over contexts ({config.samples} samples x {config.runs} runs)", [
+        Panel(f"dashed: mean S of {config.null_runs} unwatermarked runs per line-up", "system",
+              "S (mean rank-sign agreement)", series,
+              hlines=[(float(v), f"null N={n}") for n, v in
                       summary.drop_duplicates("n")[["n", "null_s_mean"]].itertuples(index=False)
                       if math.isfinite(float(v))]),
     ])

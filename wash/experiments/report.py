@@ -72,13 +72,20 @@ def _time_note(meta: dict) -> str:
     return f", {meta['elapsed_s_total']:.0f} s wall-clock running them"
 
 
-def section(out_dir: Path, figures: Path | None, link_prefix: str = "figures") -> str:
+def section(out_dir: Path, figures: Path | None, link_prefix: str = "figures",
+            columns: list[str] | None = None) -> str:
+    """The markdown section of one output directory; ``columns`` picks the summary's columns to show."""
     meta_files = sorted(out_dir.glob("*_meta.json"))
     if not meta_files:
         raise FileNotFoundError(f"no *_meta.json in {out_dir}: run the experiment first")
     meta = json.loads(meta_files[0].read_text())
     name = meta["experiment"]
     summary = pd.read_csv(out_dir / f"{name}_summary.csv")
+    if columns:
+        missing = [c for c in columns if c not in summary.columns]
+        if missing:
+            raise KeyError(f"{out_dir}: no column(s) {missing} in {name}_summary.csv")
+        summary = summary[columns]
     parts = [f"Command: `{meta['command']}`  ",
              f"Date: {meta['date']}; code: {meta.get('code', 'not recorded')}"
              + (f" (engine {meta['engine']})" if meta.get("engine") else "")
@@ -102,10 +109,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("dirs", nargs="+", type=Path)
     parser.add_argument("--figures", type=Path, help="copy each PNG here (e.g. docs/figures)")
+    parser.add_argument("--columns", help="comma-separated summary columns to show (default: all)")
     args = parser.parse_args(argv)
+    columns = args.columns.split(",") if args.columns else None
     for d in args.dirs:
         print(f"### {d.name}\n")
-        print(section(d, args.figures))
+        print(section(d, args.figures, columns=columns))
         print()
     return 0
 
