@@ -156,7 +156,7 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
             "ms_per_token", "cost_ratio", *cost_cols]
     if rows.empty or "z" not in rows:
         return pd.DataFrame(columns=cols)
-    z = group_summary(rows, BY, "z").rename(columns={
+    z = group_summary(rows, BY, "z", cluster="prompt_id").rename(columns={
         "count": "rows", "mean": "z_mean", "sd": "z_sd", "ci_low": "z_ci_low", "ci_high": "z_ci_high"})
     detected = rows.groupby(BY, sort=False).agg(detected_rate=("detected", lambda s: float(as_bool(s).mean())))
     texts = first_per_job(rows)
