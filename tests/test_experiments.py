@@ -101,7 +101,7 @@ EXPECTED = {
             "fpr_calibration", "fpr_check", "fpr_check_ci_low", "fpr_check_ci_high", "n_cal", "n_check",
             "n_prompts", "calibration"},
     "routing": {"domain", "routed_token_fraction", "mean_routed_span_length", "mean_z"},
-    "quality": {"task", "scheme", "mode", "scorer", "value", "median", "metric"},
+    "quality": {"task", "scheme", "mode", "scorer", "value", "median", "median_ci_low", "median_ci_high", "metric"},
     "cost": {"variant", "per_token_ms", "latency_ratio", "peak_rss_mb", "memory_ratio"},
     "identify": {"mode", "scheme", "n", "aggregate", "z", "band", "mean_score", "s", "s_low", "s_high", "p",
                  "p_r3", "p_floor", "identified", "null_s_mean", "null_runs", "samples", "samples_per_context", "fit"},

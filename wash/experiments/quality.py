@@ -35,7 +35,7 @@ from wash.experiments.generation import generate_run, generation_job, run_fields
 from wash.experiments.jobs import Job
 from wash.experiments.plots import FigureSpec, Panel, Series
 from wash.experiments.scoring import as_bool, first_per_job, perplexity_long, repeated_ngram_share
-from wash.experiments.stats import group_summary, wilson_interval
+from wash.experiments.stats import group_summary, median_interval, wilson_interval
 from wash.prompts import ArithmeticProblem
 
 NAME = "quality"
@@ -149,8 +149,15 @@ def accuracy_summary(rows: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 
 def _mean_and_median(frame: pd.DataFrame, by: list[str], column: str) -> pd.DataFrame:
-    """``group_summary`` of ``column`` with its median over the group beside the mean."""
-    medians = frame.groupby(by, sort=False)[column].median().rename("median").reset_index()
+    """``group_summary`` of ``column`` with its median over the group (and the median's
+    bootstrap interval over texts, one text per prompt) beside the mean."""
+    records = []
+    for keys, group in frame.groupby(by, sort=False):
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        lo, hi = median_interval(group[column].to_numpy(dtype=float))
+        records.append({**dict(zip(by, keys)), "median": float(group[column].median()),
+                        "median_ci_low": lo, "median_ci_high": hi})
+    medians = pd.DataFrame(records, columns=[*by, "median", "median_ci_low", "median_ci_high"])
     return group_summary(frame, by, column).merge(medians, on=by, how="left")
 
 
@@ -161,7 +168,8 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
     (scorer ``words``): a looping text has a low perplexity, and without this row a
     looping watermark would read as the most fluent one.
     """
-    cols = ["task", "scheme", "mode", "scorer", "count", "value", "ci_low", "ci_high", "median", "metric"]
+    cols = ["task", "scheme", "mode", "scorer", "count", "value", "ci_low", "ci_high", "median", "median_ci_low",
+            "median_ci_high", "metric"]
     parts = []
     if "task" in rows:
         cont = rows[rows["task"] == "continuation"]

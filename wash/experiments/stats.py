@@ -278,6 +278,21 @@ def cluster_mean_interval(values: Sequence[float], clusters: Sequence[str], conf
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
+def median_interval(values: Sequence[float], confidence: float = 0.95, seed: int = BOOTSTRAP_SEED,
+                    n_resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float]:
+    """Percentile bootstrap interval of the median of ``values`` (one per text), NaNs dropped.
+
+    For heavy-tailed per-text measures such as perplexity, where a median is quoted
+    beside the mean; NaN below two values."""
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    if v.size < 2:
+        return float("nan"), float("nan")
+    res = stats.bootstrap((v,), np.median, vectorized=True, n_resamples=n_resamples, confidence_level=confidence,
+                          method="percentile", rng=np.random.default_rng(seed))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
 def split_half_by_prompt(prompts: Sequence[str]) -> tuple[list[str], list[str]]:
     """The fixed split of held-out prompts: positions 0, 2, 4, ... calibrate, 1, 3, 5, ... check.
 
