@@ -14,12 +14,14 @@ key element, as the paper's definition of the key (xi_i = (u_i, pi_i) i.i.d.);
 it costs one seeded ``randperm`` per step (~1 ms at V = 262k) and gives
 independent key elements. ``shared``: ONE permutation for every key element, as
 Kuditipudi et al.'s reference code, MarkLLM's ITSEdit and the WASH release run it
-(so the paper's ITS-Edit numbers were measured on it). With a shared permutation
+(so the WASH paper's ITS-Edit numbers were measured on it). With a shared permutation
 the token order is the same at every step, so a token's rank is a fixed keyed
 label and only u moves; the scheme is still unbiased over keys. Its key (pi, u) is
 drawn as MarkLLM's ITSEdit draws it (``hashing.markllm_its_key``), so the two read
-each other's text (tests/test_interop_markllm_forms.py); the null of our test then
-draws one random injection of ranks per random key, reused by every element.
+each other's text (tests/test_interop_markllm_forms.py); the WASH release draws the
+same pair in another order from the key (the same form, other draws, not
+reproduced). The null of our test then draws one random injection of ranks per
+random key, reused by every element.
 
 Matching cost (their ``transform_edit_score``): |eta(y) - u_l| with
 eta(y) = rank of y in pi_l / V, the token's position in the sampling order
@@ -30,13 +32,13 @@ uniformly random injection into range(V), with a fresh uniform u; ``null_cost``
 draws exactly that.
 
 Detectors (``detector``). ``ours`` (default): the alignment test above with its
-Gumbel-tail z (``keyseq``). ``release``: the WASH release's ``its_detector.py``,
-which differs in three ways: its cost is log(1 - |eta - u|) (a similarity, <= 0),
-its Levenshtein DP is fed a cost that depends on the token only, not on the key
-element it is matched with, so its value is the plain diagonal sum (gap >= 0,
-costs <= 0: matching every token is cheapest), and a text counts as watermarked
-when the *minimum* of that sum over the keylen shifts is *large* against random
-u (the ranks kept): p = (1 + #{random u with a minimum at or above}) / (T + 1).
+Gumbel-tail z (``keyseq``). ``release``: the WASH release's ``its_detector.py``.
+Its cost is log(1 - |eta - u|) (a similarity, <= 0); its Levenshtein DP is fed a
+cost that depends on the token only, not on the key element it is matched with, so
+its value is the plain diagonal sum (gap >= 0, costs <= 0: matching every token is
+cheapest); a text counts as watermarked when the *minimum* of that sum over the
+keylen shifts is *large*; and its random keys keep the text's ranks and draw
+fresh u: p = (1 + #{random u with a minimum at or above}) / (T + 1).
 A watermark raises the sum at one shift, the true one, and the minimum is set by
 the others, so this test has (almost) no power: on 200 watermarked SmolLM2 tokens
 it measured p = 0.60 (per-position; ours z = 8.7) and p = 0.66 (shared; ours
