@@ -67,16 +67,22 @@ BAD: dict[str, dict[str, list[str]]] = {
     "aar": {
         "context_width": ["0", "-1", "2.5", "x"],
         "skip_repeated": ["maybe", "2"],
+        "form": ["Soft", "gumbel-max", "", "1"],
+        "detector": ["theirs", "RELEASE", ""],
     },
     "its-edit": {
         "keylen": ["0", "-5", "4097", "1.5", "x"],
         "gamma": ["-0.1", "inf", "nan", "x"],
         "n_permutations": ["1", "0", "1001", "10.0", "x"],
+        "detector": ["markllm", "Ours"],
+        "permutation": ["per_position", "one", "Shared", ""],
     },
     "exp-edit": {
         "keylen": ["0", "4097", "x"],
         "gamma": ["-1", "nan", "x"],
         "n_permutations": ["1", "1001", "x"],
+        "detector": ["paper", ""],
+        "form": ["hard", "SOFT"],
     },
     "synthid": {
         "ngram_len": ["1", "0", "-2", "x"],
@@ -95,9 +101,12 @@ GOOD: dict[str, dict[str, list[str]]] = {
     "waterbag": {"bag_size": ["1", "64"], "context_width": ["0"], "reduction": ["min"],
                  "skip_repeated": ["off"]},
     "dipmark": {"alpha": ["0", "0.5"], "context_width": ["1"], "gamma": ["0.9"]},
-    "aar": {"context_width": ["1", "100"], "skip_repeated": ["false"]},
-    "its-edit": {"keylen": ["1", "4096"], "gamma": ["0", "1"], "n_permutations": ["2", "1000"]},
-    "exp-edit": {"keylen": ["1"], "gamma": ["0.5"], "n_permutations": ["2"]},
+    "aar": {"context_width": ["1", "100"], "skip_repeated": ["false"], "form": ["gumbel", "soft"],
+            "detector": ["ours", "release"]},
+    "its-edit": {"keylen": ["1", "4096"], "gamma": ["0", "1"], "n_permutations": ["2", "1000"],
+                 "detector": ["ours", "release"], "permutation": ["per-position", "shared"]},
+    "exp-edit": {"keylen": ["1"], "gamma": ["0.5"], "n_permutations": ["2"], "form": ["gumbel", "soft"],
+                 "detector": ["release"]},
     "synthid": {"ngram_len": ["2", "50"], "depth": ["1", "256"], "sampling_table_size": ["2", str(2**20)],
                 "sampling_table_seed": ["0", "-7", str(2**70)]},
 }
@@ -179,7 +188,10 @@ def test_defaults_validate_and_build(name: str) -> None:
     ("unigram", "skip_repeated", None),
     ("dipmark", "alpha", 0.75),
     ("its-edit", "n_permutations", 1),
+    ("its-edit", "permutation", None),
     ("exp-edit", "gamma", -0.5),
+    ("exp-edit", "form", True),
+    ("aar", "detector", 1),
     ("synthid", "sampling_table_seed", 0.5),
 ])
 def test_params_built_in_code_are_checked_too(scheme: str, field: str, value) -> None:
@@ -213,6 +225,36 @@ def test_message_names_range_and_value() -> None:
     with pytest.raises(WashInputError) as err:
         ProviderSpec.parse("smollm2:kgw:1:gamma=1.5")
     assert str(err.value) == "parameter 'gamma' of scheme 'kgw' must be a number in (0, 1), got 1.5"
+
+
+def test_form_and_detector_messages_name_the_choices() -> None:
+    with pytest.raises(WashInputError) as err:
+        ProviderSpec.parse("gemma3:aar:42:form=smooth")
+    assert str(err.value) == "parameter 'form' of scheme 'aar' must be one of gumbel, soft, got 'smooth'"
+    with pytest.raises(WashInputError) as err:
+        ProviderSpec.parse("smollm2:its-edit:7:permutation=global")
+    assert str(err.value) == ("parameter 'permutation' of scheme 'its-edit' must be one of per-position, "
+                              "shared, got 'global'")
+    with pytest.raises(WashInputError) as err:
+        ProviderSpec.parse("smollm2:exp-edit:7:detector=markllm")
+    assert str(err.value) == "parameter 'detector' of scheme 'exp-edit' must be one of ours, release, got 'markllm'"
+
+
+@pytest.mark.parametrize("text", [
+    "gemma3:aar:42:form=soft",
+    "smollm2:exp-edit:7:form=soft",
+    "smollm2:its-edit:7:permutation=shared",
+    "smollm2:aar:42:detector=release,form=soft",
+    "smollm2:its-edit:7:detector=release,permutation=shared",
+    "gemma3:exp-edit:7:detector=release,form=soft,coordinated=true",
+])
+def test_release_forms_round_trip_through_the_spec(text: str) -> None:
+    spec = ProviderSpec.parse(text)
+    assert str(spec) == text and ProviderSpec.parse(str(spec)) == spec
+    scheme = build_scheme(spec.scheme, spec.key, 64, dict(spec.params))
+    for name, value in spec.params:
+        assert getattr(scheme.params, name) == value
+    assert scheme.point_mass == (getattr(scheme.params, "form", "gumbel") == "gumbel")
 
 
 def test_cli_reports_a_bad_parameter_in_one_line_without_loading_a_model(capsys, monkeypatch) -> None:

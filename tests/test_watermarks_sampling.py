@@ -373,15 +373,17 @@ def test_real_vocabulary_sizes(name: str) -> None:
 
 
 # -- power on the real model (e2e) ----------------------------------------------------------
-@lru_cache(maxsize=8)
-def single_provider_run(model: str, name: str, key: int, n_new: int = 200, seed: int = 1):
+@lru_cache(maxsize=16)
+def single_provider_run(model: str, name: str, key: int, n_new: int = 200, seed: int = 1, params: str = ""):
     """One watermarked provider alone (``wash.ensemble.generate`` mode "single"), memoised so
-    the interop tests reuse the generation. Returns (RunResult, prompt ids, seconds)."""
+    the interop tests reuse the generation; ``params`` are the spec's ``name=value,...``.
+    Returns (RunResult, prompt ids, seconds)."""
     from wash.config import GenerationConfig, ProviderSpec
     from wash.ensemble import generate
     from wash.models import load_model
 
-    config = GenerationConfig(providers=[ProviderSpec.parse(f"{model}:{name}:{key}")], prompt=PROMPT,
+    spec = f"{model}:{name}:{key}" + (f":{params}" if params else "")
+    config = GenerationConfig(providers=[ProviderSpec.parse(spec)], prompt=PROMPT,
                               mode="single", max_new_tokens=n_new, min_new_tokens=n_new, seed=seed,
                               live_detection=False)
     start = time.perf_counter()

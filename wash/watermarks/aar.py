@@ -6,9 +6,10 @@ context reduction, ``hashing.reduce_context``), and emits
 ``argmax_t r_t ** (1 / p_t)`` over the (temperature / top-p processed) base
 distribution p. Given the key and the context that choice is deterministic, so the
 provider's next-token law p_i is a one-hot vector on that token
-(``point_mass = True``). Over a uniformly random key the r_t are i.i.d. uniform and
-``argmax r_t ** (1/p_t) = argmin E_t / p_t`` with E_t = -log r_t ~ Exp(1): an
-exponential race that token t wins with probability exactly p_t. The scheme is
+(``point_mass = True``; *Forms* below has the release's soft law). Over a
+uniformly random key the r_t are i.i.d. uniform and ``argmax r_t ** (1/p_t) =
+argmin E_t / p_t`` with E_t = -log r_t ~ Exp(1): an exponential race that token t
+wins with probability exactly p_t. The scheme is
 therefore unbiased over keys, and an average of several independently keyed AAR
 providers tends to the base distribution, which is what WASH exploits.
 
@@ -30,6 +31,31 @@ models loop) would otherwise reach large |z| without any watermark. Generation i
 unaffected, so MarkLLM's detector still reads our text and ours reads MarkLLM's;
 ``skip_repeated=false`` gives MarkLLM's exact score.
 
+Forms (``form``). ``gumbel`` (default) is the rule above, the original paper's
+and MarkLLM's point mass. ``soft`` serves the law q_t = r_t ** (1/p_t) / sum_s
+r_s ** (1/p_s) and the engine samples from it: that is what the WASH release's AAR
+(``F.normalize(u ** (1/p), p=1)``, then sampled) and Water-Probe's samplers serve,
+so the paper's numbers were measured on it. It matters for WASH: averaged with
+N - 1 others, a point mass keeps 1/N of the mixture on one keyed token at every
+step, while the soft law spreads its keyed preference over the candidates, a
+smaller perturbation that averages out differently. ``soft`` is computed as the
+softmax of log(r)/p (``base.race_law``), the exact law without the release's
+float32 underflow. Two properties differ from ``gumbel``: it is not a point mass
+(``point_mass`` is False), and it is *not* unbiased over keys: averaged over keys
+it is flatter than p (p = (0.6, 0.25, 0.1, 0.05) gives (0.562, 0.268, 0.113,
+0.057), 200,000 keys; tested). The detector is the same for both forms: it reads
+r at the observed token, and the soft law still favours tokens with large r.
+
+Detectors (``detector``). ``ours`` (default) is the Gamma tail above. ``release``
+is the WASH release's test on the same per-token scores: a t statistic
+z = (mean - 1) / (s / sqrt(n)) with the empirical sd s (ddof 1), read as Gaussian
+(``scoring.mean_t_z``). Which tokens are scored follows ``context_width`` and
+``skip_repeated`` as for ours (``skip_repeated=false`` scores every token, as the
+release does). The t statistic of Exp(1) scores is left-skewed, so its Gaussian
+reading is conservative from about 10 scored tokens on (simulated P(z > 4):
+1e-5 at n = 10-20, 0 of 200,000 at n = 40) but not on a handful: 0.8 % at
+n = 3, 0.1 % at n = 5, where a live trace can spike.
+
 Known property inherited from MarkLLM's seeding: when the context product is
 0 mod V (a 0 id in the context, or a product divisible by V) the seed is 0 for
 every key, so all AAR providers share r at that step. It is rare and kept for
@@ -45,9 +71,9 @@ from typing import Any, Sequence
 import torch
 
 from wash.watermarks import hashing, register
-from wash.watermarks.base import (BOOL, Detection, Detector, WatermarkScheme, check_choice, check_range,
-                                  softmax)
-from wash.watermarks.scoring import gamma_sum_p
+from wash.watermarks.base import (BOOL, DETECTOR_VARIANTS, RACE_FORMS, Detection, Detector, WatermarkScheme,
+                                  check_choice, check_range, race_law, softmax)
+from wash.watermarks.scoring import gamma_sum_p, mean_t_z
 
 #: Reduction of the last ``context_width`` ids, as MarkLLM's EXP.
 _REDUCTION = "time"
@@ -60,7 +86,8 @@ class AAR(WatermarkScheme):
     description = (
         'Aaronson: the token is picked by a keyed Gumbel-max rule seeded by the last '
         '{context_width} ids, so each step is a point mass. The detector sums the keyed scores of'
-        ' the observed tokens.')
+        ' the observed tokens. With form=soft it serves the WASH release\'s soft law (r^(1/p), normalised, then'
+        ' sampled) instead of the point mass.')
     point_mass = True
 
     @dataclass(frozen=True)
@@ -69,10 +96,20 @@ class AAR(WatermarkScheme):
         context_width: int = 4
         #: Detector: score each (seed, token) pair once (see module docstring).
         skip_repeated: bool = True
+        #: ``gumbel``: the point mass on argmax r ** (1/p); ``soft``: the law r ** (1/p), normalised.
+        form: str = "gumbel"
+        #: ``ours``: the Gamma tail of the score sum; ``release``: the WASH release's t statistic.
+        detector: str = "ours"
 
         def __post_init__(self) -> None:
             check_range(self, "context_width", lo=1, integer=True)
             check_choice(self, "skip_repeated", BOOL)
+            check_choice(self, "form", RACE_FORMS)
+            check_choice(self, "detector", DETECTOR_VARIANTS)
+
+    def __init__(self, key: int, vocab_size: int, params: "AAR.Params | None" = None) -> None:
+        super().__init__(key, vocab_size, params)
+        self.point_mass = self.params.form == "gumbel"
 
     def seed_for(self, ids: Sequence[int]) -> int | None:
         """This step's seed, or ``None`` when fewer than ``context_width`` ids precede it."""
@@ -97,15 +134,12 @@ class AAR(WatermarkScheme):
                      state: Any) -> torch.Tensor:
         if logits.shape[-1] != self.vocab_size:
             raise ValueError(f"aar: logits have {logits.shape[-1]} entries, scheme expects {self.vocab_size}")
-        probs = softmax(logits)
-        r = self.keyed_uniforms(ids).to(torch.float64)
-        # log(r)/p: -inf where p == 0 (log r < 0 for r in [0, 1)), so masked tokens lose.
-        token = int(torch.argmax(torch.log(r) / probs))
-        out = torch.zeros_like(probs)
-        out[token] = 1.0
-        return out
+        # log(r)/p: -inf where p == 0 (log r < 0 for r in [0, 1)), so masked tokens get nothing.
+        return race_law(softmax(logits), self.keyed_uniforms(ids), self.params.form)
 
     def make_detector(self, prefix: Sequence[int] = ()) -> Detector:
+        if self.params.detector == "release":
+            return _AARReleaseDetector(self, prefix)
         return _AARDetector(self, prefix)
 
 
@@ -118,6 +152,7 @@ class _AARDetector(Detector):
     def __init__(self, scheme: AAR, prefix: Sequence[int] = ()) -> None:
         super().__init__(scheme, prefix)
         self.total = 0.0
+        self.total_sq = 0.0
         self.n = 0
 
     def _score(self, token_id: int) -> float | None:
@@ -129,6 +164,7 @@ class _AARDetector(Detector):
         r = float(hashing.uniforms(seed, self.scheme.vocab_size)[token_id])
         score = -math.log1p(-r)
         self.total += score
+        self.total_sq += score * score
         self.n += 1
         return score
 
@@ -141,4 +177,25 @@ class _AARDetector(Detector):
             self.scheme.name, p, tokens_scored=self.n, per_token=list(self.per_token),
             statistic=self.total,
             note=f"sum of -log(1-r) over {self.n} tokens; null Gamma({self.n}, 1)",
+        )
+
+
+class _AARReleaseDetector(_AARDetector):
+    """The WASH release's AAR test on the same scores: a t statistic.
+
+    z = (mean - 1) / (s / sqrt(n)) with s the empirical sd of the n scores (ddof 1),
+    p = 1 - Phi(z) (``scoring.mean_t_z``). Which tokens are scored (context, repeats)
+    follows this scheme's parameters, as for our test.
+    """
+
+    def result(self) -> Detection:
+        if self.n == 0:
+            return Detection.from_z(self.scheme.name, 0.0, tokens_scored=0, per_token=list(self.per_token),
+                                    note="no token with a full context yet")
+        z, sd = mean_t_z(self.total, self.total_sq, self.n, null_mean=1.0)
+        return Detection.from_z(
+            self.scheme.name, z, tokens_scored=self.n, per_token=list(self.per_token),
+            statistic=self.total / self.n,
+            note=(f"release t statistic: mean of -log(1-r) {self.total / self.n:.4g} over {self.n} tokens, "
+                  f"empirical sd {sd:.4g}; z = (mean - 1) / (sd / sqrt(n)) read as Gaussian"),
         )

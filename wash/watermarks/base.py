@@ -7,7 +7,8 @@ code's processor/detector pairing:
 * ``distribution``: base logits over the scheme's token space plus the context ids
   -> the provider's watermarked next-token distribution p_i (a probability vector).
   Sampling-based schemes (AAR, ITS-Edit, EXP-Edit) return the exact law of the
-  token their keyed sampling rule would emit, which is a point mass.
+  token their keyed sampling rule would emit, which is a point mass; AAR and
+  EXP-Edit with ``form=soft`` serve the WASH release's soft law instead (``race_law``).
 * ``detector``: an incremental scorer fed one token id at a time, whose ``result``
   is the scheme's own test statistic reported both as a p-value and as a z-score.
 
@@ -151,7 +152,8 @@ class WatermarkScheme(ABC):
     #: A sentence or two for the app's pages; ``{field}`` placeholders are filled
     #: from the default ``Params`` so the words cannot drift from the code.
     description: ClassVar[str] = ""
-    #: True when p_i is a point mass (the scheme samples by a keyed rule).
+    #: True when p_i is a point mass (the scheme samples by a keyed rule); a scheme
+    #: whose ``form`` parameter decides it sets it per instance.
     point_mass: ClassVar[bool] = False
     #: False when ``Detector.result`` is costly (permutation tests): live traces
     #: then refresh it every few tokens instead of every token.
@@ -330,3 +332,37 @@ BOOL = (False, True)
 def softmax(logits: torch.Tensor) -> torch.Tensor:
     """Softmax in float64: watermark reweights are small differences of large numbers."""
     return torch.softmax(logits.to(torch.float64), dim=-1)
+
+
+# -- the keyed exponential race (AAR, EXP-Edit) --------------------------------------------
+#: How a keyed exponential race serves its keyed uniforms u over the base law p:
+#: ``gumbel`` the original papers' point mass on argmax u_t ** (1/p_t); ``soft`` the
+#: law proportional to u_t ** (1/p_t), sampled (the WASH release's and Water-Probe's
+#: samplers). A ``form`` parameter of the schemes that race (``aar``, ``exp-edit``).
+RACE_FORMS = ("gumbel", "soft")
+#: Which test a scheme's detector runs, where the WASH release's detector differs
+#: from ours (``aar``, ``exp-edit``, ``its-edit``): a ``detector`` parameter.
+DETECTOR_VARIANTS = ("ours", "release")
+
+
+def race_law(probs: torch.Tensor, u: torch.Tensor, form: str) -> torch.Tensor:
+    """The next-token law of a keyed exponential race with uniforms ``u`` over ``probs``.
+
+    Both forms rank tokens by ``log(u_t) / p_t`` in float64 (the same order as
+    ``u_t ** (1/p_t)``, without float32 underflow for small p; p_t = 0 scores
+    ``-inf``). ``gumbel``: a point mass on the top token. ``soft``: the softmax of
+    those scores, i.e. exactly ``u_t ** (1/p_t) / sum_s u_s ** (1/p_s)``, which the
+    WASH release computes as ``F.normalize(u ** (1/p), p=1)`` in float32 (where every
+    term can underflow to 0). If every score is ``-inf`` (the only candidates drew
+    u = 0, a 0/0 law) the soft form falls back to ``probs``.
+    """
+    scores = torch.log(u.to(torch.float64)) / probs
+    if form == "gumbel":
+        out = torch.zeros_like(probs)
+        out[int(torch.argmax(scores))] = 1.0
+        return out
+    if form != "soft":
+        raise ValueError(f"unknown race form '{form}' (accepted: {', '.join(RACE_FORMS)})")
+    if not bool(torch.isfinite(scores).any()):
+        return probs.clone()
+    return torch.softmax(scores, dim=-1)

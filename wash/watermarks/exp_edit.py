@@ -9,6 +9,22 @@ exactly p_t, so the scheme is unbiased over keys. Unlike AAR the randomness is
 indexed by the position in the generation (plus a per-generation offset), not by
 the context; see ``keyseq`` for the key sequence and the alignment test.
 
+Forms (``form``), as AAR's (``base.race_law``): ``gumbel`` (default) is the point
+mass above, the paper's and MarkLLM's EXPEdit rule. ``soft`` serves the law
+xi_k[t] ** (1/p_t) / sum_s xi_k[s] ** (1/p_s), sampled: what the WASH release's
+EXP-Edit ("kth": ``xi[(shift + count) % keylen] ** (1/p)``, L1-normalised, a random
+shift per generation, the index advancing per token, as our offset and key index
+do) and Water-Probe's sampler serve. A point mass keeps 1/N of the WASH average on
+one keyed token; the soft law spreads it, and like AAR's soft law it is flatter
+than p on average over keys, not unbiased. The detector is the same for both forms.
+
+Detectors (``detector``): ``ours`` (default) is the Gumbel-tail z below (see
+``keyseq``); ``release`` is the WASH release's verdict on the same statistic (its
+``kth_detector.py``: the same alignment cost log(1 - xi), gap 0, every shift, T
+random key sequences): the permutation p-value (1 + #{random keys at or below}) /
+(T + 1) alone, ``keyseq.release_detection``. With T = 100 it cannot go below
+1/101, z = 2.33: it never crosses z = 4; the release's own line is p < 0.05.
+
 Matching cost (their ``gumbel_edit_score``): cost(y, xi_l) = log(1 - xi_l[y]) <= 0,
 very negative when the token was chosen because its uniform was large. Gap
 penalty gamma = 0.0, the value their experiments use for EXP-edit (and MarkLLM's
@@ -27,6 +43,7 @@ from dataclasses import dataclass
 import torch
 
 from wash.watermarks import hashing, register
+from wash.watermarks.base import RACE_FORMS, check_choice, race_law
 from wash.watermarks.keyseq import EditScheme
 
 
@@ -37,13 +54,24 @@ class EXPEdit(EditScheme):
     description = (
         'Kuditipudi et al. EXP-Edit: exponential-minimum sampling on a secret sequence of '
         '{keylen} keyed numbers, so each step is a point mass; the detector aligns the text with '
-        'the sequence (edit-robust) and calibrates by permutation.')
+        'the sequence (edit-robust) and calibrates by permutation. With form=soft it serves the WASH '
+        'release\'s soft law (xi^(1/p), normalised, then sampled) instead of the point mass.')
 
     @dataclass(frozen=True)
     class Params(EditScheme.Params):
         keylen: int = 420
         gamma: float = 0.0
         n_permutations: int = 100
+        #: ``gumbel``: the point mass on argmax xi_k ** (1/p); ``soft``: the law xi_k ** (1/p), normalised.
+        form: str = "gumbel"
+
+        def __post_init__(self) -> None:
+            super().__post_init__()
+            check_choice(self, "form", RACE_FORMS)
+
+    def __init__(self, key: int, vocab_size: int, params: "EXPEdit.Params | None" = None) -> None:
+        super().__init__(key, vocab_size, params)
+        self.point_mass = self.params.form == "gumbel"
 
     def _draw_row(self, k: int) -> torch.Tensor:
         return hashing.draw_uniforms(self.row_seed(k), self.vocab_size)
@@ -51,9 +79,8 @@ class EXPEdit(EditScheme):
     def _row_values(self, row: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         return row[tokens]
 
-    def _pick(self, probs: torch.Tensor, k: int) -> int:
-        xi = self.row(k).to(torch.float64)
-        return int(torch.argmax(torch.log(xi) / probs))
+    def _law(self, probs: torch.Tensor, k: int) -> torch.Tensor:
+        return race_law(probs, self.row(k), self.params.form)
 
     def observed_cost(self, unique_tokens: torch.Tensor) -> torch.Tensor:
         return torch.log1p(-self.key_values(unique_tokens.tolist()))

@@ -128,6 +128,24 @@ def draw_permutation(seed: int, size: int) -> torch.Tensor:
     return torch.randperm(size, generator=generator(seed))
 
 
+@lru_cache(maxsize=4)
+def markllm_its_key(key: int, vocab_size: int, keylen: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(pi, u): one permutation of range(vocab_size) and ``keylen`` uniforms, as MarkLLM
+    0.1.5's ITSEdit draws its key (ITS-Edit's ``permutation=shared``).
+
+    Its detector seeds torch with the key, takes the first of ``torch.randint(2**32,
+    ...)`` as the seed of a fresh generator, then draws ``randperm(vocab_size)`` and
+    ``rand(keylen)`` from it, in that order (the WASH release draws the same two
+    things from a generator seeded with the key itself, uniforms first). Same key,
+    size and length, same (pi, u): MarkLLM's ITSEdit text reads under our detector
+    and ours under its.
+    """
+    seed = int(torch.randint(2**32, (1,), generator=generator(key))[0])
+    g = generator(seed)
+    pi = torch.randperm(vocab_size, generator=g)
+    return pi, torch.rand(keylen, generator=g)
+
+
 @lru_cache(maxsize=8)
 def random_bits(seed: int, size: int) -> torch.Tensor:
     """``size`` seeded fair bits (int64 0/1): SynthID's g-value sampling table.

@@ -77,7 +77,9 @@ from typing import Any, Iterator, Sequence
 import torch
 
 from wash.watermarks import hashing
-from wash.watermarks.base import Detection, Detector, WatermarkScheme, check_range, softmax
+from wash.watermarks.base import (DETECTOR_VARIANTS, Detection, Detector, WatermarkScheme, check_choice,
+                                  check_range, softmax)
+from wash.watermarks.scoring import z_from_p
 
 #: Rows of the key sequence kept for generation (a step may be evaluated twice).
 _ROW_CACHE = 4
@@ -105,7 +107,7 @@ class EditScheme(WatermarkScheme):
     """Base of ITS-Edit and EXP-Edit: key sequence, offsets, detector plumbing.
 
     Subclasses define one key element (``_draw_row``), how a text token reads it
-    (``_row_values``), the sampling rule (``_pick``) and the matching cost under the
+    (``_row_values``), the sampling rule (``_law``) and the matching cost under the
     real key (``observed_cost``) and under random keys (``null_cost``).
     """
 
@@ -117,12 +119,16 @@ class EditScheme(WatermarkScheme):
         keylen: int = 420
         gamma: float = 0.0
         n_permutations: int = 100
+        #: ``ours``: the Gumbel-tail z of the alignment test; ``release``: the WASH
+        #: release's permutation p-value (see ``release_detection``).
+        detector: str = "ours"
 
         def __post_init__(self) -> None:
             check_range(self, "keylen", lo=1, hi=MAX_KEYLEN, integer=True)
             check_range(self, "gamma", lo=0.0)  # gap penalty of the alignment
             # >= 2: the Gumbel tail is fitted to the null statistics' mean and sd
             check_range(self, "n_permutations", lo=2, hi=MAX_PERMUTATIONS, integer=True)
+            check_choice(self, "detector", DETECTOR_VARIANTS)
 
     def __init__(self, key: int, vocab_size: int, params: "EditScheme.Params | None" = None) -> None:
         super().__init__(key, vocab_size, params)
@@ -188,19 +194,15 @@ class EditScheme(WatermarkScheme):
         return (offset + len(ids) - prompt_len) % self.params.keylen
 
     @abstractmethod
-    def _pick(self, probs: torch.Tensor, k: int) -> int:
-        """The token the keyed sampling rule emits from ``probs`` with key element k."""
+    def _law(self, probs: torch.Tensor, k: int) -> torch.Tensor:
+        """The next-token law the keyed sampling rule serves from ``probs`` with key element k."""
 
     def distribution(self, logits: torch.Tensor, ids: Sequence[int], prompt_len: int,
                      state: Any) -> torch.Tensor:
         if logits.shape[-1] != self.vocab_size:
             raise ValueError(f"{self.name}: logits have {logits.shape[-1]} entries, "
                              f"scheme expects {self.vocab_size}")
-        probs = softmax(logits)
-        token = self._pick(probs, self.key_index(ids, prompt_len, state))
-        out = torch.zeros_like(probs)
-        out[token] = 1.0
-        return out
+        return self._law(softmax(logits), self.key_index(ids, prompt_len, state))
 
     # -- detection ----------------------------------------------------------
     @abstractmethod
@@ -213,6 +215,11 @@ class EditScheme(WatermarkScheme):
 
     def make_detector(self, prefix: Sequence[int] = ()) -> Detector:
         return EditDetector(self, prefix)
+
+    def edit_test(self, tokens: Sequence[int]) -> Detection:
+        """The detector's test on the generated ``tokens`` (``run_edit_test``: ours, or
+        the release's p-value on the same statistic; ITS-Edit's release test differs)."""
+        return run_edit_test(self, tokens)
 
 
 class EditDetector(Detector):
@@ -235,7 +242,7 @@ class EditDetector(Detector):
         tokens = self.ids[self.n_prefix:]
         if self._cached is not None and self._cached[0] == len(tokens):
             return self._cached[1]
-        detection = run_edit_test(self.scheme, tokens)
+        detection = self.scheme.edit_test(tokens)
         self._cached = (len(tokens), detection)
         return detection
 
@@ -271,13 +278,37 @@ def run_edit_test(scheme: EditScheme, tokens: Sequence[int]) -> Detection:
     j = int(offsets[0])
     n = scheme.params.keylen
     diag = observed[(j + torch.arange(m)) % n, inverse]
+    per_token = [float(-c) for c in diag]
+    if scheme.params.detector == "release":
+        return release_detection(
+            scheme, at_or_below, m, per_token,
+            note=(f"release permutation test: {at_or_below}/{T} random keys align at or below the "
+                  f"key's cost {obs:.4g} (null {mean:.4g} +- {sd:.3g}); best offset {j}"))
     return Detection.from_p(
-        scheme.name, p, tokens_scored=m, per_token=[float(-c) for c in diag],
+        scheme.name, p, tokens_scored=m, per_token=per_token,
         statistic=obs,
         note=(f"permutation p={p_perm:.4g} ({at_or_below}/{T} random keys at or below; "
               f"floor {1 / (T + 1):.3g}); alignment cost {obs:.4g} vs null {mean:.4g} +- {sd:.3g}; "
               f"{fitted}; best offset {j}"),
     )
+
+
+def release_detection(scheme: EditScheme, as_extreme: int, m: int, per_token: list[float | None],
+                      note: str) -> Detection:
+    """The WASH release's verdict: the permutation p-value (1 + as_extreme) / (T + 1).
+
+    ``as_extreme`` of the T random keys score at least as watermark-like as the key.
+    The release reports this p alone (-log10 p is kept as ``statistic``); z is
+    Phi^-1(1 - p) with p = 1 read as T/(T+1), the test's last step, so z stays
+    within what T random keys can say: |z| <= Phi^-1(1 - 1/(T+1)), 2.33 for T = 100.
+    It never reaches z = 4 for any T this scheme accepts (3.09 at T = 1000): the
+    release's own threshold is p < 0.05.
+    """
+    T = scheme.params.n_permutations
+    p = (1 + as_extreme) / (T + 1)
+    return Detection(scheme=scheme.name, z=z_from_p(min(p, T / (T + 1))), p=p, tokens_scored=m,
+                     per_token=per_token, statistic=-math.log10(p),
+                     note=f"{note}; p={p:.4g} (floor {1 / (T + 1):.3g})")
 
 
 def gumbel_min_fit(mean: float, sd: float) -> tuple[float, float] | None:

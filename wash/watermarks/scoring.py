@@ -45,3 +45,18 @@ def gamma_sum_p(total: float, n: int) -> float:
         return 1.0
     return float(stats.gamma.sf(total, a=n))
 
+
+
+def mean_t_z(total: float, total_sq: float, n: int, null_mean: float) -> tuple[float, float]:
+    """(z, s): the t statistic of n scores against their null mean, and their empirical sd.
+
+    z = (mean - null_mean) / (s / sqrt(n)) with s the sample sd (ddof 1), from the
+    running sum and sum of squares; the WASH release's AAR test, which reads z as a
+    Gaussian (p = 1 - Phi(z)). As the release: s = 1 for a single score, z = 0 when s = 0.
+    """
+    if n <= 0:
+        return 0.0, float("nan")
+    mean = total / n
+    var = max(total_sq - n * mean * mean, 0.0) / (n - 1) if n > 1 else 1.0
+    sd = math.sqrt(var)
+    return ((mean - null_mean) / (sd / math.sqrt(n)) if sd > 0 else 0.0), sd
