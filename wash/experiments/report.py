@@ -94,7 +94,8 @@ def section(out_dir: Path, figures: Path | None, link_prefix: str = "figures",
              + _jobs_note(meta) + _time_note(meta)
              + (f" in {meta['workers']} worker processes of {meta.get('threads_per_worker', '?')} torch "
                 f"thread(s) each."
-                if meta.get("workers", 1) > 1 else "."), "",
+                if meta.get("workers", 1) > 1 else "."),
+             *([f"Note: {meta['note']}."] if meta.get("note") else []), "",
              markdown_table(summary), ""]
     png = out_dir / f"{name}.png"
     if figures is not None and png.exists():
