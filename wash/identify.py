@@ -421,12 +421,7 @@ class _System:
             # One draw for all the members (iid), dealt out in order.
             drawn = to_union[p.model][torch.multinomial(probs, sum(mk for _, mk in members), replacement=True,
                                                         generator=gen)].numpy()
-            at = 0
-            for key, mk in members:
-                tokens, numbers = np.unique(drawn[at:at + mk], return_counts=True)
-                for u, c in zip(tokens.tolist(), numbers.tolist()):
-                    children.setdefault(u, Counter())[key] += c
-                at += mk
+            _deal(drawn, members, children)
         return children
 
     def robust_dist(self, prompt_index: int, rows: dict, states: tuple, forced: bool = False) -> torch.Tensor:
@@ -449,12 +444,7 @@ class _System:
         for states, members in by_states.items():
             dist = self.robust_dist(prompt_index, rows, states).to(torch.float32).clamp_min(0)
             drawn = torch.multinomial(dist, sum(m for _, m in members), replacement=True, generator=gen).numpy()
-            at = 0
-            for key, m in members:
-                tokens, numbers = np.unique(drawn[at:at + m], return_counts=True)
-                for u, c in zip(tokens.tolist(), numbers.tolist()):
-                    children.setdefault(u, Counter())[key] += c
-                at += m
+            _deal(drawn, members, children)
         return children
 
     def counts(self, prompt_index: int, context: str, samples: int, gen: torch.Generator,
@@ -495,6 +485,16 @@ class _System:
                 at += per_run[run]
         return [TokenCounts.from_tokens(np.concatenate(d) if d else np.zeros(0, np.int64), size)
                 for d in drawn_by_run]
+
+
+def _deal(drawn: np.ndarray, members: list[tuple[tuple, int]], children: dict[int, Counter]) -> None:
+    """Deal one iid draw out to its members in order: ``children[token][member key] += count``."""
+    at = 0
+    for key, m in members:
+        tokens, numbers = np.unique(drawn[at:at + m], return_counts=True)
+        for u, c in zip(tokens.tolist(), numbers.tolist()):
+            children.setdefault(u, Counter())[key] += c
+        at += m
 
 
 def _rare_paths_off(child: Counter, min_path: int, off: list[int]) -> Counter:
