@@ -243,7 +243,10 @@ def prompt_bootstrap_interval(scores: ScoredTexts, threshold: float, confidence:
     tests (the usual case). ``scipy.stats.bootstrap`` draws the resamples
     (``paired=True`` over the prompt index, fixed ``seed``); the percentile method
     is used because BCa is undefined for the common all-flagged or none-flagged
-    cells (every resample equal). NaN when there are fewer than two prompts.
+    cells (every resample equal). In those cells the interval collapses to the
+    point (0 of 34 texts: [0, 0]): it then says nothing about uncertainty, and a
+    reader should bound it by the number of prompts instead (a Wilson interval
+    of 0 of 17 prompts reaches 18%). NaN when there are fewer than two prompts.
     """
     return cluster_mean_interval(scores.flagged(threshold).astype(float), scores.prompt, confidence, seed,
                                  n_resamples)
