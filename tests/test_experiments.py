@@ -391,6 +391,8 @@ def test_resume_after_an_interruption(tmp_path, outputs):
         execute(_plan(decay, _interrupted_at(plan, k)), config, command="test interrupted")
     runs = pd.read_csv(tmp_path / "decay" / "decay_runs.csv")
     assert set(runs["job"]) == {j.id for j in plan[:k]}  # every job finished before the interruption is kept
+    stopped = json.loads((tmp_path / "decay" / "decay_meta.json").read_text())
+    assert stopped["jobs_done"] == k < stopped["jobs_total"]  # the meta says the run is partial
     again = execute(decay, config, command="test resumed")
     assert again.jobs_run == whole.jobs_total - k  # only the remaining jobs run
     pd.testing.assert_frame_equal(_by_job(pd.read_csv(again.runs_csv)), _by_job(pd.read_csv(whole.runs_csv)),

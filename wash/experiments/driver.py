@@ -245,7 +245,7 @@ def execute(experiment: Experiment, config: ExperimentConfig, command: str | Non
                   "the same command resumes from there", file=sys.stderr)
             if record.ran:  # their compute time counts in the resumed run's total
                 write_meta(out / f"{name}_meta.json", name, config, command, len(plan), record.ran,
-                           time.perf_counter() - start, workers)
+                           time.perf_counter() - start, workers, jobs_done=done)
             raise
         finally:
             table.order_by(plan)
