@@ -28,6 +28,7 @@ from wash.aggregation import canonical, describe as describe_rules
 from wash.config import DEFAULT_PROFILE, FORWARDS, PROFILES
 from wash.errors import WashInputError
 from wash.experiments import EXPERIMENTS, load
+from wash.experiments.ensembles import LINEUPS, scheme_variant
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -49,7 +50,8 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--prompts", type=int, help="number of prompts (interleaved across domains)")
     p.add_argument("--tokens", type=int, help="new tokens per generation")
     p.add_argument("--seeds", type=int, nargs="+", help="generation seeds (each draws new keys)")
-    p.add_argument("--schemes", nargs="+", help="watermark schemes")
+    p.add_argument("--schemes", nargs="+", help="watermark schemes, each optionally with parameters joined by +, "
+                                                        "e.g. kgw aar:form=soft its-edit:permutation=shared")
     p.add_argument("--forwards", choices=FORWARDS,
                    help="eager: every model's forward each step, token drawn from the average; lazy: one "
                         "uniformly picked provider draws it (same law, one forward). Default: the "
@@ -61,6 +63,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--profile", choices=tuple(PROFILES),
                    help="serving profile of every provider (default %s): " % DEFAULT_PROFILE + "; ".join(
                        f"{q.name}: {q.description}" for q in PROFILES.values()))
+    p.add_argument("--lineup", choices=LINEUPS,
+                   help="how the ensembles are watermarked (decay, tpr, identify): independent (default; "
+                        "every provider its own watermark and key) or anchor (provider 1 alone, the others "
+                        "the same base models unwatermarked: the WASH release's attack)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="any other config field, e.g. --set n_values=1,3,5 (repeatable)")
     p.add_argument("--workers", type=int, default=1,
@@ -113,7 +119,7 @@ def build_config(args: argparse.Namespace):
         "models": tuple(args.models) if args.models else None, "prompts": args.prompts, "tokens": args.tokens,
         "seeds": tuple(args.seeds) if args.seeds else None, "schemes": tuple(args.schemes) if args.schemes else None,
         "forwards": getattr(args, "forwards", None), "profile": getattr(args, "profile", None),
-        "aggregate": getattr(args, "aggregate", None),
+        "aggregate": getattr(args, "aggregate", None), "lineup": getattr(args, "lineup", None),
     }
     for item in args.set:
         if "=" not in item:
@@ -144,7 +150,11 @@ def validate(config) -> None:
         check_model_name(m)
     for s in config.schemes:
         if s != "mix":
-            scheme_class(s)
+            name, params = scheme_variant(s)
+            scheme_class(name).parse_params(dict(params))
+    if config.lineup not in type(config).LINEUPS:
+        raise WashInputError(f"line-up '{config.lineup}' is not offered by this experiment "
+                             f"(accepted: {', '.join(type(config).LINEUPS)})")
     if not 1 <= config.tokens <= MAX_NEW_TOKENS_CAP:
         raise WashInputError(f"--tokens must be from 1 to {MAX_NEW_TOKENS_CAP}, got {config.tokens}")
     if config.prompts < 1:
@@ -168,8 +178,10 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
     try:
         module, config = build_config(args)
-    except (ValueError, KeyError) as err:
-        raise WashInputError(str(err).strip("'\"")) from None
+    except WashInputError:
+        raise
+    except (ValueError, KeyError) as err:  # str() of a KeyError quotes its message
+        raise WashInputError(str(err.args[0]) if err.args else str(err)) from None
     if args.show:
         jobs = module.jobs(config)
         print(json.dumps({**config.to_dict(), "jobs": len({j.id for j in jobs})}, indent=2))

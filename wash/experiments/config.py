@@ -48,10 +48,15 @@ class ExperimentConfig:
     #: Aggregation rule of every generation (``wash.aggregation``): ``mean`` (the paper's) or a
     #: robust variant such as ``median-clip:xi=0.5``, which needs eager forwards.
     aggregate: str = "mean"
+    #: How the ensembles' providers are watermarked (``wash.experiments.ensembles.LINEUPS``):
+    #: ``independent`` (each its own watermark) or ``anchor`` (provider 1 alone).
+    lineup: str = "independent"
     #: Name of the preset the config was built from (recorded in meta.json).
     preset: str = "full"
 
     PRESETS: ClassVar[dict[str, dict[str, Any]]] = {}
+    #: The line-ups this experiment can build (the others refuse ``--lineup anchor``).
+    LINEUPS: ClassVar[tuple[str, ...]] = ("independent",)
 
     @classmethod
     def from_preset(cls, name: str = "full", **overrides: Any) -> "ExperimentConfig":
@@ -91,12 +96,17 @@ class ExperimentConfig:
 
         The serving values (not the profile's name) enter the key: they are what the
         text depends on, and a row of one profile is never taken for another's. The
-        aggregation rule enters it (canonically spelt) only when it is not ``mean``, so
-        the keys of results made before there was a choice stay valid.
+        aggregation rule enters it (canonically spelt) only when it is not ``mean``, and
+        the line-up only when it is not ``independent``, so the keys of results made
+        before there was a choice stay valid (a missing ``lineup`` column reads as
+        ``independent``).
         """
         rule = aggregate_key(self.aggregate)
+        # like the rule, the line-up enters only when it is not the default, so the keys
+        # (and the CSVs' job ids) of runs made before there was a choice stay valid
+        lineup = {} if self.lineup == "independent" else {"lineup": self.lineup}
         return {"tokens": self.tokens, "temperature": self.temperature, "top_k": self.top_k,
-                "top_p": self.top_p, "forwards": self.forwards, **rule, **params}
+                "top_p": self.top_p, "forwards": self.forwards, **rule, **lineup, **params}
 
     def store_root(self) -> Path:
         """Where generations are stored: ``<out>/../generations``, shared by sibling outputs.

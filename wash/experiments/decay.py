@@ -32,7 +32,7 @@ from typing import ClassVar
 import pandas as pd
 
 from wash.experiments.config import ALL_SCHEMES, ExperimentConfig
-from wash.experiments.ensembles import make_ensemble, prompt_set, rotate, specs_text
+from wash.experiments.ensembles import LINEUPS, make_ensemble, prompt_set, rotate, specs_text
 from wash.experiments.generation import generation_job
 from wash.experiments.jobs import Job
 from wash.experiments.plots import FigureSpec, Panel, Series
@@ -61,6 +61,7 @@ class Config(ExperimentConfig):
         "tiny": dict(models=("tiny-smollm2", "tiny-gemma3"), prompts=1, tokens=4, schemes=("kgw", MIX),
                      n_values=(1, 2), mix_pool=("kgw", "aar")),
     }
+    LINEUPS: ClassVar[tuple[str, ...]] = LINEUPS
 
     def pool(self) -> tuple[str, ...]:
         return self.mix_pool or tuple(s for s in self.schemes if s != MIX) or ALL_SCHEMES
@@ -83,7 +84,7 @@ def jobs(config: Config) -> list[Job]:
                 for pi, prompt in enumerate(prompt_set(config)):
                     for seed in config.seeds:
                         schemes = rotate(config.pool(), pi + seed) if scheme == MIX else [scheme]
-                        specs = make_ensemble(n, models, schemes, seed, salt=pi)
+                        specs = make_ensemble(n, models, schemes, seed, salt=pi, lineup=config.lineup)
                         # N = 1 is models[0] alone in both settings: one job, shared (see summarize)
                         key = config.key(setting=BASELINE if n == 1 else setting, scheme=scheme, n=n,
                                          prompt_id=prompt.id, seed=seed, providers=specs_text(specs))

@@ -126,5 +126,10 @@ def generation_job(specs: Sequence[ProviderSpec], prompt: str, mode: str, config
     if dets is None:  # a stored text: scored afresh by these specs' detectors
         dets = detect(specs[:1] if mode == "single" else specs, extra["text"], config.z_threshold)
     extra.update(perplexity_fields(scorers, prompt, extra["text"]))
-    return JobOutput(rows=[{**row, **extra} for row in detection_rows(dets)],
+    rows = detection_rows(dets)
+    if any(row["provider_scheme"] != "none" for row in rows):
+        # a provider serving no watermark (the ``anchor`` line-up's partners) has no detector:
+        # its constant z = 0 would enter every per-provider statistic as a sample
+        rows = [row for row in rows if row["provider_scheme"] != "none"]
+    return JobOutput(rows=[{**row, **extra} for row in rows],
                      generations=[gen.new_entry] if gen.new_entry else [])

@@ -48,7 +48,7 @@ import pandas as pd
 
 from wash.aggregation import canonical
 from wash.experiments.config import ExperimentConfig
-from wash.experiments.ensembles import make_ensemble, specs_text
+from wash.experiments.ensembles import LINEUPS, make_ensemble, scheme_variant, specs_text
 from wash.experiments.jobs import Job
 from wash.experiments.plots import FigureSpec, Panel, Series
 
@@ -89,6 +89,7 @@ class Config(ExperimentConfig):
         "tiny": dict(models=("tiny-smollm2", "tiny-gemma3"), schemes=("kgw",), ns=(2,), version="v1",
                      contexts=6, samples=40, runs=3, null_runs=8, sweep_samples=(20,), sweep_n=2),
     }
+    LINEUPS: ClassVar[tuple[str, ...]] = LINEUPS
 
 
 #: The null's probe seed is the system's plus this: its samples are independent of every system's.
@@ -141,7 +142,9 @@ def jobs(config: Config) -> list[Job]:
     out, costly = [], []
     for seed in config.seeds:
         def add(mode: str, scheme: str, n: int, samples: int, null: bool = False) -> None:
-            specs = make_ensemble(n, config.models, [scheme if scheme != "none" else "kgw"], seed)
+            # a null reads no watermark: its specs (and so its key) are the same under every line-up
+            specs = make_ensemble(n, config.models, [scheme if scheme != "none" else "kgw"], seed,
+                                  lineup="independent" if null else config.lineup)
             runs = config.null_runs if null else config.runs
             probe_seed = seed + NULL_SEED_OFFSET if null else seed
             key = config.key(mode="null" if null else mode, scheme=scheme, n=n,
@@ -151,7 +154,7 @@ def jobs(config: Config) -> list[Job]:
             job = Job(key, probe_job, (list(specs), "unwatermarked" if null else mode,
                                        _probe_fields(config, probe_seed, samples, runs, not null),
                                        rows_dir(config)))
-            (costly if scheme in STATEFUL and n > 1 else out).append(job)
+            (costly if scheme_variant(scheme)[0] in STATEFUL and n > 1 else out).append(job)
 
         for n in lineups(config):
             add("unwatermarked", "none", n, config.samples, null=True)

@@ -57,7 +57,7 @@ import pandas as pd
 
 from wash.config import ProviderSpec
 from wash.experiments.config import ExperimentConfig
-from wash.experiments.ensembles import make_ensemble, prompt_set, specs_text
+from wash.experiments.ensembles import LINEUPS, make_ensemble, prompt_set, specs_text
 from wash.experiments.generation import generation_job
 from wash.experiments.jobs import Job
 from wash.experiments.plots import FigureSpec, Panel, Series
@@ -96,6 +96,7 @@ class Config(ExperimentConfig):
         "tiny": dict(models=("tiny-smollm2", "tiny-gemma3"), prompts=2, tokens=4, schemes=("kgw",),
                      n_values=(2,), negative_prompts=4, negative_seeds=(0,)),
     }
+    LINEUPS: ClassVar[tuple[str, ...]] = LINEUPS
 
     def __post_init__(self) -> None:
         if not self.negative_seeds:
@@ -131,7 +132,7 @@ def negative_specs(config: Config, scheme: str, n: int, j: int) -> list[Provider
     """The detectors that score negative number ``j`` of model set ``n``: the keys of the positives'
     prompt ``j mod prompts`` (and, past every prompt, of the next positive seed)."""
     seed = config.seeds[(j // config.prompts) % len(config.seeds)]
-    return make_ensemble(n, config.models, [scheme], seed, salt=j % config.prompts)
+    return make_ensemble(n, config.models, [scheme], seed, salt=j % config.prompts, lineup=config.lineup)
 
 
 def jobs(config: Config) -> list[Job]:
@@ -140,7 +141,7 @@ def jobs(config: Config) -> list[Job]:
         for mode, n in config.conditions():
             for pi, prompt in enumerate(prompt_set(config)):
                 for seed in config.seeds:
-                    specs = make_ensemble(n, config.models, [scheme], seed, salt=pi)
+                    specs = make_ensemble(n, config.models, [scheme], seed, salt=pi, lineup=config.lineup)
                     key = config.key(scheme=scheme, mode=mode, n=n, prompt_id=prompt.id, seed=seed,
                                      providers=specs_text(specs))
                     out.append(Job(key, generation_job, (specs, prompt.text, mode, config, seed)))
