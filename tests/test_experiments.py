@@ -255,6 +255,14 @@ def test_a_re_summary_keeps_the_record_of_the_run_that_computed_the_rows(outputs
     assert again.meta["command"] == before["command"] != "test re-summary"
     assert again.meta["date"] == before["date"] and again.meta["code"] == before["code"]
     assert again.meta["summarised_by"] == "test re-summary"
+    # a meta written before a config field existed is the same plan while the field is at its default
+    path = next(out.glob("*_meta.json"))
+    older = {**before, "config": {k: v for k, v in before["config"].items() if k != "lineup"}}
+    path.write_text(json.dumps(older))
+    assert execute(module, config, command="test older meta", partial=True).meta["command"] == before["command"]
+    path.write_text(json.dumps(older))
+    anchor = dataclasses_replace(config, lineup="anchor")  # not the default: another plan
+    assert execute(module, anchor, command="test other plan", partial=True).meta["command"] == "test other plan"
 
 
 def test_the_recorded_commit_is_dirty_for_changed_code_not_for_changed_results(tmp_path):

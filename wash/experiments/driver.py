@@ -39,6 +39,7 @@ fresh one applies its thread settings before torch starts.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
 import json
 import multiprocessing
@@ -270,12 +271,7 @@ def write_meta(path: Path, name: str, config: ExperimentConfig, command: str | N
     import torch
 
     previous = json.loads(path.read_text()) if path.exists() else {}
-    # compared through JSON, where the config's tuples have become lists; a moved or copied
-    # output folder holds the same plan
-    def plan(c: dict | None) -> dict | None:
-        return {k: v for k, v in c.items() if k != "out"} if isinstance(c, dict) else c
-
-    same_plan = plan(previous.get("config")) == plan(json.loads(json.dumps(config.to_dict(), default=str)))
+    same_plan = _same_plan(previous.get("config"), config)
     meta = {
         "experiment": name,
         "command": command or " ".join(sys.argv),
@@ -305,6 +301,25 @@ def write_meta(path: Path, name: str, config: ExperimentConfig, command: str | N
         meta["summarised_by"] = command or " ".join(sys.argv)
     path.write_text(json.dumps(meta, indent=2))
     return meta
+
+
+def _same_plan(previous: dict | None, config: ExperimentConfig) -> bool:
+    """Whether a meta's recorded config is ``config``'s plan.
+
+    Compared through JSON, where the config's tuples have become lists. A moved or
+    copied output folder holds the same plan, and so does a meta written before a
+    config field existed when the field is at its default (``lineup``, say): that
+    field's default is what the earlier run did.
+    """
+    if not isinstance(previous, dict):
+        return False
+    now = json.loads(json.dumps(config.to_dict(), default=str))
+    defaults = json.loads(json.dumps({f.name: f.default for f in dataclasses.fields(config)
+                                      if f.default is not dataclasses.MISSING}, default=str))
+    added = {k for k in now if k not in previous and k in defaults and now[k] == defaults[k]}
+    drop = {"out"} | added
+    return ({k: v for k, v in previous.items() if k not in drop}
+            == {k: v for k, v in now.items() if k not in drop})
 
 
 def save_figure(spec, out: Path, name: str) -> dict[str, Path]:
