@@ -204,6 +204,14 @@ def _paper_method(mode: str, n: int) -> str:
     return "watermarked" if mode == "single" else f"{mode} N={int(n)}"
 
 
+def _labels(s: pd.DataFrame, info: RunInfo) -> dict:
+    """The columns both tables start with: scheme, its form, line-up, serving profile and setting."""
+    return {"scheme": s["scheme"], "form": _column_or(s, "form", s["scheme"].map(default_form)),
+            "lineup": _column_or(s, "lineup", DEFAULT_LINEUP), "profile": info.profile,
+            "setting": [setting_label(m, n) for m, n in zip(s["mode"], s["n"])], "mode": s["mode"],
+            "n": s["n"].astype(int)}
+
+
 # --- The two tables. ---
 
 DETECTION_COLUMNS = ["scheme", "form", "lineup", "profile", "setting", "mode", "n", "tpr", "tpr_low", "tpr_high",
@@ -224,13 +232,7 @@ def detection_table(root: Path = RESULTS_ROOT) -> pd.DataFrame:
     info = run_info(folder)
     s = pd.read_csv(folder / "tpr_summary.csv")
     out = pd.DataFrame({
-        "scheme": s["scheme"],
-        "form": _column_or(s, "form", s["scheme"].map(default_form)),
-        "lineup": _column_or(s, "lineup", DEFAULT_LINEUP),
-        "profile": info.profile,
-        "setting": [setting_label(m, n) for m, n in zip(s["mode"], s["n"])],
-        "mode": s["mode"],
-        "n": s["n"].astype(int),
+        **_labels(s, info),
         "tpr": s["tpr"], "tpr_low": s["tpr_ci_low"], "tpr_high": s["tpr_ci_high"],
         "fpr_check": s["fpr_check"], "fpr_check_low": s["fpr_check_ci_low"],
         "fpr_check_high": s["fpr_check_ci_high"],
@@ -248,8 +250,8 @@ def detection_table(root: Path = RESULTS_ROOT) -> pd.DataFrame:
 
 IDENTIFICATION_COLUMNS = ["scheme", "form", "lineup", "profile", "setting", "mode", "n", "samples", "runs", "s",
                           "s_low", "s_high", "p", "p_floor", "identified", "z_waterprobe", "band", "null_s_mean",
-                          "null_s_sd", "null_runs", "paper_z", "paper_z_low", "paper_z_high", "source", "partial",
-                          "jobs"]
+                          "null_s_sd", "null_runs", "contexts_scored", "paper_z", "paper_z_low", "paper_z_high",
+                          "source", "partial", "jobs"]
 
 
 def identification_table(root: Path = RESULTS_ROOT) -> pd.DataFrame:
@@ -269,13 +271,7 @@ def identification_table(root: Path = RESULTS_ROOT) -> pd.DataFrame:
     methods = [_paper_method(m, n) for m, n in zip(s["mode"], s["n"])]
     ranges = [paper_z_range(sc, m) for sc, m in zip(s["scheme"], methods)]
     out = pd.DataFrame({
-        "scheme": s["scheme"],
-        "form": _column_or(s, "form", s["scheme"].map(default_form)),
-        "lineup": _column_or(s, "lineup", DEFAULT_LINEUP),
-        "profile": info.profile,
-        "setting": [setting_label(m, n) for m, n in zip(s["mode"], s["n"])],
-        "mode": s["mode"],
-        "n": s["n"].astype(int),
+        **_labels(s, info),
         "samples": s["samples"].astype(int),
         "runs": s["runs"].astype(int),
         "s": s["s"], "s_low": s["s_low"], "s_high": s["s_high"],
@@ -283,6 +279,7 @@ def identification_table(root: Path = RESULTS_ROOT) -> pd.DataFrame:
         "identified": s["identified"].astype(bool),
         "z_waterprobe": s["z"], "band": s["band"],
         "null_s_mean": s["null_s_mean"], "null_s_sd": s["null_s_sd"], "null_runs": s["null_runs"].astype(int),
+        "contexts_scored": s["contexts_scored"].astype(int),
         "paper_z": [paper_z(sc, m) for sc, m in zip(s["scheme"], methods)],
         "paper_z_low": [r[0] for r in ranges], "paper_z_high": [r[1] for r in ranges],
         "source": _source(root, IDENTIFICATION_FOLDER),
