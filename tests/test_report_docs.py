@@ -95,7 +95,8 @@ def test_an_invented_number_does_not_resolve():
 
 
 def test_the_number_pattern_reads_what_the_documents_print():
-    line = "z 6.95 [6.47, 7.42], -0.05, 20,000 samples, p 5e-05, 2.8x to 3.3x, engine 3c774304ae61, SmolLM2-135M"
+    line = ("z 6.95 [6.47, 7.42], -0.05, 20,000 samples, p 5e-05, 2.8x to 3.3x, engine 3c774304ae61, "
+            "SmolLM2-135M")
     assert NUMBER.findall(line) == ["6.95", "6.47", "7.42", "-0.05", "20,000", "5e-05", "2.8", "3.3"]
 
 

@@ -29,10 +29,12 @@ REGENERATE = "python -m wash report"
 DOCS = {
     "RESULTS.md": "the results: headline, is this text / this model watermarked (beside the paper), quality, "
                   "the entropy law, where WASH does not wash, the baselines (generated)",
-    "APP.md": "the app: its tabs, presets, models ready before the first click, how it is tested in a browser",
+    "APP.md": "the app: its tabs, presets, models ready before the first click, how it is tested in a "
+              "browser",
     "BASELINES.md": "the paper's baselines (ToBlend, De-mark, RandomWalk) as generation modes: parameters, "
                     "defaults, what is not reproduced",
-    "BENCHMARKS.md": "latency and memory of the WASH loop, the app and the test suite, with commands and dates",
+    "BENCHMARKS.md": "latency and memory of the WASH loop, the app and the test suite, with commands and "
+                     "dates",
     "DETECTORS.md": "how each detector counts evidence, and its null distribution on looping text",
 }
 #: Data files in docs/ that documents link to, one line for all.
@@ -43,7 +45,8 @@ DOC_DATA = ("bench-*.json, bench-threads/, detector-null-*.json, routing-cjk.txt
 def readme_section(root: Path = RESULTS_ROOT) -> str:
     """The README's results section, markers included: the headline's sentences and a link."""
     lines = [README_START, GENERATED, "",
-             "Results, with their commands, dates and intervals: [docs/RESULTS.md](docs/RESULTS.md), generated "
+             "Results, with their commands, dates and intervals: [docs/RESULTS.md](docs/RESULTS.md), "
+             "generated "
              f"from `results/` by `{REGENERATE}`. Its headline:", "",
              *headline(root, folders(root)), README_END]
     return "\n".join(lines)
@@ -59,7 +62,8 @@ def replace_readme_section(readme: str, section: str) -> str:
 def docs_index(root: Path = RESULTS_ROOT) -> str:
     F = folders(root)
     lines = [GENERATED, "", "# Documents", "",
-             "* [../README.md](../README.md): what WASH is, how to run the app, the command line and the experiments.",
+             "* [../README.md](../README.md): what WASH is, how to run the app, the command line and the "
+             "experiments.",
              *(f"* [{name}]({name}): {text}." for name, text in DOCS.items()),
              f"* {DOC_DATA}.",
              "* [../results/README.md](../results/README.md): what a committed results folder holds.",

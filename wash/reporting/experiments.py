@@ -45,10 +45,12 @@ def _header(f: Folder) -> list[str]:
 
 
 def experiment_page(f: Folder) -> str:
-    partial = ([f"**A partial summary**: {f.jobs_done} of {f.jobs_total} jobs of the plan are in it; a cell the "
+    partial = ([f"**A partial summary**: {f.jobs_done} of {f.jobs_total} jobs of the plan are in it; a cell "
+                f"the "
                 "run has not reached is missing, not zero.", ""] if f.partial else [])
     lines = [GENERATED, "", f"# {f.name}", "", describe(f), "", *partial, *_header(f), "",
-             f"Files: [`results/{f.name}/`](../../results/{f.name}/) (`{f.summary_file}` is the table below; the "
+             f"Files: [`results/{f.name}/`](../../results/{f.name}/) (`{f.summary_file}` is the table below; "
+             f"the "
              f"runs CSV holds every row and text).", "",
              markdown_table(f.summary), ""]
     if f.figure:

@@ -57,9 +57,11 @@ def decay(F: dict[str, Folder]) -> str | None:
     times = f.select(setting="fixed", scheme="kgw")["mean_times_n"]
     top_k = (f.meta.get("profile") or {}).get("top_k")
     serving = f"top-k {top_k} as the paper's release serves" if f.profile == "paper" else "open serving"
-    text = (f"**Per-text z falls like 1/N** (`{f.name}`: {serving}, one base model). KGW's own detector gives "
+    text = (f"**Per-text z falls like 1/N** (`{f.name}`: {serving}, one base model). KGW's own detector "
+            f"gives "
             f"z {_z(rows[1])} for a single provider, {_z(rows[3])} at N = 3 and {_z(rows[5])} at N = 5, and "
-            f"z x N stays between {num(times.min())} and {num(times.max())}: a provider's detector sees only its "
+            f"z x N stays between {num(times.min())} and {num(times.max())}: a provider's detector sees only "
+            f"its "
             f"own perturbation, which the average weights 1/N.")
     mix = F.get("decay-mix-paper")
     if mix is not None:
@@ -69,8 +71,10 @@ def decay(F: dict[str, Folder]) -> str | None:
             every = bool((at3["mean"] < Z_THRESHOLD).all())
             reach = [r for _, r in top.iterrows() if r["ci_high"] > Z_THRESHOLD]
             text += (f" With every scheme mixed over mixed base models (`{mix.name}`), "
-                     f"{'every' if every else 'not every'} scheme's mean z is below {Z_THRESHOLD:g} at N = 3; the "
-                     f"highest are " + " and ".join(f"{name(r['scheme'][4:])} {_z(r)}" for _, r in top.iterrows())
+                     f"{'every' if every else 'not every'} scheme's mean z is below {Z_THRESHOLD:g} at N = "
+                     f"3; the "
+                     f"highest are " + " and ".join(f"{name(r['scheme'][4:])} "
+                                                    f"{_z(r)}" for _, r in top.iterrows())
                      + (f", {'whose intervals reach' if len(reach) > 1 else 'whose interval reaches'} past "
                         f"{Z_THRESHOLD:g}" if reach else "") + ".")
     return text
@@ -86,15 +90,19 @@ def detection(root: Path, F: dict[str, Folder]) -> str | None:
     parts = [f"{name(r['scheme'])} in {pct_ci(r['tpr'], r['tpr_low'], r['tpr_high'])}"
              + ("" if pd.isna(r["paper_tpr"]) else f" (paper {paper_pct(r['paper_tpr'])})")
              for _, r in n5.iterrows()]
-    text = (f"**Is this text watermarked?** (`{rt.DETECTION_FOLDER}`, TPR at 5% FPR, thresholds from held-out "
-            f"unwatermarked texts, the text as the unit.) Under WASH at N = 5 a provider's own detector flags "
-            f"{'; '.join(parts)} of texts; the held-out check half's FPR stays between {pct(n5['fpr_check'].min())} "
+    text = (f"**Is this text watermarked?** (`{rt.DETECTION_FOLDER}`, TPR at 5% FPR, thresholds from "
+            f"held-out "
+            f"unwatermarked texts, the text as the unit.) Under WASH at N = 5 a provider's own detector "
+            f"flags "
+            f"{'; '.join(parts)} of texts; the held-out check half's FPR stays between "
+            f"{pct(n5['fpr_check'].min())} "
             f"and {pct(n5['fpr_check'].max())} for these schemes.")
     lacking = [s for s in dict.fromkeys(table["scheme"]) if s not in set(n5["scheme"])]
     lacking += rt.unmeasured_schemes(root)
     if lacking:
         text += (f" {names(lacking)} {'have' if len(lacking) > 1 else 'has'} no N = 5 cell yet"
-                 + (f" (the run is partial: {table['jobs'].iloc[0]})" if table["partial"].iloc[0] else "") + ".")
+                 + (f" (the run is partial: "
+                    f"{table['jobs'].iloc[0]})" if table["partial"].iloc[0] else "") + ".")
     return text
 
 
@@ -110,27 +118,37 @@ def identification(root: Path, F: dict[str, Folder]) -> str | None:
             if wash[(wash["scheme"] == s)]["identified"].all() and set(wash[wash["scheme"] == s]["n"]) >= {3, 5}]
     null_runs = int(full["null_runs"].max())
     text = (f"**Is this model watermarked?** (`{rt.IDENTIFICATION_FOLDER}`, Water-Probe, "
-            f"{integer(full['samples'].iloc[0])} samples x {int(full['runs'].iloc[0])} runs, the verdict calibrated "
+            f"{integer(full['samples'].iloc[0])} samples x {int(full['runs'].iloc[0])} runs, the verdict "
+            f"calibrated "
             f"against {null_runs} unwatermarked runs per line-up.) "
             + ("Every single provider is identified" if missed.empty else
                f"Every single provider is identified except {names(missed['scheme'])}")
             + ("" if missed.empty or (missed["contexts_scored"] > 1).any() else
-               f" ({'it samples' if len(missed) == 1 else 'they sample'} one answer prefix only: no context pair "
+               f" ({'it samples' if len(missed) == 1 else 'they sample'} one answer prefix only: no context "
+               f"pair "
                f"to score)") + ".")
     if kept:
         floor = wash[wash["scheme"].isin(kept)]
         at_floor = bool((floor["p"] <= floor["p_floor"]).all())
         text += (f" Under WASH, {names(kept)} stay identified at N = 3 and N = 5"
                  + (f" (p {pval(floor['p'].max())}, the floor)" if at_floor else "") + ".")
+    unprobed = [x for x in dict.fromkeys(single["scheme"]) if x not in set(wash["scheme"])]
+    if unprobed:
+        text += (f" {names(unprobed)} ensembles have no calibrated probe yet"
+                 + (f" (the run is partial: "
+                    f"{full['jobs'].iloc[0]})" if full["partial"].iloc[0] else "") + ".")
     kgw = {n: full[(full["scheme"] == "kgw") & (full["n"] == n)] for n in (1, 3, 5)}
     if all(len(v) == 1 for v in kgw.values()):
         r1, r3, r5 = (kgw[n].iloc[0] for n in (1, 3, 5))
         text += (f" KGW's S falls from {num_ci(r1['s'], r1['s_low'], r1['s_high'], 3)} alone to "
                  f"{num_ci(r3['s'], r3['s_low'], r3['s_high'], 3)} at N = 3 and "
                  f"{num_ci(r5['s'], r5['s_low'], r5['s_high'], 3)} at N = 5, against unwatermarked nulls of "
-                 f"{num(r3['null_s_mean'], 3)} and {num(r5['null_s_mean'], 3)}; Water-Probe's own z for these "
-                 f"systems is {num(r3['z_waterprobe'], 1)} and {num(r5['z_waterprobe'], 1)}, where the paper's "
-                 f"Table 1 has every WASH cell below {Z_THRESHOLD:g}. Its release attacks with one watermarked "
+                 f"{num(r3['null_s_mean'], 3)} and {num(r5['null_s_mean'], 3)}; Water-Probe's own z for "
+                 f"these "
+                 f"systems is {num(r3['z_waterprobe'], 1)} and {num(r5['z_waterprobe'], 1)}, where the "
+                 f"paper's "
+                 f"Table 1 has every WASH cell below {Z_THRESHOLD:g}. Its release attacks with one "
+                 f"watermarked "
                  f"model among unwatermarked ones; ours are all watermarked.")
     return text
 
@@ -158,7 +176,8 @@ def baselines(F: dict[str, Folder]) -> str | None:
     overlap = " (the intervals overlap)" if any(ov for _, ov in lower) else ""
     text = (f"**Beside the paper's baselines** (`{f.name}`, N = {n}, {f.config.get('prompts')} prompts x "
             f"{f.config.get('tokens')} tokens, {f.profile} serving): {'; '.join(parts)}. WASH's mean z is "
-            f"{verdict}{overlap}, at {num(wash_cost.min(), 1)}x to {num(wash_cost.max(), 1)}x the single model's "
+            f"{verdict}{overlap}, at {num(wash_cost.min(), 1)}x to {num(wash_cost.max(), 1)}x the single "
+            f"model's "
             f"cost per text against ToBlend's {num(tob_cost.min(), 1)}x to {num(tob_cost.max(), 1)}x.")
     rw = f.select(arm="randomwalk")
     if not rw.empty:
@@ -190,15 +209,19 @@ def quality(F: dict[str, Folder]) -> str | None:
     n = f.config.get("n")
     verdict = ("WASH does not improve on the watermarked model for any scheme" if all(worse) else
                "WASH is above the watermarked model for some schemes, not for all")
-    text = (f"**Quality** (`{f.name}`, {f.profile} serving{f', N = {n}' if n else ''}). By median perplexity under "
+    text = (f"**Quality** (`{f.name}`, {f.profile} serving{f', N = {n}' if n else ''}). By median perplexity "
+            f"under "
             f"the unwatermarked smollm2, {verdict}: {'; '.join(parts)}"
-            + (f"; unwatermarked {_z(base, 'median', 'median_ci_low', 'median_ci_high')}" if base is not None else "")
+            + (f"; unwatermarked "
+               f"{_z(base, 'median', 'median_ci_low', 'median_ci_high')}" if base is not None else "")
             + ".")
     rep = f.row(task="continuation", scorer="words", scheme="aar", mode="single")
     rep0 = f.row(task="continuation", scorer="words", scheme="none", mode="unwatermarked")
     if rep is not None and rep0 is not None:
-        text += (f" AAR's low perplexity alone is looping: {pct_ci(rep['value'], rep['ci_low'], rep['ci_high'])} "
-                 f"of its word 3-grams repeat, against {pct_ci(rep0['value'], rep0['ci_low'], rep0['ci_high'])} "
+        text += (f" AAR's low perplexity alone is looping: "
+                 f"{pct_ci(rep['value'], rep['ci_low'], rep['ci_high'])} "
+                 f"of its word 3-grams repeat, against "
+                 f"{pct_ci(rep0['value'], rep0['ci_low'], rep0['ci_high'])} "
                  f"unwatermarked.")
     return text
 
@@ -209,7 +232,8 @@ def provenance(F: dict[str, Folder]) -> str:
                              "quality-paper") if k in F]
     engines = sorted({f.engine for f in quoted})
     tpr = F.get("tpr-paper")
-    size = (f" ({tpr.config.get('prompts')} prompts x {tpr.config.get('tokens')} new tokens where the paper's size "
+    size = (f" ({tpr.config.get('prompts')} prompts x {tpr.config.get('tokens')} new tokens where the "
+            f"paper's size "
             f"was run)" if tpr is not None else "")
     text = (f"Every number here comes from a run committed under `results/`, made on engine "
             f"{' and '.join(engines)}{size}, with SmolLM2-135M and Gemma-3-270M on a CPU. Brackets hold 95% "
@@ -218,7 +242,8 @@ def provenance(F: dict[str, Folder]) -> str:
     if "decay-kgw-open" in F:
         f = F["decay-kgw-open"]
         if f.partial:
-            left.append(f"the open-serving re-run `{f.name}` ({f.jobs_done} of {f.jobs_total} jobs, engine {f.engine})")
+            left.append(f"the open-serving re-run `{f.name}` ({f.jobs_done} of {f.jobs_total} jobs, engine "
+                        f"{f.engine})")
     if "entropy" in F and F["entropy"].engine not in engines:
         left.append(f"the entropy law (`entropy`, engine {F['entropy'].engine})")
     if left:
