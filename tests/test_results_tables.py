@@ -131,3 +131,16 @@ def test_unmeasured_schemes_are_the_planned_ones_without_rows():
     planned = json.loads((TPR / "tpr_meta.json").read_text())["config"]["schemes"]
     have = set(pd.read_csv(TPR / "tpr_summary.csv")["scheme"])
     assert rt.unmeasured_schemes() == [s for s in planned if s not in have]
+
+
+def test_the_charts_guide_line_is_justified_by_the_measured_null():
+    """Z_WASHED is drawn as "unwatermarked texts rarely pass it": on the committed negatives at most the
+    calibrated FPR of the scores exceed it, and none reach the detection line."""
+    from wash.thresholds import FPR_CALIBRATED, Z_THRESHOLD, Z_WASHED
+
+    runs = pd.read_csv(TPR / "tpr_runs.csv", usecols=["role", "z"])
+    negatives = runs.loc[runs["role"] == "negative", "z"].dropna()
+    washed = rt.null_exceedance(Z_WASHED)
+    assert (washed.above, washed.scores) == (int((negatives > Z_WASHED).sum()), len(negatives))
+    assert washed.scores > 0 and washed.share <= FPR_CALIBRATED
+    assert rt.null_exceedance(Z_THRESHOLD).share <= washed.share

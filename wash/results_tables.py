@@ -299,3 +299,32 @@ def unmeasured_schemes(root: Path = RESULTS_ROOT, folder: str = DETECTION_FOLDER
     planned = json.loads(metas[0].read_text()).get("config", {}).get("schemes", [])
     have = set(pd.read_csv(summaries[0])["scheme"])
     return [s for s in planned if s not in have]
+
+
+@dataclass(frozen=True)
+class Exceedance:
+    """How many unwatermarked (text, provider) scores of a run lie above a z line."""
+    z: float
+    above: int
+    scores: int
+    source: str
+
+    @property
+    def share(self) -> float:
+        return self.above / self.scores if self.scores else math.nan
+
+
+def null_exceedance(z: float, root: Path = RESULTS_ROOT, folder: str = DETECTION_FOLDER) -> Exceedance | None:
+    """The share of a run's unwatermarked negatives (``role == "negative"``) whose own detector's z exceeds
+    ``z``: the measured false-positive rate of the line ``z``. None where the run has no negatives."""
+    path = Path(root) / folder
+    runs = sorted(path.glob("*_runs.csv"))
+    if not runs:
+        return None
+    frame = pd.read_csv(runs[0], usecols=lambda c: c in ("role", "z"))
+    if "role" not in frame.columns:
+        return None
+    z_neg = frame.loc[frame["role"] == "negative", "z"].dropna()
+    if z_neg.empty:
+        return None
+    return Exceedance(z=z, above=int((z_neg > z).sum()), scores=int(len(z_neg)), source=_source(root, folder))

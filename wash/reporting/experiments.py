@@ -49,8 +49,8 @@ def experiment_page(f: Folder) -> str:
                 f"the "
                 "run has not reached is missing, not zero.", ""] if f.partial else [])
     lines = [GENERATED, "", f"# {f.name}", "", describe(f), "", *partial, *_header(f), "",
-             f"Files: [`results/{f.name}/`](../../results/{f.name}/) (`{f.summary_file}` is the table below; "
-             f"the "
+             f"Files: [`results/{f.name}/`](../../results/{f.name}/) (`{f.summary_file}` is the table "
+             "below; the "
              f"runs CSV holds every row and text).", "",
              markdown_table(f.summary), ""]
     if f.figure:

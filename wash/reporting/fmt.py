@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import math
 
+from wash.thresholds import FPR_CALIBRATED
+
 MISSING = "–"
+#: The FPR level per-text thresholds are calibrated at, as the documents write it: ``5%``.
+FPR_LEVEL = f"{FPR_CALIBRATED:.0%}"
 
 
 def missing(v) -> bool:

@@ -15,11 +15,12 @@ import pandas as pd
 
 from wash import results_tables as rt
 from wash.reporting.data import Folder
-from wash.reporting.fmt import integer, num, num_ci, paper_pct, pct, pct_ci, pval
+from wash.reporting.fmt import FPR_LEVEL, integer, num, num_ci, paper_pct, pct, pct_ci, pval
 from wash.thresholds import Z_THRESHOLD
 
 #: The folders the headline quotes; ``HEADLINE_SOURCES`` are the files its numbers come from.
-HEADLINE_FOLDERS = ("decay-kgw-paper", "decay-mix-paper", "tpr-paper", "identify-calibrated", "baselines-10x100",
+HEADLINE_FOLDERS = ("decay-kgw-paper", "decay-mix-paper", "tpr-paper", "identify-calibrated",
+                    "baselines-10x100",
                     "quality-paper", "decay-kgw-open", "entropy")
 
 NAMES = {"kgw": "KGW", "aar": "AAR", "dipmark": "DiPMark", "its-edit": "ITS-Edit", "exp-edit": "EXP-Edit",
@@ -58,11 +59,9 @@ def decay(F: dict[str, Folder]) -> str | None:
     top_k = (f.meta.get("profile") or {}).get("top_k")
     serving = f"top-k {top_k} as the paper's release serves" if f.profile == "paper" else "open serving"
     text = (f"**Per-text z falls like 1/N** (`{f.name}`: {serving}, one base model). KGW's own detector "
-            f"gives "
-            f"z {_z(rows[1])} for a single provider, {_z(rows[3])} at N = 3 and {_z(rows[5])} at N = 5, and "
-            f"z x N stays between {num(times.min())} and {num(times.max())}: a provider's detector sees only "
-            f"its "
-            f"own perturbation, which the average weights 1/N.")
+            f"gives z {_z(rows[1])} for a single provider, {_z(rows[3])} at N = 3 and {_z(rows[5])} at N = "
+            f"5, and z x N stays between {num(times.min())} and {num(times.max())}: a provider's detector "
+            "sees only its own perturbation, which the average weights 1/N.")
     mix = F.get("decay-mix-paper")
     if mix is not None:
         at3 = mix.summary[(mix.summary["n"] == 3) & mix.summary["scheme"].str.startswith("mix/")]
@@ -72,7 +71,7 @@ def decay(F: dict[str, Folder]) -> str | None:
             reach = [r for _, r in top.iterrows() if r["ci_high"] > Z_THRESHOLD]
             text += (f" With every scheme mixed over mixed base models (`{mix.name}`), "
                      f"{'every' if every else 'not every'} scheme's mean z is below {Z_THRESHOLD:g} at N = "
-                     f"3; the "
+                     "3; the "
                      f"highest are " + " and ".join(f"{name(r['scheme'][4:])} "
                                                     f"{_z(r)}" for _, r in top.iterrows())
                      + (f", {'whose intervals reach' if len(reach) > 1 else 'whose interval reaches'} past "
@@ -90,13 +89,10 @@ def detection(root: Path, F: dict[str, Folder]) -> str | None:
     parts = [f"{name(r['scheme'])} in {pct_ci(r['tpr'], r['tpr_low'], r['tpr_high'])}"
              + ("" if pd.isna(r["paper_tpr"]) else f" (paper {paper_pct(r['paper_tpr'])})")
              for _, r in n5.iterrows()]
-    text = (f"**Is this text watermarked?** (`{rt.DETECTION_FOLDER}`, TPR at 5% FPR, thresholds from "
-            f"held-out "
-            f"unwatermarked texts, the text as the unit.) Under WASH at N = 5 a provider's own detector "
-            f"flags "
-            f"{'; '.join(parts)} of texts; the held-out check half's FPR stays between "
-            f"{pct(n5['fpr_check'].min())} "
-            f"and {pct(n5['fpr_check'].max())} for these schemes.")
+    text = (f"**Is this text watermarked?** (`{rt.DETECTION_FOLDER}`, TPR at {FPR_LEVEL} FPR, thresholds from "
+            "held-out unwatermarked texts, the text as the unit.) Under WASH at N = 5 a provider's own "
+            f"detector flags {'; '.join(parts)} of texts; the held-out check half's FPR stays between "
+            f"{pct(n5['fpr_check'].min())} and {pct(n5['fpr_check'].max())} for these schemes.")
     lacking = [s for s in dict.fromkeys(table["scheme"]) if s not in set(n5["scheme"])]
     lacking += rt.unmeasured_schemes(root)
     if lacking:
@@ -115,17 +111,17 @@ def identification(root: Path, F: dict[str, Folder]) -> str | None:
     wash = full[full["mode"] == "wash"]
     missed = single[~single["identified"]]
     kept = [s for s in dict.fromkeys(wash["scheme"])
-            if wash[(wash["scheme"] == s)]["identified"].all() and set(wash[wash["scheme"] == s]["n"]) >= {3, 5}]
+            if wash[wash["scheme"] == s]["identified"].all()
+            and set(wash[wash["scheme"] == s]["n"]) >= {3, 5}]
     null_runs = int(full["null_runs"].max())
     text = (f"**Is this model watermarked?** (`{rt.IDENTIFICATION_FOLDER}`, Water-Probe, "
             f"{integer(full['samples'].iloc[0])} samples x {int(full['runs'].iloc[0])} runs, the verdict "
-            f"calibrated "
-            f"against {null_runs} unwatermarked runs per line-up.) "
+            f"calibrated against {null_runs} unwatermarked runs per line-up.) "
             + ("Every single provider is identified" if missed.empty else
                f"Every single provider is identified except {names(missed['scheme'])}")
             + ("" if missed.empty or (missed["contexts_scored"] > 1).any() else
-               f" ({'it samples' if len(missed) == 1 else 'they sample'} one answer prefix only: no context "
-               f"pair "
+               f" ({'it samples' if len(missed) == 1 else 'they sample'} one answer prefix only: no "
+               "context pair "
                f"to score)") + ".")
     if kept:
         floor = wash[wash["scheme"].isin(kept)]
@@ -142,14 +138,11 @@ def identification(root: Path, F: dict[str, Folder]) -> str | None:
         r1, r3, r5 = (kgw[n].iloc[0] for n in (1, 3, 5))
         text += (f" KGW's S falls from {num_ci(r1['s'], r1['s_low'], r1['s_high'], 3)} alone to "
                  f"{num_ci(r3['s'], r3['s_low'], r3['s_high'], 3)} at N = 3 and "
-                 f"{num_ci(r5['s'], r5['s_low'], r5['s_high'], 3)} at N = 5, against unwatermarked nulls of "
-                 f"{num(r3['null_s_mean'], 3)} and {num(r5['null_s_mean'], 3)}; Water-Probe's own z for "
-                 f"these "
-                 f"systems is {num(r3['z_waterprobe'], 1)} and {num(r5['z_waterprobe'], 1)}, where the "
-                 f"paper's "
-                 f"Table 1 has every WASH cell below {Z_THRESHOLD:g}. Its release attacks with one "
-                 f"watermarked "
-                 f"model among unwatermarked ones; ours are all watermarked.")
+                 f"{num_ci(r5['s'], r5['s_low'], r5['s_high'], 3)} at N = 5, against unwatermarked nulls "
+                 f"of {num(r3['null_s_mean'], 3)} and {num(r5['null_s_mean'], 3)}; Water-Probe's own z for "
+                 f"these systems is {num(r3['z_waterprobe'], 1)} and {num(r5['z_waterprobe'], 1)}, where "
+                 f"the paper's Table 1 has every WASH cell below {Z_THRESHOLD:g}. Its release attacks with "
+                 "one watermarked model among unwatermarked ones; ours are all watermarked.")
     return text
 
 
@@ -177,8 +170,8 @@ def baselines(F: dict[str, Folder]) -> str | None:
     text = (f"**Beside the paper's baselines** (`{f.name}`, N = {n}, {f.config.get('prompts')} prompts x "
             f"{f.config.get('tokens')} tokens, {f.profile} serving): {'; '.join(parts)}. WASH's mean z is "
             f"{verdict}{overlap}, at {num(wash_cost.min(), 1)}x to {num(wash_cost.max(), 1)}x the single "
-            f"model's "
-            f"cost per text against ToBlend's {num(tob_cost.min(), 1)}x to {num(tob_cost.max(), 1)}x.")
+            f"model's cost per text against ToBlend's {num(tob_cost.min(), 1)}x to "
+            f"{num(tob_cost.max(), 1)}x.")
     rw = f.select(arm="randomwalk")
     if not rw.empty:
         best = rw.loc[rw["z_mean"].idxmin()]
@@ -210,8 +203,7 @@ def quality(F: dict[str, Folder]) -> str | None:
     verdict = ("WASH does not improve on the watermarked model for any scheme" if all(worse) else
                "WASH is above the watermarked model for some schemes, not for all")
     text = (f"**Quality** (`{f.name}`, {f.profile} serving{f', N = {n}' if n else ''}). By median perplexity "
-            f"under "
-            f"the unwatermarked smollm2, {verdict}: {'; '.join(parts)}"
+            f"under the unwatermarked smollm2, {verdict}: {'; '.join(parts)}"
             + (f"; unwatermarked "
                f"{_z(base, 'median', 'median_ci_low', 'median_ci_high')}" if base is not None else "")
             + ".")
@@ -219,10 +211,8 @@ def quality(F: dict[str, Folder]) -> str | None:
     rep0 = f.row(task="continuation", scorer="words", scheme="none", mode="unwatermarked")
     if rep is not None and rep0 is not None:
         text += (f" AAR's low perplexity alone is looping: "
-                 f"{pct_ci(rep['value'], rep['ci_low'], rep['ci_high'])} "
-                 f"of its word 3-grams repeat, against "
-                 f"{pct_ci(rep0['value'], rep0['ci_low'], rep0['ci_high'])} "
-                 f"unwatermarked.")
+                 f"{pct_ci(rep['value'], rep['ci_low'], rep['ci_high'])} of its word 3-grams repeat, "
+                 f"against {pct_ci(rep0['value'], rep0['ci_low'], rep0['ci_high'])} unwatermarked.")
     return text
 
 
@@ -236,8 +226,9 @@ def provenance(F: dict[str, Folder]) -> str:
             f"paper's size "
             f"was run)" if tpr is not None else "")
     text = (f"Every number here comes from a run committed under `results/`, made on engine "
-            f"{' and '.join(engines)}{size}, with SmolLM2-135M and Gemma-3-270M on a CPU. Brackets hold 95% "
-            f"intervals: a bootstrap over prompts for per-text numbers, over contexts for identification S.")
+            f"{' and '.join(engines)}{size}, with SmolLM2-135M and Gemma-3-270M on a CPU. Brackets hold "
+            "95% intervals: a bootstrap over prompts for per-text numbers, over contexts for "
+            "identification S.")
     left = []
     if "decay-kgw-open" in F:
         f = F["decay-kgw-open"]
@@ -253,5 +244,6 @@ def provenance(F: dict[str, Folder]) -> str:
 
 def headline(root: Path, F: dict[str, Folder]) -> list[str]:
     """The headline's lines: the provenance sentence, then one bullet per finding (one line each)."""
-    bullets = [b for b in (decay(F), detection(root, F), identification(root, F), baselines(F), quality(F)) if b]
+    bullets = [b for b in (decay(F), detection(root, F), identification(root, F), baselines(F), quality(F))
+               if b]
     return [provenance(F), "", *(f"* {b}" for b in bullets)]

@@ -97,6 +97,19 @@ def results_headline(path: Path = RESULTS) -> str:
             if body else "(docs/RESULTS.md has no Headline section.)")
 
 
+def washed_line_measured() -> str:
+    """`` (measured: 37 of 1,996 unwatermarked scores pass it)`` from the committed results, or nothing."""
+    from wash.results_tables import null_exceedance
+
+    try:
+        e = null_exceedance(Z_WASHED)
+    except (OSError, ValueError):
+        return ""
+    if e is None:
+        return ""
+    return f" (measured: {e.above:,} of {e.scores:,} unwatermarked scores in `{e.source}` pass it)"
+
+
 def about_markdown() -> str:
     return "\n".join([
         "## What WASH is",
@@ -126,8 +139,9 @@ def about_markdown() -> str:
         "other colours: the specialist that produced it). Click a token for its origin and "
         "distribution.",
         "- **Live z chart**: each provider's own detector run on the text so far. Above the red "
-        f"line (z = {Z_THRESHOLD:g}) a provider would claim the text; below the green line (z = {Z_WASHED:g}) its watermark is "
-        "washed out. With the comparison switch on, the dashed line is provider 1 serving alone.",
+        f"line (z = {Z_THRESHOLD:g}) a provider would claim the text; below the green line (z = {Z_WASHED:g}) its z is "
+        f"in the range of unwatermarked text{washed_line_measured()}. With the comparison switch on, the dashed "
+        "line is provider 1 serving alone.",
         "- **Distribution chart**: for one token, the probability each provider gave to the top "
         "candidates (p_i), their average p̄ (what WASH samples from) and the consensus p* (the "
         "average of the providers' unwatermarked distributions). ‖p̄ − p*‖∞ is the largest gap "
