@@ -292,10 +292,12 @@ def build_demo(preload: Preload | None = None) -> gr.Blocks:
     models = app_models()
     if preload is None:
         preload = start_preload(models, echo=_log_preload)
-    with gr.Blocks(title="WASH: watermarks wash out") as demo:
-        gr.Markdown("# WASH: averaging watermarked LLMs washes their watermarks out\n"
-                    "Several providers, each a model with its own watermark and secret key, are "
-                    "averaged token by token. Watch each provider's detector lose its signal.")
+    with gr.Blocks(title="WASH: what averaging watermarked LLMs washes out") as demo:
+        gr.Markdown("# WASH: averaging watermarked LLMs washes some watermarks out\n"
+                    "Several providers, each a model with its own watermark and secret key, are averaged "
+                    "token by token. Watch each provider's detector lose its signal, and see which "
+                    "watermarks survive and why: keyed point-mass draws fade slowly, and probing the "
+                    "model still finds several.")
         with gr.Tabs(selected="generate") as tabs:
             with gr.Tab("Generate", id="generate"):
                 g = _generate_tab(models, preload)
@@ -307,6 +309,8 @@ def build_demo(preload: Preload | None = None) -> gr.Blocks:
                 t = _theory_tab()
             with gr.Tab("About", id="about"):
                 gr.Markdown(texts.about_markdown())
+                with gr.Accordion("Schemes, modes and forwards", open=False):
+                    gr.Markdown(texts.reference_markdown())
         _wire_generate(g, d, tabs, models, preload)
         _wire_detect(d)
         i["go"].click(handlers.run_identify, [i["table"], i["systems"], i["probe"]],

@@ -115,7 +115,7 @@ def test_serving_controls_reach_the_config_and_the_profile_follows_them():
 
 
 def test_mode_texts_come_from_the_mode_table():
-    about = texts.about_markdown()
+    about = texts.reference_markdown()
     for mode in MODE_TABLE.values():
         assert f"- **{mode.name}**: {mode.description}." in about
         assert mode.description in texts.mode_info(mode.name, "eager")
@@ -462,14 +462,16 @@ def test_stop_while_waiting_for_the_preload_ends_the_run(tiny_smollm2, tiny_gemm
     assert last.status.startswith("**Stopped** while the models were loading")
 
 
-def test_about_quotes_the_results_headline_and_each_schemes_own_words(tmp_path):
+def test_about_is_short_cites_the_paper_and_folds_each_schemes_own_words(tmp_path):
     from wash.watermarks import SCHEMES
 
     about = texts.about_markdown()
-    headline = texts.results_headline()
-    assert headline.splitlines()[0] in about and "docs/RESULTS.md" in about
+    assert "Linear Ensembles Wash Away Watermarks" in about and "Z. Wu, G. Gong" in about
+    assert "shipped with this project" not in about and "docs/RESULTS.md" in about and "**Results**" in about
+    assert len(about.split()) < 700
+    reference = texts.reference_markdown()
     for cls in SCHEMES.values():
-        assert cls.explain() in about
+        assert cls.explain() in reference
     page = tmp_path / "RESULTS.md"
     page.write_text("# R\n\n## Headline\n\n* z fell from 9.9 to 1.1.\n\n## Next\n\n* not this\n")
     quoted = texts.results_headline(page)

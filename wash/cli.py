@@ -1,4 +1,4 @@
-"""Command line: ``python -m wash generate|detect|bench|experiment``.
+"""Command line: ``python -m wash generate|detect|bench|experiment|report``.
 
 Bad input of any kind ends in one line on stderr naming the problem and the
 accepted values, and exit code 2; never a traceback.
@@ -204,6 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
         add_experiment(sub)
     except ImportError:
         pass
+    from wash.reporting import add_parser as add_report
+    add_report(sub)
     return parser
 
 

@@ -52,6 +52,7 @@ from wash.experiments.rules import mean_perplexity
 from wash.experiments.scoring import as_bool, first_per_job
 from wash.experiments.stats import (NOMINAL_Z_5PCT, ScoredTexts, group_summary, prompt_bootstrap_interval,
                                     rate_above, tpr_at_fpr)
+from wash.thresholds import FPR_CALIBRATED
 
 NAME = "baselines"
 SINGLE, WASH, UNWATERMARKED = "single", "wash", "unwatermarked"
@@ -76,7 +77,7 @@ class Config(ExperimentConfig):
     toblend_options: str = ""
     demark_options: str = ""
     randomwalk_options: str = ""
-    fpr: float = 0.05
+    fpr: float = FPR_CALIBRATED
     #: WASH pays every model's forward at every step, as the paper's WASH-Par does.
     forwards: str = "eager"
 

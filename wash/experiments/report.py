@@ -1,10 +1,11 @@
-"""Markdown sections for docs/RESULTS.md, generated from an experiment's own output files.
+"""Markdown sections generated from an experiment's own output files.
 
 ``python -m wash.experiments.report runs/decay-quick runs/tpr-quick ... [--figures docs/figures]``
 prints, per output directory, the command, date, machine and compute time from
 ``NAME_meta.json``, the summary CSV as a markdown table, and a link to the PNG
-(copied into ``--figures``), so that every number in RESULTS.md comes from a
-committed command's output rather than from hand copying.
+(copied into ``--figures``): a quick look at a scratch run. The committed documents
+(docs/RESULTS.md, docs/results/*.md) are written by ``python -m wash report``
+(``wash.reporting``), which uses ``run_header`` and ``markdown_table`` from here.
 """
 
 from __future__ import annotations
@@ -72,6 +73,21 @@ def _time_note(meta: dict) -> str:
     return f", {meta['elapsed_s_total']:.0f} s wall-clock running them"
 
 
+def run_header(meta: dict) -> list[str]:
+    """The lines that say which run made a table: command; date, code, engine, profile, forwards,
+    machine, jobs and time; the meta's note, if any."""
+    return [f"Command: `{meta['command']}`  ",
+            f"Date: {meta['date']}; code: {meta.get('code', 'not recorded')}"
+            + (f" (engine {meta['engine']})" if meta.get("engine") else "")
+            + _profile_note(meta)
+            + f"; forwards: {meta.get('forwards', 'eager')}{_forward_note(meta)}; machine: {meta['machine']}; "
+            + _jobs_note(meta) + _time_note(meta)
+            + (f" in {meta['workers']} worker processes of {meta.get('threads_per_worker', '?')} torch "
+               f"thread(s) each."
+               if meta.get("workers", 1) > 1 else "."),
+            *([f"Note: {meta['note']}."] if meta.get("note") else [])]
+
+
 def section(out_dir: Path, figures: Path | None, link_prefix: str = "figures",
             columns: list[str] | None = None) -> str:
     """The markdown section of one output directory; ``columns`` picks the summary's columns to show."""
@@ -86,17 +102,7 @@ def section(out_dir: Path, figures: Path | None, link_prefix: str = "figures",
         if missing:
             raise KeyError(f"{out_dir}: no column(s) {missing} in {name}_summary.csv")
         summary = summary[columns]
-    parts = [f"Command: `{meta['command']}`  ",
-             f"Date: {meta['date']}; code: {meta.get('code', 'not recorded')}"
-             + (f" (engine {meta['engine']})" if meta.get("engine") else "")
-             + _profile_note(meta)
-             + f"; forwards: {meta.get('forwards', 'eager')}{_forward_note(meta)}; machine: {meta['machine']}; "
-             + _jobs_note(meta) + _time_note(meta)
-             + (f" in {meta['workers']} worker processes of {meta.get('threads_per_worker', '?')} torch "
-                f"thread(s) each."
-                if meta.get("workers", 1) > 1 else "."),
-             *([f"Note: {meta['note']}."] if meta.get("note") else []), "",
-             markdown_table(summary), ""]
+    parts = [*run_header(meta), "", markdown_table(summary), ""]
     png = out_dir / f"{name}.png"
     if figures is not None and png.exists():
         figures.mkdir(parents=True, exist_ok=True)

@@ -23,10 +23,12 @@ from typing import Iterable, Sequence
 import numpy as np
 from scipy import stats
 
+from wash.thresholds import FPR_CALIBRATED
+
 #: Largest |z| reported (the engine's detectors cap at the same value).
 Z_CAP = 38.0
 #: The one-sided z above which a detector flags a text at a nominal 5% FPR.
-NOMINAL_Z_5PCT = float(stats.norm.isf(0.05))
+NOMINAL_Z_5PCT = float(stats.norm.isf(FPR_CALIBRATED))
 
 
 def z_from_p(p: float) -> float:
@@ -75,7 +77,7 @@ def summarize(values: Iterable[float], confidence: float = 0.95) -> Summary:
     return Summary(n, mean, sd, mean - half, mean + half)
 
 
-def threshold_at_fpr(null_scores: Sequence[float], fpr: float = 0.05) -> float:
+def threshold_at_fpr(null_scores: Sequence[float], fpr: float = FPR_CALIBRATED) -> float:
     """The smallest threshold t with at most ``fpr`` of the null scores strictly above t.
 
     A text is flagged when its score is > t. With m null scores, t is the
@@ -108,7 +110,7 @@ class TprAtFpr:
     n_neg: int
 
 
-def tpr_at_fpr(positive: Sequence[float], negative: Sequence[float], fpr: float = 0.05) -> TprAtFpr:
+def tpr_at_fpr(positive: Sequence[float], negative: Sequence[float], fpr: float = FPR_CALIBRATED) -> TprAtFpr:
     """TPR of ``positive`` scores at the threshold calibrated on ``negative`` at ``fpr``.
 
     Also returns the FPR actually achieved on the calibration scores (<= fpr).
@@ -357,7 +359,7 @@ class HeldOutDetection:
     n_check: int
 
 
-def held_out_detection(positive: ScoredTexts, negatives: HeldOutSplit, fpr: float = 0.05,
+def held_out_detection(positive: ScoredTexts, negatives: HeldOutSplit, fpr: float = FPR_CALIBRATED,
                        confidence: float = 0.95, seed: int = BOOTSTRAP_SEED,
                        n_resamples: int = BOOTSTRAP_RESAMPLES) -> HeldOutDetection:
     """Per-text TPR of ``positive`` at the ``fpr`` threshold of the calibration half, and its held-out FPR.

@@ -30,7 +30,7 @@ import plotly.graph_objects as go
 from wash.errors import WashInputError
 from wash.identify import Identification, Probe
 from wash.identify_stats import identified, null_p
-from wash.thresholds import ALPHA_IDENTIFY
+from wash.thresholds import ALPHA_IDENTIFY, Z_THRESHOLD
 from wash.ui.providers import rows_to_specs
 
 #: System name on the page -> the probe mode and which providers it serves.
@@ -177,6 +177,7 @@ def summary(results: Sequence[Probed]) -> str:
             "agree between two different prompts; a keyed watermark makes them agree more. p compares a system's "
             f"mean S over its {len(results[0].result.scores) if results else 3} runs with the same mean over "
             f"runs of the same base models without watermarks ({NULL_RUNS} runs, another seed): "
-            f"below {ALPHA_IDENTIFY:g} the system is called watermarked. Water-Probe's own z (above 4: its "
-            "low-confidence band) divides by the spread of three runs against a fixed mean of 0.1 and can pass 4 "
-            "on an unwatermarked model, so it is shown for comparison with the paper only.")
+            f"below {ALPHA_IDENTIFY:g} the system is called watermarked. Water-Probe's own z (above "
+            f"{Z_THRESHOLD:g}: its low-confidence band) divides by the spread of three runs against a fixed mean of "
+            f"0.1 and can pass {Z_THRESHOLD:g} on an unwatermarked model, so it is shown for comparison with the "
+            "paper only.")

@@ -1,7 +1,7 @@
 """Plotly figures for the app, built from the engine's events (no widgets).
 
 * ``z_figure``: each provider's live detection z against tokens generated, with
-  the detection threshold (z = 4) and the "washed out" level (z = 2);
+  the detection threshold (z = 4) and the level unwatermarked texts rarely pass (z = 2);
 * ``distribution_figure``: one step's candidates, grouped bars of every
   provider's p_i, the average p̄ and the consensus p*, with ‖p̄ − p*‖∞; on a step
   drawn from one provider (lazy forwards, routed spans) only that provider's
@@ -78,7 +78,7 @@ def z_figure(labels: Sequence[str], steps: Sequence[StepEvent],
     fig.add_hline(y=z_detected, line=dict(color="#dc2626", dash="dash", width=1),
                   annotation_text=f"detected (z = {z_detected:g})", annotation_position="top left")
     fig.add_hline(y=z_washed, line=dict(color="#16a34a", dash="dot", width=1),
-                  annotation_text=f"washed out (z = {z_washed:g})", annotation_position="bottom left")
+                  annotation_text=f"unwatermarked texts rarely pass (z = {z_washed:g})", annotation_position="bottom left")
     return _layout(fig, "Each provider's detector z-score, live", "tokens generated", "z-score")
 
 

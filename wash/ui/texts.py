@@ -14,9 +14,11 @@ from wash.thresholds import Z_THRESHOLD, Z_WASHED
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 FALLBACK_EXAMPLES = ASSETS / "examples.json"
-PAPER_REFERENCE = ("*WASH: watermarks wash out when watermarked LLMs are averaged* "
-                   "(the paper shipped with this project; Section 2 defines the method, "
-                   "Theorem 1 bounds ‖p̄_N − p*‖∞).")
+#: The paper WASH implements (it does not ship with this project).
+PAPER_REFERENCE = ('Z. Wu, G. Gong, Q. Zhu, Y. Chen, R. Zhao, "Linear Ensembles Wash Away Watermarks: On the '
+                   'Fragility of Distributional Perturbations in LLMs". The paper is not part of this project; '
+                   "this app implements its method and measures its claims on two small offline models.")
+
 
 def scheme_lines() -> list[str]:
     """One markdown bullet per registered scheme, in registry order."""
@@ -97,54 +99,72 @@ def results_headline(path: Path = RESULTS) -> str:
             if body else "(docs/RESULTS.md has no Headline section.)")
 
 
+def washed_line_measured() -> str:
+    """`` (measured: 37 of 1,996 unwatermarked scores pass it)`` from the committed results, or nothing."""
+    from wash.results_tables import null_exceedance
+
+    try:
+        e = null_exceedance(Z_WASHED)
+    except (OSError, ValueError):
+        return ""
+    if e is None:
+        return ""
+    return f" (measured: {e.above:,} of {e.scores:,} unwatermarked scores in `{e.source}` pass it)"
+
+
 def about_markdown() -> str:
+    """The About tab: what WASH is, how to read each view, where the measurements are, the paper."""
     return "\n".join([
         "## What WASH is",
         "A watermarking LLM provider nudges its next-token distribution with a secret key, and a "
-        "detector holding that key finds the nudge again as a high z-score. WASH asks what happens "
-        "when a user samples every token from the **average** of several providers' distributions. "
-        "Each provider pushes in its own random direction; in the average these pushes cancel, and "
-        "the text follows the providers' shared, unwatermarked behaviour. A provider's own detector "
-        "sees its push at weight 1/N, so its z falls roughly like its single-provider z divided by N. "
-        "Schemes that pick the token by a keyed draw put a point mass into the average, which "
-        "keeps 1/N of it whatever the others do, so they fade more slowly.",
+        "detector holding that key finds the nudge again as a high z-score. WASH samples every token "
+        "from the **average** of several providers' distributions. Each provider pushes in its own "
+        "random direction and the pushes partly cancel: a provider's own detector sees its push at "
+        "weight 1/N, so its z falls roughly like its single-provider z divided by N. What the "
+        "measurements show on this project's small models: the per-text signals fade as N grows, "
+        "schemes that pick the token by a keyed draw fade more slowly, and probing the model itself "
+        "(the Identify tab) still finds several watermarks. The **Results** tab and docs/RESULTS.md "
+        "hold the numbers, beside the paper's.",
         "",
-        "## What was measured",
-        results_headline(),
-        "",
-        "Models with different tokenizers do not share every token. WASH averages over the *union* "
-        "of the vocabularies; when the sampled token is missing from some of them, the models that "
-        "have it (the **specialists**) finish the word, one picked uniformly per token (**routing**), "
-        "and the finished word is then re-tokenised for every model (**re-synchronisation**).",
-        "",
-        "## The watermark schemes",
-        *scheme_lines(),
-        "",
-        "## Reading the Generate tab",
-        "- **Text**: plain tokens were drawn from the average p̄; coloured tokens belong to routed "
-        "spans (orange: the span's first token, drawn from p̄ but missing from some vocabularies; "
-        "other colours: the specialist that produced it). Click a token for its origin and "
-        "distribution.",
-        "- **Live z chart**: each provider's own detector run on the text so far. Above the red "
-        f"line (z = {Z_THRESHOLD:g}) a provider would claim the text; below the green line (z = {Z_WASHED:g}) its watermark is "
-        "washed out. With the comparison switch on, the dashed line is provider 1 serving alone.",
-        "- **Distribution chart**: for one token, the probability each provider gave to the top "
-        "candidates (p_i), their average p̄ (what WASH samples from) and the consensus p* (the "
-        "average of the providers' unwatermarked distributions). ‖p̄ − p*‖∞ is the largest gap "
-        "over the whole vocabulary: the smaller it is, the less watermark is left. A step drawn from "
-        "one provider (lazy forwards, or a specialist inside a routed span) computed only that "
-        "provider's distribution: the chart then shows its bars alone and says why the rest is missing.",
-        "- **Detection table**: each provider's detector on the finished text, re-tokenised with "
-        "its own tokenizer, as a third party would run it.",
-        "",
-        "## Modes",
-        *mode_lines(),
-        "",
-        "## Forwards",
-        *forwards_lines(),
+        "## Reading each view",
+        "- **Generate, text**: plain tokens were drawn from the average p̄; coloured tokens belong to "
+        "routed spans (orange: the span's first token, drawn from p̄ but missing from some vocabularies; "
+        "other colours: the specialist that produced it). Click a token for its origin and distribution.",
+        "- **Generate, live z chart**: each provider's own detector run on the text so far. Above the red "
+        f"line (z = {Z_THRESHOLD:g}) a provider would claim the text; below the green line (z = {Z_WASHED:g}) "
+        f"its z is in the range of unwatermarked text{washed_line_measured()}. With the comparison switch "
+        "on, the dashed line is provider 1 serving alone.",
+        "- **Generate, distribution chart**: for one token, the probability each provider gave to the top "
+        "candidates (p_i), their average p̄ (what WASH samples from) and the consensus p* (the average of "
+        "the providers' unwatermarked distributions). ‖p̄ − p*‖∞ is the largest gap over the whole "
+        "vocabulary: the smaller it is, the less watermark is left. A step drawn from one provider (lazy "
+        "forwards, or a specialist inside a routed span) computed only that provider's distribution: the "
+        "chart then shows its bars alone and says why the rest is missing.",
+        "- **Generate, detection table; Detect**: each provider's detector on a finished text, "
+        "re-tokenised with its own tokenizer, as a third party would run it.",
+        "- **Identify**: is a served system watermarked at all, without a key (Water-Probe), with a verdict "
+        "calibrated on the same system without watermarks.",
+        "- **Theory**: the paper's bound on the gap between the average and the unwatermarked law, "
+        "measured on random tilts.",
+        "- **Results**: the committed experiments, \"is this text watermarked?\" and \"is this model "
+        "watermarked?\", beside the paper's tables.",
         "",
         "## Reference",
         PAPER_REFERENCE,
+    ])
+
+
+def reference_markdown() -> str:
+    """The schemes, modes and forwards the engine runs, each in its own words (About, folded)."""
+    return "\n".join([
+        "### Watermark schemes",
+        *scheme_lines(),
+        "",
+        "### Modes",
+        *mode_lines(),
+        "",
+        "### Forwards",
+        *forwards_lines(),
     ])
 
 

@@ -1,0 +1,190 @@
+"""The results documents are what ``python -m wash report`` makes from the committed results.
+
+* The committed docs/RESULTS.md, docs/results/*.md, docs/README.md and the README's
+  results section equal what the report generates now: a results change without a
+  re-generated report fails here.
+* Every number of the headline reads back to a cell of the CSV or meta it quotes (or to
+  the paper's tables), at the precision it is printed with.
+* The README quotes the report's headline; the page stays short; the templates hold no
+  measured number.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from wash import reporting
+from wash import results_tables as rt
+from wash.reporting import descriptions
+from wash.reporting.data import folders
+from wash.reporting.headline import HEADLINE_FOLDERS, headline
+
+REPO = reporting.REPO
+HINT = f"run `{reporting.REGENERATE}` and commit the documents it writes"
+
+
+def test_committed_documents_equal_what_the_report_generates():
+    out_of_date = reporting.differences()
+    assert not out_of_date, f"results documents out of date ({', '.join(out_of_date)}): {HINT}"
+
+
+# --- The headline's numbers. ---
+
+#: A number as the documents print it: 6.95, -0.05, 20,000, 5e-05 (not inside words or hashes).
+NUMBER = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?:e-?\d+)?(?![\w.]*\w)|(?<![\w.])-?\d[\d,]*(?:\.\d+)?(?=x\b)")
+#: Numbers of the prose, not of a result: 95% intervals, the 5% FPR level, the z = 4 line, 1/N.
+LITERALS = {"95", "5", "4"}
+
+
+def _numbers_of(value) -> list[float]:
+    if isinstance(value, bool):
+        return []
+    if isinstance(value, (int, float)):
+        return [float(value)]
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _numbers_of(v)]
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _numbers_of(v)]
+    return []
+
+
+def _cells() -> list[float]:
+    """Every numeric cell of the headline's summary CSVs and metas, and the paper's values."""
+    values: list[float] = []
+    for name in HEADLINE_FOLDERS:
+        path = rt.RESULTS_ROOT / name
+        for csv in path.glob("*_summary.csv"):
+            frame = pd.read_csv(csv)
+            values += [float(v) for v in frame.select_dtypes("number").to_numpy().ravel() if v == v]
+        for meta in path.glob("*_meta.json"):
+            values += _numbers_of(json.loads(meta.read_text()))
+    values += list(rt.paper_table2()["tpr"]) + list(rt.paper_table1()["z"])
+    return values
+
+
+def _printed(token: str, value: float) -> bool:
+    token = token.replace(",", "")
+    if "e" in token:
+        return f"{value:.2g}" == token
+    digits = len(token.split(".")[1]) if "." in token else 0
+    printed = f"{value:.{digits}f}"
+    return printed == token or (printed == "-" + token.lstrip("-") and float(token) == 0)
+
+
+def test_every_number_in_the_headline_resolves_to_a_cell():
+    text = "\n".join(headline(rt.RESULTS_ROOT, folders()))
+    text = text.replace("1/N", "")
+    tokens = NUMBER.findall(text)
+    assert len(tokens) > 40, tokens  # the headline is made of numbers; a broken pattern would find few
+    cells = _cells()
+    unresolved = [t for t in tokens if t not in LITERALS
+                  and not any(_printed(t, c * scale) for c in cells for scale in (1, 100))]
+    assert not unresolved, f"headline numbers without a cell: {unresolved}"
+
+
+def test_an_invented_number_does_not_resolve():
+    cells = _cells()
+    assert not any(_printed("123.45", c * scale) for c in cells for scale in (1, 100))
+    assert any(_printed("6.95", c) for c in cells)  # KGW's single-provider z in decay-kgw-paper
+
+
+def test_the_number_pattern_reads_what_the_documents_print():
+    line = ("z 6.95 [6.47, 7.42], -0.05, 20,000 samples, p 5e-05, 2.8x to 3.3x, engine 3c774304ae61, "
+            "SmolLM2-135M")
+    assert NUMBER.findall(line) == ["6.95", "6.47", "7.42", "-0.05", "20,000", "5e-05", "2.8", "3.3"]
+
+
+# --- The README and the page. ---
+
+def _readme_section(text: str) -> str:
+    start, end = text.index(reporting.README_START), text.index(reporting.README_END)
+    return text[start:end + len(reporting.README_END)]
+
+
+def test_the_readme_quotes_the_reports_headline():
+    section = _readme_section((REPO / "README.md").read_text())
+    assert section == reporting.readme_section(), f"README.md's results section is out of date: {HINT}"
+    assert len(section.splitlines()) <= 15
+    page = (REPO / "docs" / "RESULTS.md").read_text().splitlines()
+    quoted = [line for line in section.splitlines() if line.startswith("* ")]
+    assert quoted and all(line in page for line in quoted), f"the README's headline is not the page's: {HINT}"
+
+
+def test_the_results_page_is_short():
+    assert len((REPO / "docs" / "RESULTS.md").read_text().splitlines()) <= 300
+
+
+def test_the_description_templates_hold_no_measured_number():
+    measured = re.compile(r"\d+\.\d+|\d+\s*%")
+    for key, text in {**descriptions.EXPERIMENTS, **descriptions.FOLDERS, "quick": descriptions.QUICK}.items():
+        # the FPR level is the experiment's setting, not a measurement
+        assert not measured.search(text.replace("5% FPR", "")), f"{key}: a hand-typed number in a template"
+
+
+def test_docs_index_lists_every_document():
+    index = (REPO / "docs" / "README.md").read_text()
+    for doc in (REPO / "docs").glob("*.md"):
+        if doc.name != "README.md":
+            assert f"]({doc.name})" in index, doc.name
+    for page in (REPO / "docs" / "results").glob("*.md"):
+        assert f"](results/{page.name})" in index, page.name
+
+
+def test_generated_pages_link_figures_not_html():
+    for path, text in reporting.generate().items():
+        assert ".html)" not in text, path
+
+
+# --- A changed result is caught. ---
+
+def _results_copy(tmp_path: Path) -> Path:
+    root = tmp_path / "results"
+    for src in sorted(rt.RESULTS_ROOT.iterdir()):
+        if src.is_dir():
+            shutil.copytree(src, root / src.name, ignore=shutil.ignore_patterns("*_runs.csv", "*.html"))
+    (tmp_path / "README.md").write_text((REPO / "README.md").read_text())
+    return root
+
+
+def test_a_changed_result_without_a_new_report_is_caught(tmp_path):
+    root = _results_copy(tmp_path)
+    reporting.write(root, tmp_path)
+    assert reporting.differences(root, tmp_path) == []
+    path = root / rt.DETECTION_FOLDER / "tpr_summary.csv"
+    summary = pd.read_csv(path)
+    summary.loc[(summary["scheme"] == "kgw") & (summary["mode"] == "wash") & (summary["n"] == 5), "tpr"] = 0.5
+    summary.to_csv(path, index=False)
+    changed = reporting.differences(root, tmp_path)
+    assert {"docs/RESULTS.md", "README.md", f"docs/results/{rt.DETECTION_FOLDER}.md"} <= set(changed)
+    assert "KGW in 50% [26, 43]" in reporting.generate(root, tmp_path)["docs/RESULTS.md"]
+
+
+def test_a_removed_folder_leaves_no_stale_page(tmp_path):
+    root = _results_copy(tmp_path)
+    reporting.write(root, tmp_path)
+    shutil.rmtree(root / "routing-quick")
+    assert "docs/results/routing-quick.md" in reporting.differences(root, tmp_path)
+    reporting.write(root, tmp_path)
+    assert not (tmp_path / "docs" / "results" / "routing-quick.md").exists()
+
+
+def test_report_check_says_how_to_fix(monkeypatch, capsys):
+    from wash.cli import main
+
+    monkeypatch.setattr(reporting, "differences", lambda *a, **k: ["docs/RESULTS.md"])
+    assert main(["report", "--check"]) == 1
+    assert f"run `{reporting.REGENERATE}`" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["tpr-paper", "identify-calibrated"])
+def test_partial_runs_say_so_on_their_pages(name):
+    f = folders()[name]
+    page = (REPO / "docs" / "results" / f"{name}.md").read_text()
+    if f.partial:
+        assert f"{f.jobs_done} of {f.jobs_total} jobs" in page

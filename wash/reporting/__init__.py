@@ -1,0 +1,135 @@
+"""``python -m wash report``: every results document, regenerated from the committed ``results/`` alone.
+
+Writes ``docs/RESULTS.md`` (the headline, the two questions beside the paper, the main
+runs), ``docs/results/<folder>.md`` (one page per results folder, every column),
+``docs/README.md`` (the documents, one line each) and the README's results section
+(between ``README_START`` and ``README_END``: the headline's sentences). Nothing in them
+is typed by hand except fixed prose: a result that changes without a re-generated report
+fails ``tests/test_report_docs.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from wash.reporting.data import folders
+from wash.reporting.experiments import experiment_page
+from wash.reporting.headline import headline
+from wash.reporting.page import GENERATED, results_page
+from wash.results_tables import RESULTS_ROOT
+
+REPO = RESULTS_ROOT.parent
+README_START = "<!-- results:start -->"
+README_END = "<!-- results:end -->"
+REGENERATE = "python -m wash report"
+
+#: docs/README.md's line for each document that is not generated here (a test checks none is missing).
+DOCS = {
+    "RESULTS.md": "the results: headline, is this text / this model watermarked (beside the paper), quality, "
+                  "the entropy law, where WASH does not wash, the baselines (generated)",
+    "APP.md": "the app: its tabs, presets, models ready before the first click, how it is tested in a "
+              "browser",
+    "BASELINES.md": "the paper's baselines (ToBlend, De-mark, RandomWalk) as generation modes: parameters, "
+                    "defaults, what is not reproduced",
+    "BENCHMARKS.md": "latency and memory of the WASH loop, the app and the test suite, with commands and "
+                     "dates",
+    "DETECTORS.md": "how each detector counts evidence, and its null distribution on looping text",
+}
+#: Data files in docs/ that documents link to, one line for all.
+DOC_DATA = ("bench-*.json, bench-threads/, detector-null-*.json, routing-cjk.txt: the raw outputs "
+            "BENCHMARKS.md, DETECTORS.md and earlier results quote")
+
+
+def readme_section(root: Path = RESULTS_ROOT) -> str:
+    """The README's results section, markers included: the headline's sentences and a link."""
+    lines = [README_START, GENERATED, "",
+             "Results, with their commands, dates and intervals: [docs/RESULTS.md](docs/RESULTS.md), "
+             "generated "
+             f"from `results/` by `{REGENERATE}`. Its headline:", "",
+             *headline(root, folders(root)), README_END]
+    return "\n".join(lines)
+
+
+def replace_readme_section(readme: str, section: str) -> str:
+    start, end = readme.find(README_START), readme.find(README_END)
+    if start < 0 or end < start:
+        raise ValueError(f"README.md has no {README_START} ... {README_END} section")
+    return readme[:start] + section + readme[end + len(README_END):]
+
+
+def docs_index(root: Path = RESULTS_ROOT) -> str:
+    F = folders(root)
+    lines = [GENERATED, "", "# Documents", "",
+             "* [../README.md](../README.md): what WASH is, how to run the app, the command line and the "
+             "experiments.",
+             *(f"* [{name}]({name}): {text}." for name, text in DOCS.items()),
+             f"* {DOC_DATA}.",
+             "* [../results/README.md](../results/README.md): what a committed results folder holds.",
+             "", "## One page per results folder", "",
+             *(f"* [results/{f.name}.md](results/{f.name}.md): {f.experiment}, {f.meta.get('date', '?')}"
+               + (f", partial ({f.jobs_done} of {f.jobs_total} jobs)" if f.partial else "") + "."
+               for f in F.values())]
+    return "\n".join(lines) + "\n"
+
+
+def generate(root: Path = RESULTS_ROOT, repo: Path = REPO) -> dict[str, str]:
+    """Every generated document, by path relative to ``repo``."""
+    F = folders(root)
+    out = {"docs/RESULTS.md": results_page(root, F), "docs/README.md": docs_index(root)}
+    for f in F.values():
+        out[f"docs/results/{f.name}.md"] = experiment_page(f)
+    out["README.md"] = replace_readme_section((Path(repo) / "README.md").read_text(), readme_section(root))
+    return out
+
+
+def stale(repo: Path = REPO, documents: dict[str, str] | None = None) -> list[str]:
+    """Generated pages on disk that ``generate`` no longer makes (a results folder removed)."""
+    documents = documents if documents is not None else generate(repo=repo)
+    return sorted(p.relative_to(repo).as_posix() for p in (Path(repo) / "docs" / "results").glob("*.md")
+                  if p.relative_to(repo).as_posix() not in documents)
+
+
+def differences(root: Path = RESULTS_ROOT, repo: Path = REPO) -> list[str]:
+    """The documents whose committed text differs from what ``generate`` makes (or that are stale)."""
+    documents = generate(root, repo)
+    out = [path for path, text in documents.items()
+           if not (Path(repo) / path).exists() or (Path(repo) / path).read_text() != text]
+    return out + stale(repo, documents)
+
+
+def write(root: Path = RESULTS_ROOT, repo: Path = REPO) -> list[str]:
+    """Write every document (and remove stale pages); returns the paths that changed."""
+    documents = generate(root, repo)
+    changed = []
+    for path, text in documents.items():
+        target = Path(repo) / path
+        if not target.exists() or target.read_text() != text:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+            changed.append(path)
+    for path in stale(repo, documents):
+        (Path(repo) / path).unlink()
+        changed.append(path)
+    return changed
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    if args.check:
+        diff = differences()
+        if diff:
+            print(f"out of date: {', '.join(diff)}; run `{REGENERATE}`", file=sys.stderr)
+            return 1
+        print("every results document matches results/")
+        return 0
+    changed = write()
+    print("\n".join(f"wrote {p}" for p in changed) if changed else "every results document was up to date")
+    return 0
+
+
+def add_parser(sub) -> None:
+    r = sub.add_parser("report", help="regenerate docs/RESULTS.md, docs/results/*.md, docs/README.md and the "
+                                      "README's results section from the committed results/ folders")
+    r.add_argument("--check", action="store_true", help="write nothing; exit 1 if a document is out of date")
+    r.set_defaults(func=cmd_report)
