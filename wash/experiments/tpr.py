@@ -64,6 +64,7 @@ from wash.experiments.plots import FigureSpec, Panel, Series
 from wash.experiments.stats import (NOMINAL_Z_5PCT, HeldOutSplit, ScoredTexts, flagged_share,
                                     held_out_detection, split_half_by_prompt)
 from wash.prompts import Prompt, load_prompts
+from wash.thresholds import FPR_CALIBRATED
 
 NAME = "tpr"
 UNWATERMARKED = "unwatermarked"
@@ -81,7 +82,7 @@ class Config(ExperimentConfig):
     schemes: tuple[str, ...] = ("dipmark", "kgw", "aar", "its-edit", "exp-edit", "unigram", "waterbag", "synthid")
     n_values: tuple[int, ...] = (3, 5)
     modes: tuple[str, ...] = ("naive", "wash")
-    fpr: float = 0.05
+    fpr: float = FPR_CALIBRATED
     #: Generation seeds of each held-out negative prompt.
     negative_seeds: tuple[int, ...] = (0, 1)
     #: How many held-out prompts the negatives use, in file (interleaved) order; 0: all of them.
