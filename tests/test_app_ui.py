@@ -132,7 +132,7 @@ def test_add_and_remove_rows():
 
 
 def test_presets_resolve_to_offered_models_and_parse():
-    assert len(preset_names()) == 6
+    assert len(preset_names()) == 7
     for name in preset_names():
         rows, mode = preset_rows(name, TINY)
         specs = rows_to_specs(rows, TINY)
@@ -151,6 +151,9 @@ def test_presets_resolve_to_offered_models_and_parse():
     assert len({r[2] for r in keys}) == 5 and {r[0] for r in keys} == {"tiny-smollm2"}
     coordinated, _ = preset_rows("Coordinated watermark (control)", TINY)
     assert all(s.coordinated for s in rows_to_specs(coordinated, TINY))
+    anchor, _ = preset_rows("The release's attack: one watermarked model diluted by two open ones", TINY)
+    assert [s.scheme for s in rows_to_specs(anchor, TINY)] == ["kgw", "none", "none"]  # one anchor
+    assert {r[0] for r in anchor} == set(TINY)  # the partners keep the mixed base models
     single = preset_rows("Single watermarked model", ["smollm2"])
     assert single == ([["smollm2", "kgw", "15485863", ""]], "single")
 

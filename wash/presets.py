@@ -91,6 +91,15 @@ PRESETS: tuple[Preset, ...] = (
            "This is why WASH needs independent keys.",
            (("A", "kgw", 42, "coordinated=true"), ("B", "kgw", 42, "coordinated=true"),
             ("A", "kgw", 42, "coordinated=true"))),
+    Preset("The release's attack: one watermarked model diluted by two open ones",
+           "How the paper's released code attacks: one anchor model keeps its watermark (KGW, as in "
+           "the release's configuration) and the two other providers serve the same base models with "
+           "no watermark at all. For the anchor's own detector this is the paper setting again: the "
+           "average weighs its perturbation 1/3, so its z falls to about a third of its z alone, "
+           "whether the partners carry watermarks of their own or none. Where the line-up matters is "
+           "a keyless test of the served system (the Identify tab): it sees the sum of every fixed "
+           "perturbation, one diluted 1/3 here against three independent ones in the first preset.",
+           (("A", "kgw", 15485863, ""), ("B", "none", 0, ""), ("A", "none", 0, ""))),
     Preset("Single watermarked model",
            "One KGW provider served alone: the baseline every detector catches.",
            (("A", "kgw", 15485863, ""),), mode="single"),
