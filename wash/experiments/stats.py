@@ -380,3 +380,58 @@ def held_out_detection(positive: ScoredTexts, negatives: HeldOutSplit, fpr: floa
         fpr_calibration=flagged_share(cal, t), fpr_check=flagged_share(check, t),
         fpr_check_ci=prompt_bootstrap_interval(check, t, confidence, seed, n_resamples),
         n_cal=len(cal.texts), n_check=len(check.texts))
+
+
+@dataclass(frozen=True)
+class PowerLaw:
+    """``value - baseline ~ c * N ** exponent``, fitted over ensemble sizes, with an interval.
+
+    ``kept`` is how many of the ``draws`` resamples stayed above the baseline at every
+    N (the others have no logarithm); an interval from few kept draws is not one.
+    """
+
+    exponent: float
+    low: float
+    high: float
+    kept: int
+    draws: int
+
+
+def power_law_exponent(ns: Sequence[int], values: Sequence[float], lows: Sequence[float],
+                       highs: Sequence[float], baseline: Sequence[float] | float = 0.0,
+                       baseline_se: Sequence[float] | float = 0.0, confidence: float = 0.95,
+                       draws: int = 10_000, seed: int = BOOTSTRAP_SEED) -> PowerLaw:
+    """How a signal above its null shrinks with N: the slope of log(value - baseline) on log N.
+
+    Why this and not a ratio of two cells: the question is a law (1/N for a provider's own
+    per-text z and for one diluted anchor, 1/sqrt(N) for the keyless sum of N
+    independent watermarks), and the slope over every measured N with its interval
+    tells -1 from -0.5 or says that the data cannot. The interval is a parametric
+    bootstrap: each cell is redrawn from a normal law whose 95% interval is the cell's
+    own (a prompt or context bootstrap upstream, so not assumed independent within a
+    cell), each baseline from its mean and standard error, and the least-squares slope
+    refitted; percentiles of the refits give the interval.
+    """
+    n = np.asarray(ns, dtype=float)
+    v, lo, hi = (np.asarray(x, dtype=float) for x in (values, lows, highs))
+    base = np.broadcast_to(np.asarray(baseline, dtype=float), v.shape)
+    base_se = np.broadcast_to(np.asarray(baseline_se, dtype=float), v.shape)
+    if len(n) < 2 or len(set(n)) < 2:
+        raise ValueError("a power law needs at least two distinct ensemble sizes")
+    z = stats.norm.ppf(0.5 + confidence / 2)
+    se = (hi - lo) / (2 * z)
+    x = np.log(n)
+
+    def slope(y: np.ndarray) -> np.ndarray:
+        xc = x - x.mean()
+        return ((y - y.mean(axis=-1, keepdims=True)) * xc).sum(axis=-1) / (xc ** 2).sum()
+
+    above = v - base
+    point = float(slope(np.log(above))) if (above > 0).all() else math.nan
+    rng = np.random.default_rng(seed)
+    sample = rng.normal(v, se, size=(draws, len(v))) - rng.normal(base, base_se, size=(draws, len(v)))
+    ok = (sample > 0).all(axis=1)
+    fits = slope(np.log(sample[ok])) if ok.any() else np.array([])
+    alpha = (1 - confidence) / 2
+    low, high = (float(np.quantile(fits, q)) for q in (alpha, 1 - alpha)) if len(fits) else (math.nan, math.nan)
+    return PowerLaw(point, low, high, int(ok.sum()), draws)
