@@ -116,14 +116,15 @@ def write(root: Path = RESULTS_ROOT, repo: Path = REPO) -> list[str]:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    root = Path(args.results) if args.results else RESULTS_ROOT
     if args.check:
-        diff = differences()
+        diff = differences(root)
         if diff:
             print(f"out of date: {', '.join(diff)}; run `{REGENERATE}`", file=sys.stderr)
             return 1
         print("every results document matches results/")
         return 0
-    changed = write()
+    changed = write(root)
     print("\n".join(f"wrote {p}" for p in changed) if changed else "every results document was up to date")
     return 0
 
@@ -132,4 +133,7 @@ def add_parser(sub) -> None:
     r = sub.add_parser("report", help="regenerate docs/RESULTS.md, docs/results/*.md, docs/README.md and the "
                                       "README's results section from the committed results/ folders")
     r.add_argument("--check", action="store_true", help="write nothing; exit 1 if a document is out of date")
+    r.add_argument("--results", metavar="DIR",
+                   help="read the results from DIR instead of results/ (e.g. a `git archive HEAD results` "
+                        "snapshot while a run is still writing its CSV)")
     r.set_defaults(func=cmd_report)

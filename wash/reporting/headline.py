@@ -29,7 +29,9 @@ NAMES = {"kgw": "KGW", "aar": "AAR", "dipmark": "DiPMark", "its-edit": "ITS-Edit
 
 
 def name(scheme: str) -> str:
-    return NAMES.get(scheme, scheme)
+    """A scheme's display name; a variant token (``aar:form=soft``) keeps its parameters."""
+    base, _, params = scheme.partition(":")
+    return NAMES.get(base, base) + (f" ({params.replace('+', ', ')})" if params else "")
 
 
 def names(schemes) -> str:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from wash import results_tables as rt
 from wash.reporting.data import Folder
+from wash.reporting.dilution import dilution_rows
 from wash.reporting.fmt import (FPR_LEVEL, MISSING, integer, missing, num, num_ci, paper_pct, pct, pct_ci,
                                  pval)
 from wash.reporting.headline import headline, name, names
@@ -257,6 +258,21 @@ def entropy_section(F: dict[str, Folder]) -> list[str]:
             *figure(f)]
 
 
+def dilution_section(F: dict[str, Folder]) -> list[str]:
+    rows = dilution_rows(F)
+    if not rows:
+        return []
+    return ["## How the signal shrinks with N: 1/N or 1/sqrt(N)?", "",
+            "Each row fits a signal to N ** exponent over the measured N (the slope of its logarithm, with a "
+            "parametric-bootstrap interval from each cell's own interval and, for S, its null's standard "
+            "error). A provider's own detector sees its perturbation at weight 1/N, so its z should fall like "
+            "1/N. A keyless probe sees the sum of every fixed perturbation: one anchor among unwatermarked "
+            "partners should fall like 1/N, N independent watermarks only like 1/sqrt(N) in size; S is a "
+            "similarity of rank shifts, not a size, so neither law is guaranteed for it. `reads as` names the "
+            "law the interval admits.", "",
+            *md_table(["signal", "scheme", "line-up", "N: value", "exponent [95% CI]", "reads as"], rows), ""]
+
+
 def not_washed_section(root: Path, F: dict[str, Folder]) -> list[str]:
     bullets = []
     e = F.get("entropy")
@@ -374,7 +390,7 @@ def results_page(root: Path, F: dict[str, Folder]) -> str:
     lines = [GENERATED, "", "# Results: the paper's experiments on two small offline models", "",
              "## Headline", "", *headline(root, F), "", *what_was_run_section(),
              *detection_section(root, F), *identification_section(root, F), *decay_section(F),
-             *quality_section(F), *entropy_section(F), *not_washed_section(root, F), *baselines_section(F),
+             *quality_section(F), *entropy_section(F), *dilution_section(F), *not_washed_section(root, F), *baselines_section(F),
              *provenance_section(F), *links_section()]
     while lines and lines[-1] == "":
         lines.pop()
