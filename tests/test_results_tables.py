@@ -144,3 +144,31 @@ def test_the_charts_guide_line_is_justified_by_the_measured_null():
     assert (washed.above, washed.scores) == (int((negatives > Z_WASHED).sum()), len(negatives))
     assert washed.scores > 0 and washed.share <= FPR_CALIBRATED
     assert rt.null_exceedance(Z_THRESHOLD).share <= washed.share
+
+
+def test_scheme_tokens_split_into_scheme_and_form():
+    assert rt.scheme_and_form("aar:form=soft") == ("aar", "soft")
+    assert rt.scheme_and_form("its-edit:permutation=shared") == ("its-edit", "shared")
+    assert rt.scheme_and_form("exp-edit") == ("exp-edit", "gumbel")
+    assert rt.scheme_and_form("kgw") == ("kgw", rt.NO_FORM)
+    assert rt.scheme_and_form("aar:form=soft+detector=release") == ("aar", "soft (detector=release)")
+
+
+def test_stacked_tables_label_each_folder_by_its_form_and_line_up(tmp_path):
+    shutil.copytree(IDENTIFY, tmp_path / rt.IDENTIFICATION_FOLDER, ignore=shutil.ignore_patterns("*_runs.csv", "*.html"))
+    anchor = tmp_path / "identify-anchor"
+    shutil.copytree(tmp_path / rt.IDENTIFICATION_FOLDER, anchor)
+    meta = json.loads((anchor / "identify_meta.json").read_text())
+    meta["config"]["lineup"] = "anchor"
+    (anchor / "identify_meta.json").write_text(json.dumps(meta))
+    summary = pd.read_csv(anchor / "identify_summary.csv")
+    summary["scheme"] = summary["scheme"].replace({"aar": "aar:form=soft"})
+    summary.to_csv(anchor / "identify_summary.csv", index=False)
+    table = rt.identification_tables(tmp_path)
+    assert len(table) == 2 * len(summary)
+    soft = table[(table["scheme"] == "aar") & (table["form"] == "soft")]
+    assert set(soft["lineup"]) == {"anchor"} and set(soft["source"]) == {f"{tmp_path.name}/identify-anchor"}
+    # the paper's value is looked up by the scheme, whatever its form
+    assert soft["paper_z"].dropna().tolist() == table[(table["scheme"] == "aar") & (table["form"] == "gumbel")][
+        "paper_z"].dropna().tolist()
+    assert rt.detection_tables(tmp_path).empty  # no tpr folder: an empty table, not an error

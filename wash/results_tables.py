@@ -31,6 +31,11 @@ RESULTS_ROOT = ROOT / "results"
 #: The folders the two headline tables come from.
 DETECTION_FOLDER = "tpr-paper"
 IDENTIFICATION_FOLDER = "identify-calibrated"
+#: Every folder of each question, in the order of the comparison beside the paper: our forms with
+#: independent keys (the headline's), the release's forms with independent keys, the release's
+#: forms and line-up (one watermarked anchor). A folder not yet committed is left out.
+DETECTION_FOLDERS = (DETECTION_FOLDER, "tpr-release-forms", "tpr-anchor")
+IDENTIFICATION_FOLDERS = (IDENTIFICATION_FOLDER, "identify-release-forms", "identify-anchor")
 
 #: The paper, as the project cites it (the paper does not ship with the project).
 PAPER = ('Z. Wu, G. Gong, Q. Zhu, Y. Chen, R. Zhao, "Linear Ensembles Wash Away Watermarks: '
@@ -141,6 +146,21 @@ def default_form(scheme: str) -> str:
     return DEFAULT_FORMS.get(scheme, NO_FORM)
 
 
+#: The parameters that name a scheme's form (``aar:form=soft``, ``its-edit:permutation=shared``).
+FORM_PARAMS = ("form", "permutation")
+
+
+def scheme_and_form(token: str) -> tuple[str, str]:
+    """An experiment's scheme token split into the scheme and its form: ``aar:form=soft`` ->
+    ``("aar", "soft")``, ``kgw`` -> ``("kgw", "—")``; other parameters follow the form."""
+    from wash.experiments.ensembles import scheme_variant
+
+    scheme, params = scheme_variant(token)
+    form = next((params.pop(k) for k in FORM_PARAMS if k in params), default_form(scheme))
+    extra = ", ".join(f"{k}={v}" for k, v in params.items())
+    return scheme, form + (f" ({extra})" if extra else "")
+
+
 def _column_or(frame: pd.DataFrame, column: str, fallback: pd.Series | str) -> pd.Series:
     if column in frame.columns:
         return frame[column].where(frame[column].notna(), fallback).astype(str)
@@ -163,6 +183,7 @@ class RunInfo:
     profile: str
     jobs_done: int
     jobs_total: int
+    lineup: str = DEFAULT_LINEUP
 
     @property
     def partial(self) -> bool:
@@ -186,7 +207,7 @@ def run_info(folder: Path) -> RunInfo:
                    command=meta.get("command", ""), date=meta.get("date", ""),
                    code=meta.get("code", "not recorded"), engine=meta.get("engine", "not recorded"),
                    profile=profile.get("name", "open"), jobs_done=int(meta.get("jobs_done", total)),
-                   jobs_total=total)
+                   jobs_total=total, lineup=meta.get("config", {}).get("lineup", DEFAULT_LINEUP))
 
 
 def _source(root: Path, folder: str) -> str:
@@ -206,8 +227,10 @@ def _paper_method(mode: str, n: int) -> str:
 
 def _labels(s: pd.DataFrame, info: RunInfo) -> dict:
     """The columns both tables start with: scheme, its form, line-up, serving profile and setting."""
-    return {"scheme": s["scheme"], "form": _column_or(s, "form", s["scheme"].map(default_form)),
-            "lineup": _column_or(s, "lineup", DEFAULT_LINEUP), "profile": info.profile,
+    split = [scheme_and_form(str(t)) for t in s["scheme"]]
+    schemes = pd.Series([x[0] for x in split], index=s.index)
+    return {"scheme": schemes, "form": _column_or(s, "form", pd.Series([x[1] for x in split], index=s.index)),
+            "lineup": _column_or(s, "lineup", info.lineup), "profile": info.profile,
             "setting": [setting_label(m, n) for m, n in zip(s["mode"], s["n"])], "mode": s["mode"],
             "n": s["n"].astype(int)}
 
@@ -219,7 +242,7 @@ DETECTION_COLUMNS = ["scheme", "form", "lineup", "profile", "setting", "mode", "
                      "paper_tpr", "source", "partial", "jobs"]
 
 
-def detection_table(root: Path = RESULTS_ROOT) -> pd.DataFrame:
+def detection_table(root: Path = RESULTS_ROOT, folder_name: str = DETECTION_FOLDER) -> pd.DataFrame:
     """"Is this text watermarked?": one row per (scheme, setting) of ``tpr-paper``'s summary.
 
     ``tpr`` is the share of texts flagged (with its 95% interval over prompts);
@@ -228,11 +251,12 @@ def detection_table(root: Path = RESULTS_ROOT) -> pd.DataFrame:
     unwatermarked ones the threshold was fitted and checked on; ``paper_tpr`` the
     paper's Table 2 value for the same scheme and setting (NaN where it gives none).
     """
-    folder = Path(root) / DETECTION_FOLDER
+    folder = Path(root) / folder_name
     info = run_info(folder)
     s = pd.read_csv(folder / "tpr_summary.csv")
+    labels = _labels(s, info)
     out = pd.DataFrame({
-        **_labels(s, info),
+        **labels,
         "tpr": s["tpr"], "tpr_low": s["tpr_ci_low"], "tpr_high": s["tpr_ci_high"],
         "fpr_check": s["fpr_check"], "fpr_check_low": s["fpr_check_ci_low"],
         "fpr_check_high": s["fpr_check_ci_high"],
@@ -240,8 +264,8 @@ def detection_table(root: Path = RESULTS_ROOT) -> pd.DataFrame:
         "negatives": (s["n_cal"] + s["n_check"]).astype(int),
         "threshold": s["threshold"],
         "mean_z": s["mean_z_pos"],
-        "paper_tpr": [paper_tpr(sc, _paper_method(m, n)) for sc, m, n in zip(s["scheme"], s["mode"], s["n"])],
-        "source": _source(root, DETECTION_FOLDER),
+        "paper_tpr": [paper_tpr(sc, _paper_method(m, n)) for sc, m, n in zip(labels["scheme"], s["mode"], s["n"])],
+        "source": _source(root, folder_name),
         "partial": info.partial,
         "jobs": info.jobs,
     })
@@ -254,7 +278,7 @@ IDENTIFICATION_COLUMNS = ["scheme", "form", "lineup", "profile", "setting", "mod
                           "source", "partial", "jobs"]
 
 
-def identification_table(root: Path = RESULTS_ROOT) -> pd.DataFrame:
+def identification_table(root: Path = RESULTS_ROOT, folder_name: str = IDENTIFICATION_FOLDER) -> pd.DataFrame:
     """"Is this model watermarked?": one row per probed system of ``identify-calibrated``.
 
     ``identified`` is the calibrated verdict (p of the system's mean S against the
@@ -265,13 +289,14 @@ def identification_table(root: Path = RESULTS_ROOT) -> pd.DataFrame:
     ``paper_z_low``/``paper_z_high``: the range over its three base models). The budget
     sweep's rows differ only in ``samples``.
     """
-    folder = Path(root) / IDENTIFICATION_FOLDER
+    folder = Path(root) / folder_name
     info = run_info(folder)
     s = pd.read_csv(folder / "identify_summary.csv")
+    labels = _labels(s, info)
     methods = [_paper_method(m, n) for m, n in zip(s["mode"], s["n"])]
-    ranges = [paper_z_range(sc, m) for sc, m in zip(s["scheme"], methods)]
+    ranges = [paper_z_range(sc, m) for sc, m in zip(labels["scheme"], methods)]
     out = pd.DataFrame({
-        **_labels(s, info),
+        **labels,
         "samples": s["samples"].astype(int),
         "runs": s["runs"].astype(int),
         "s": s["s"], "s_low": s["s_low"], "s_high": s["s_high"],
@@ -280,13 +305,29 @@ def identification_table(root: Path = RESULTS_ROOT) -> pd.DataFrame:
         "z_waterprobe": s["z"], "band": s["band"],
         "null_s_mean": s["null_s_mean"], "null_s_sd": s["null_s_sd"], "null_runs": s["null_runs"].astype(int),
         "contexts_scored": s["contexts_scored"].astype(int),
-        "paper_z": [paper_z(sc, m) for sc, m in zip(s["scheme"], methods)],
+        "paper_z": [paper_z(sc, m) for sc, m in zip(labels["scheme"], methods)],
         "paper_z_low": [r[0] for r in ranges], "paper_z_high": [r[1] for r in ranges],
-        "source": _source(root, IDENTIFICATION_FOLDER),
+        "source": _source(root, folder_name),
         "partial": info.partial,
         "jobs": info.jobs,
     })
     return out[IDENTIFICATION_COLUMNS]
+
+
+def detection_tables(root: Path = RESULTS_ROOT) -> pd.DataFrame:
+    """:func:`detection_table` of every committed folder of ``DETECTION_FOLDERS``, stacked: the same
+    scheme and setting under our forms, the release's forms and the release's line-up."""
+    return _stacked(root, DETECTION_FOLDERS, detection_table, DETECTION_COLUMNS)
+
+
+def identification_tables(root: Path = RESULTS_ROOT) -> pd.DataFrame:
+    """:func:`identification_table` of every committed folder of ``IDENTIFICATION_FOLDERS``, stacked."""
+    return _stacked(root, IDENTIFICATION_FOLDERS, identification_table, IDENTIFICATION_COLUMNS)
+
+
+def _stacked(root: Path, folders, read, columns: list[str]) -> pd.DataFrame:
+    parts = [read(root, f) for f in folders if any((Path(root) / f).glob("*_summary.csv"))]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
 
 
 def unmeasured_schemes(root: Path = RESULTS_ROOT, folder: str = DETECTION_FOLDER) -> list[str]:
