@@ -17,7 +17,8 @@ from pathlib import Path
 from wash.reporting.data import folders
 from wash.reporting.experiments import experiment_page
 from wash.reporting.headline import headline
-from wash.reporting.page import GENERATED, results_page
+from wash.reporting.dilution import dilution_figure, dilution_fits
+from wash.reporting.page import DILUTION_FIGURE, GENERATED, results_page
 from wash.results_tables import RESULTS_ROOT
 
 REPO = RESULTS_ROOT.parent
@@ -112,7 +113,30 @@ def write(root: Path = RESULTS_ROOT, repo: Path = REPO) -> list[str]:
     for path in stale(repo, documents):
         (Path(repo) / path).unlink()
         changed.append(path)
+    if write_figures(root, repo):
+        changed.append(DILUTION_FIGURE)
     return changed
+
+
+def write_figures(root: Path = RESULTS_ROOT, repo: Path = REPO) -> bool:
+    """Draw the figures the results page links that no experiment folder holds (the dilution law);
+    True when a file changed. Drawn with matplotlib (Agg), which writes the same bytes for the same data."""
+    import tempfile
+
+    from wash.experiments.plots import to_matplotlib_png
+
+    spec = dilution_figure(dilution_fits(folders(root)))
+    if spec is None:
+        return False
+    target = Path(repo) / DILUTION_FIGURE
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = Path(tmp) / target.name
+        to_matplotlib_png(spec, fresh)
+        if target.exists() and target.read_bytes() == fresh.read_bytes():
+            return False
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(fresh.read_bytes())
+    return True
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -12,9 +12,12 @@ means washed out for the other.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 
+from wash.experiments.plots import FigureSpec, Panel, Series
 from wash.experiments.stats import power_law_exponent
 from wash.reporting.data import Folder
 from wash.reporting.fmt import num, num_ci
@@ -36,8 +39,20 @@ def reads_as(low: float, high: float) -> str:
     return "flatter than 1/sqrt(N)" if low > -0.5 else "steeper than 1/N" if high < -1.0 else "between the two"
 
 
+@dataclass
+class Fit:
+    """One signal's cells (N, value above its null, interval) and its fitted law, for the table and figure."""
+    measure: str
+    label: str
+    ns: list[int]
+    above: list[float]
+    low: list[float]
+    high: list[float]
+    row: list[str]
+
+
 def _fit_row(measure: str, scheme: str, lineup: str, cells: pd.DataFrame, value: str, low: str, high: str,
-             baseline: pd.Series | float = 0.0, baseline_se: pd.Series | float = 0.0) -> list[str] | None:
+             baseline: pd.Series | float = 0.0, baseline_se: pd.Series | float = 0.0) -> Fit | None:
     cells = cells.dropna(subset=[value, low, high])
     if cells["n"].nunique() < 2:
         return None
@@ -45,11 +60,15 @@ def _fit_row(measure: str, scheme: str, lineup: str, cells: pd.DataFrame, value:
                              cells[high].tolist(), baseline=baseline, baseline_se=baseline_se)
     values = ", ".join(f"{int(n)}: {num(v, 3)}" for n, v in zip(cells["n"], cells[value]))
     kept = "" if fit.kept == fit.draws else f" ({fit.kept} of {fit.draws} draws above the null)"
-    return [measure, name(scheme), lineup, values, num_ci(fit.exponent, fit.low, fit.high) + kept,
-            reads_as(fit.low, fit.high)]
+    base = np.broadcast_to(np.asarray(baseline, dtype=float), (len(cells),))
+    return Fit(measure, f"{name(scheme)}, {lineup}", [int(n) for n in cells["n"]],
+               list(cells[value].to_numpy() - base), list(cells[low].to_numpy() - base),
+               list(cells[high].to_numpy() - base),
+               [measure, name(scheme), lineup, values, num_ci(fit.exponent, fit.low, fit.high) + kept,
+                reads_as(fit.low, fit.high)])
 
 
-def identification_fits(f: Folder) -> list[list[str]]:
+def identification_fits(f: Folder) -> list[Fit]:
     """One fit per scheme of an identify run: S above each line-up's null at N = 1 and every WASH N."""
     s = f.summary
     lineup = f.config.get("lineup", "independent")
@@ -68,7 +87,7 @@ def identification_fits(f: Folder) -> list[list[str]]:
     return rows
 
 
-def per_text_fits(f: Folder) -> list[list[str]]:
+def per_text_fits(f: Folder) -> list[Fit]:
     """The provider's own per-text z of a decay run (one base model: the ``fixed`` setting)."""
     s = f.summary
     if "setting" in s:
@@ -83,8 +102,8 @@ def per_text_fits(f: Folder) -> list[list[str]]:
     return rows
 
 
-def dilution_rows(F: dict[str, Folder]) -> list[list[str]]:
-    rows = []
+def dilution_fits(F: dict[str, Folder]) -> list[Fit]:
+    rows: list[Fit] = []
     for folder in ("decay-kgw-paper",):
         if folder in F:
             rows += per_text_fits(F[folder])
@@ -92,3 +111,25 @@ def dilution_rows(F: dict[str, Folder]) -> list[list[str]]:
         if folder in F:
             rows += identification_fits(F[folder])
     return rows
+
+
+def dilution_figure(fits: list[Fit]) -> FigureSpec | None:
+    """Each signal above its null, relative to its value at N = 1, against N (log scale), beside the
+    1/N and 1/sqrt(N) laws: a measured line on a dashed one follows that law. Signals without an
+    N = 1 cell (a lone provider the probe cannot score) are in the table only."""
+    panels = []
+    for measure in dict.fromkeys(f.measure for f in fits):
+        mine = [f for f in fits if f.measure == measure and f.ns[0] == 1]
+        if not mine:
+            continue
+        panel = Panel(measure, "ensemble size N", "above the null, relative to N = 1 (95% CI)", log_y=True)
+        for f in mine:
+            a0 = f.above[0]
+            panel.series.append(Series(f.label, f.ns, [a / a0 for a in f.above],
+                                       [(a - lo) / a0 for a, lo in zip(f.above, f.low)],
+                                       [(hi - a) / a0 for a, hi in zip(f.above, f.high)]))
+        ns = sorted({n for f in mine for n in f.ns})
+        for law, b in LAWS.items():
+            panel.series.append(Series(f"{law} law", ns, [n ** b for n in ns], dash=True))
+        panels.append(panel)
+    return FigureSpec("How the signal shrinks with N", panels) if panels else None

@@ -12,7 +12,7 @@ import pandas as pd
 
 from wash import results_tables as rt
 from wash.reporting.data import Folder
-from wash.reporting.dilution import dilution_rows
+from wash.reporting.dilution import dilution_fits
 from wash.reporting.fmt import (FPR_LEVEL, MISSING, integer, missing, num, num_ci, paper_pct, pct, pct_ci,
                                  pval)
 from wash.reporting.headline import headline, name, names
@@ -258,8 +258,12 @@ def entropy_section(F: dict[str, Folder]) -> list[str]:
             *figure(f)]
 
 
+#: The dilution figure, written by ``python -m wash report`` beside the documents.
+DILUTION_FIGURE = "docs/figures/dilution.png"
+
+
 def dilution_section(F: dict[str, Folder]) -> list[str]:
-    rows = dilution_rows(F)
+    rows = [f.row for f in dilution_fits(F)]
     if not rows:
         return []
     return ["## How the signal shrinks with N: 1/N or 1/sqrt(N)?", "",
@@ -270,7 +274,9 @@ def dilution_section(F: dict[str, Folder]) -> list[str]:
             "partners should fall like 1/N, N independent watermarks only like 1/sqrt(N) in size; S is a "
             "similarity of rank shifts, not a size, so neither law is guaranteed for it. `reads as` names the "
             "law the interval admits.", "",
-            *md_table(["signal", "scheme", "line-up", "N: value", "exponent [95% CI]", "reads as"], rows), ""]
+            *md_table(["signal", "scheme", "line-up", "N: value", "exponent [95% CI]", "reads as"], rows), "",
+            f"![the signal above its null against N, beside the two laws]({DILUTION_FIGURE.removeprefix('docs/')})",
+            ""]
 
 
 def not_washed_section(root: Path, F: dict[str, Folder]) -> list[str]:
