@@ -25,7 +25,7 @@ from wash.aggregation import RULES
 from wash.models import Preload
 from wash.presets import DEMO_TOKENS, description as preset_description, preset_names
 from wash.thresholds import Z_THRESHOLD
-from wash.ui import handlers, plots, tables, texts
+from wash.ui import handlers, plots, results, tables, texts
 from wash.ui.providers import HEADERS, preset_rows
 from wash.ui.identify import NULL_RUNS as IDENTIFY_NULL_RUNS, PROBES as IDENTIFY_PROBES, SYSTEMS as IDENTIFY_SYSTEMS
 from wash.ui.run import COMPARISONS, OFF, preload_markdown, start_preload
@@ -215,6 +215,31 @@ def _identify_tab(models: list[str]) -> dict:
     return w
 
 
+def _results_tab() -> dict:
+    """The committed results: selectors, then each headline question's status, figure, sentence and table.
+
+    The first view is computed here, once per process (``results.view`` is cached), so opening
+    the tab costs the browser only the drawing."""
+    w: dict = {}
+    first = results.view()
+    options = results.choices(results.load())
+    gr.Markdown(results.intro_markdown())
+    with gr.Row():
+        for name, label in zip(results.SELECTORS, ("scheme", "line-up", "serving profile")):
+            w[name] = gr.Dropdown(options[name], value=results.ALL, label=label, elem_id=f"results-{name}",
+                                  min_width=160)
+    for question, key in (("Is this text watermarked?", "detection"), ("Is this model watermarked?",
+                                                                      "identification")):
+        gr.Markdown(f"### {question}")
+        w[f"{key}_status"] = gr.Markdown(getattr(first, f"{key}_status"), elem_id=f"results-{key}-status")
+        w[f"{key}_figure"] = gr.Plot(getattr(first, f"{key}_figure"), show_label=False,
+                                     elem_id=f"results-{key}-plot")
+        w[f"{key}_sentence"] = gr.Markdown(getattr(first, f"{key}_sentence"), elem_id=f"results-{key}-sentence")
+        w[f"{key}_table"] = gr.Dataframe(getattr(first, f"{key}_table"), interactive=False, wrap=True,
+                                         label=question, elem_id=f"results-{key}-table")
+    return w
+
+
 def _theory_tab() -> dict:
     w: dict = {}
     gr.Markdown(texts.theory_markdown())
@@ -305,6 +330,8 @@ def build_demo(preload: Preload | None = None) -> gr.Blocks:
                 d = _detect_tab(models)
             with gr.Tab("Identify", id="identify"):
                 i = _identify_tab(models)
+            with gr.Tab("Results", id="results"):
+                r = _results_tab()
             with gr.Tab("Theory", id="theory"):
                 t = _theory_tab()
             with gr.Tab("About", id="about"):
@@ -315,6 +342,9 @@ def build_demo(preload: Preload | None = None) -> gr.Blocks:
         _wire_detect(d)
         i["go"].click(handlers.run_identify, [i["table"], i["systems"], i["probe"]],
                       [i["plot"], i["result"], i["summary"]], api_name="identify")
+        for name in results.SELECTORS:
+            r[name].change(handlers.show_results, [r[n] for n in results.SELECTORS],
+                           [r[n] for n in results.OUTPUTS], queue=False, api_visibility="undocumented")
         page_status, api_status = handlers.make_model_status(preload)
         g["timer"].tick(page_status, None, [g["models"], g["timer"]], queue=False,
                         api_visibility="undocumented")

@@ -1,14 +1,22 @@
-"""Single-provider watermarked generations through the engine, shared by the scheme tests.
+"""Helpers shared by test files: watermarked generations, and the app served for a browser.
 
 Power and interoperability tests need a fixed-length (200-token) watermarked text
 per scheme; ``wash.ensemble.generate`` in mode ``single`` with
 ``min_new_tokens = max_new_tokens`` provides exactly that, through the same code
 path the app and the CLI use. Memoised so power and interop tests share one run.
+
+Browser tests serve ``app.build_demo`` in this process (:func:`served_app`) and drive it
+in Debian's Chromium (``CHROMIUM``, ``CHROMIUM_ARGS``; the ``browser`` fixture of conftest.py).
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from functools import lru_cache
+from pathlib import Path
+from typing import Iterator
+
+ROOT = Path(__file__).resolve().parents[1]
 
 #: An open-ended prompt: high-entropy continuations give every scheme room to act.
 PROMPT = ("The old lighthouse keeper climbed the stairs one last time, and as the storm rolled in "
@@ -29,3 +37,39 @@ def watermarked_tokens(model_name: str, scheme_name: str, key: int, n_new: int, 
     ids = tuple(result.model_ids[model_name])
     assert len(result.tokens) == n_new
     return ids
+
+
+# -- the app, served in this process and driven in Debian's headless Chromium ------------------
+#: Debian's Chromium (``apt-get install chromium``; never ``playwright install``, it downloads a browser).
+CHROMIUM = "/usr/bin/chromium"
+#: Without the background-networking flags Chromium keeps trying to reach the (closed) internet.
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def served_app(preload) -> Iterator[str]:
+    """``app.build_demo(preload)`` served on a free localhost port of this process; yields its URL.
+
+    The app reads ``WASH_APP_MODELS`` when it builds: set it (monkeypatch) before entering."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("wash_app_under_test", ROOT / "app.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    demo = module.build_demo(preload)
+    port = free_port()
+    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, ssr_mode=False,
+                quiet=True, css=module.CSS)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        demo.close()

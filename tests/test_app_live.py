@@ -18,11 +18,9 @@ otherwise it goes to pytest's temporary directory.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -32,11 +30,9 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
+from support import free_port, served_app
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 TINY_ROWS = [["tiny-smollm2", "kgw", "1", ""], ["tiny-gemma3", "aar", "2", ""],
              ["tiny-smollm2", "dipmark", "3", ""]]
 TINY = ["tiny-smollm2", "tiny-gemma3"]
@@ -44,17 +40,11 @@ TINY = ["tiny-smollm2", "tiny-gemma3"]
 OUT_STATUS, OUT_TEXT, OUT_DIST, OUT_INFO, OUT_DETECTION, OUT_ROUTING, OUT_PLAIN = 0, 1, 4, 6, 7, 8, 11
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class AppServer:
     """``python app.py`` in its own process group, answering on ``url``."""
 
     def __init__(self, models: str | None, log_path: Path, extra_env: dict | None = None) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, GRADIO_SERVER_PORT=str(self.port), GRADIO_SERVER_NAME="127.0.0.1",
                    GRADIO_ANALYTICS_ENABLED="False", HF_HUB_OFFLINE="1", TRANSFORMERS_VERBOSITY="error",
@@ -389,18 +379,11 @@ def held_app(tiny_smollm2, tiny_gemma3, monkeypatch) -> Iterator[HeldApp]:
         gate.wait(300)
 
     preload = Preload(TINY, then=hold).start()
-    spec = importlib.util.spec_from_file_location("wash_app_under_test", ROOT / "app.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    demo = module.build_demo(preload)
-    port = _free_port()
-    demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, ssr_mode=False,
-                quiet=True, css=module.CSS)
-    try:
-        yield HeldApp(f"http://127.0.0.1:{port}", gate)
-    finally:
-        gate.set()
-        demo.close()
+    with served_app(preload) as url:
+        try:
+            yield HeldApp(url, gate)
+        finally:
+            gate.set()  # before the server closes: a held click can then finish
 
 
 def test_api_generate_during_the_preload_waits_then_succeeds(held_app):
@@ -426,18 +409,6 @@ def test_api_generate_during_the_preload_waits_then_succeeds(held_app):
 
 
 # -- browser ---------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def browser():
-    if not os.path.exists(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is not installed: apt-get install chromium (make test does it)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        yield b
-        b.close()
-
-
 def _open(browser, url: str):
     page = browser.new_page(viewport={"width": 1400, "height": 1800})
     page.set_default_timeout(60_000)

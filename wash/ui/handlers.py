@@ -21,7 +21,7 @@ from wash.errors import WashInputError
 from wash.events import ProviderDetection
 from wash.models import Preload
 from wash.presets import DEMO_TOKENS, description as preset_description, preset
-from wash.ui import identify as identify_ui, plots, tables, texts, tokens
+from wash.ui import identify as identify_ui, plots, results, tables, texts, tokens
 from wash.ui.detect import detect, result_models
 from wash.ui.providers import add_row, build_config, preset_rows, remove_last_row
 from wash.ui.run import (SINGLE, WASH, RunRecord, RunView, StopRegistry, comparison_mode, drive,
@@ -301,6 +301,12 @@ def run_theory(vocab_size: float, xi: float, max_n: float, trials: float,
     fig = plots.theory_figure(result.ns, result.mean, bands, result.reference,
                               "theorem shape: c·(√(log|V|/N) + η²)")
     return fig, summary(result)
+
+
+# -- results ------------------------------------------------------------------------
+def show_results(scheme: str, lineup: str, profile: str) -> tuple:
+    """The Results tab for one selection of scheme, line-up and serving profile (cached per selection)."""
+    return results.view(scheme, lineup, profile).outputs()
 
 
 # -- identify -----------------------------------------------------------------------

@@ -1,0 +1,443 @@
+"""The Results tab: the two headline tables of the committed results and their figures.
+
+Pure plotly and pandas (no widgets). Every number comes from ``wash.results_tables``,
+which reads the committed ``results/`` folders, so the tab, ``docs/RESULTS.md`` and the
+README cannot disagree; the prose around the figures holds no typed number.
+
+* :func:`detection_figure`: "is this text watermarked?", TPR at the calibrated FPR per
+  scheme, one dot per setting (single, WASH N=3, ...) with its interval, the paper's
+  Table 2 as open diamonds in the same slot;
+* :func:`identification_figure`: "is this model watermarked?", Water-Probe's S per
+  setting, one dot per scheme with its interval, filled when the calibrated verdict
+  identifies the system, against a grey box of the same base models without
+  watermarks (the null's mean ± sd);
+* :func:`view`: both, filtered by scheme, line-up and serving profile (choices from
+  the data, :func:`choices`), with a status line per table (source run, partial or
+  not) and one sentence per figure. Computed once per selection and cached.
+
+A cell the run has not reached stays empty: a scheme and setting the run planned but
+has not scored shows as "not yet measured" with the paper's value beside it, never a number.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from wash import results_tables as rt
+from wash.reporting.fmt import FPR_LEVEL, integer, num, num_ci, paper_pct, pct, pct_ci, pval
+from wash.reporting.headline import name, names
+from wash.thresholds import ALPHA_IDENTIFY, FPR_CALIBRATED
+from wash.ui.plots import PALETTE, empty_figure
+
+#: The selector value that keeps every row.
+ALL = "all"
+#: The selectors, in the order the tab shows them and :func:`view` takes them.
+SELECTORS = ("scheme", "lineup", "profile")
+NOT_MEASURED = "not yet measured"
+MISSING_NULL = "–"
+
+#: Each setting's colour in the detection figure (others take the palette's next one).
+SETTING_COLOURS = {"single": "#1f2937", "WASH N=3": "#86efac", "WASH N=5": "#16a34a",
+                   "naive N=3": "#fdba74", "naive N=5": "#ea580c"}
+NULL_COLOUR = "#9ca3af"
+_MODE_RANK = {"single": 0, "wash": 1, "naive": 2, "unwatermarked": 3}
+
+DETECTION_HEADERS = ["scheme", "form", "line-up", "profile", "setting", "TPR [95% CI]", "check FPR [95% CI]",
+                     "negatives", "threshold z", "paper Table 2 TPR"]
+IDENTIFICATION_HEADERS = ["scheme", "form", "line-up", "profile", "setting", "samples", "S [95% CI]",
+                          "null S (mean ± sd)", "p", "verdict", "paper-comparable z (Water-Probe, band)",
+                          "paper Table 1 z (Llama-3.1-8B; range)"]
+
+
+# --- Loading (once per process). ---
+
+@dataclass(frozen=True)
+class Loaded:
+    """Both tables of one results root, with their runs; ``error`` says why a table is missing."""
+    detection: pd.DataFrame
+    identification: pd.DataFrame
+    runs: dict = field(default_factory=dict)  # table name -> rt.RunInfo
+    errors: dict = field(default_factory=dict)  # table name -> why it could not be read
+
+
+def _plan(root: Path) -> dict:
+    """The detection run's plan (its meta's ``config``)."""
+    metas = sorted((Path(root) / rt.DETECTION_FOLDER).glob("*_meta.json"))
+    return json.loads(metas[0].read_text()).get("config", {}) if metas else {}
+
+
+def with_unmeasured(table: pd.DataFrame, root: Path, info: rt.RunInfo) -> pd.DataFrame:
+    """The detection table plus a row for each planned (scheme, setting) the paper reports and the run has not
+    scored yet: ``tpr`` missing, ``paper_tpr`` the paper's. Planned: a scheme of the run's plan (or with rows),
+    single, and WASH at an N of the plan."""
+    plan = _plan(root)
+    schemes = list(dict.fromkeys(table["scheme"].tolist() + list(plan.get("schemes", []))))
+    settings = [("single", 1)] + [("wash", n) for n in plan.get("n_values", []) if "wash" in plan.get("modes", [])]
+    have = set(zip(table["scheme"], table["mode"], table["n"].astype(int)))
+    extra = []
+    for scheme in schemes:
+        for mode, n in settings:
+            paper = rt.paper_tpr(scheme, "watermarked" if mode == "single" else f"{mode} N={n}")
+            if (scheme, mode, n) not in have and not math.isnan(paper):
+                extra.append({"scheme": scheme, "form": rt.default_form(scheme), "lineup": rt.DEFAULT_LINEUP,
+                              "profile": info.profile, "setting": rt.setting_label(mode, n), "mode": mode, "n": n,
+                              "paper_tpr": paper, "source": f"{Path(root).name}/{rt.DETECTION_FOLDER}",
+                              "partial": info.partial, "jobs": info.jobs})
+    if not extra:
+        return table
+    return pd.concat([table, pd.DataFrame(extra)], ignore_index=True)[table.columns]
+
+
+def load(root: Path = rt.RESULTS_ROOT) -> Loaded:
+    """Read both headline tables of ``root`` (cached: the committed results do not change under a running app)."""
+    return _load(Path(root))
+
+
+def clear_cache() -> None:
+    """Forget every table and view read so far (for a results folder changed on disk)."""
+    _load.cache_clear()
+    _view.cache_clear()
+
+
+@lru_cache(maxsize=4)
+def _load(root: Path) -> Loaded:
+    tables, runs, errors = {}, {}, {}
+    for key, folder, read, columns in (("detection", rt.DETECTION_FOLDER, rt.detection_table, rt.DETECTION_COLUMNS),
+                                       ("identification", rt.IDENTIFICATION_FOLDER, rt.identification_table,
+                                        rt.IDENTIFICATION_COLUMNS)):
+        try:
+            info = rt.run_info(Path(root) / folder)
+            table = read(root)
+            if key == "detection":
+                table = with_unmeasured(table, root, info)
+            tables[key], runs[key] = table, info
+        except (OSError, ValueError, KeyError) as err:
+            tables[key] = pd.DataFrame(columns=columns)
+            errors[key] = f"`{Path(root).name}/{folder}` could not be read ({type(err).__name__}: {err})"
+    return Loaded(tables["detection"], tables["identification"], runs, errors)
+
+
+def choices(loaded: Loaded) -> dict[str, list[str]]:
+    """Each selector's choices: ``all`` then every value either table holds (in the order they appear)."""
+    out = {}
+    for column in SELECTORS:
+        values = pd.concat([loaded.detection[column], loaded.identification[column]]).dropna().astype(str)
+        out[column] = [ALL, *dict.fromkeys(v for v in values if v != "none")]
+    return out
+
+
+def select(table: pd.DataFrame, scheme: str = ALL, lineup: str = ALL, profile: str = ALL) -> pd.DataFrame:
+    """The rows matching each selector that is not ``all`` (the unwatermarked line-up stays with any scheme)."""
+    keep = pd.Series(True, index=table.index)
+    if scheme and scheme != ALL:
+        keep &= table["scheme"].isin([scheme, "none"])
+    for column, value in (("lineup", lineup), ("profile", profile)):
+        if value and value != ALL:
+            keep &= table[column].astype(str) == value
+    return table[keep]
+
+
+# --- Ordering and labels. ---
+
+def _setting_key(mode: str, n: int) -> tuple:
+    return int(n), _MODE_RANK.get(mode, len(_MODE_RANK))
+
+
+def settings_in_order(table: pd.DataFrame) -> list[str]:
+    """The table's settings, by N then single / WASH / naive / unwatermarked."""
+    pairs = table[["setting", "mode", "n"]].drop_duplicates("setting")
+    return [s for s, _, _ in sorted(pairs.itertuples(index=False), key=lambda r: _setting_key(r[1], r[2]))]
+
+
+def _varying(table: pd.DataFrame, columns=("lineup", "profile")) -> list[str]:
+    return [c for c in columns if table[c].nunique(dropna=True) > 1]
+
+
+def _suffix(row: pd.Series, varying: list[str]) -> str:
+    return "".join(f" · {row[c]}" for c in varying)
+
+
+def scheme_label(row: pd.Series) -> str:
+    """``AAR (gumbel)``, ``KGW``: the scheme with its form where it has one."""
+    if row["scheme"] == "none":
+        return "unwatermarked"
+    form = row.get("form", rt.NO_FORM)
+    return name(row["scheme"]) + ("" if form in (rt.NO_FORM, None) or pd.isna(form) else f" ({form})")
+
+
+def _colour(label: str, i: int) -> str:
+    return SETTING_COLOURS.get(label, PALETTE[i % len(PALETTE)])
+
+
+def _errors(values: pd.Series, low: pd.Series, high: pd.Series) -> dict:
+    return dict(type="data", symmetric=False, array=(high - values).tolist(), arrayminus=(values - low).tolist(),
+                thickness=1.5, width=4)
+
+
+def _nan_to_none(values) -> list:
+    return [None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v) for v in values]
+
+
+def _partial_note(info: rt.RunInfo | None) -> str:
+    return f" (partial run: {info.jobs})" if info is not None and info.partial else ""
+
+
+def _base_layout(fig: go.Figure, title: str, x_title: str, y_title: str, categories: list[str]) -> go.Figure:
+    fig.update_layout(title=dict(text=title, x=0.01, font=dict(size=14)), height=430, template="plotly_white",
+                      margin=dict(l=60, r=20, t=100, b=60), scattermode="group", scattergap=0.25,
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0.0,
+                                  font=dict(size=11)),
+                      xaxis=dict(title=x_title, type="category", categoryorder="array", categoryarray=categories),
+                      yaxis=dict(title=y_title), uirevision="results")
+    return fig
+
+
+# --- "Is this text watermarked?" ---
+
+def detection_figure(table: pd.DataFrame, info: rt.RunInfo | None = None) -> go.Figure:
+    """TPR per scheme: a dot with its 95% interval per setting, the paper's Table 2 as an open diamond in the
+    same slot, and the calibrated FPR level (a detector at chance) as a dashed line."""
+    if table.empty:
+        return empty_figure("no detection rows for this selection")
+    table = table.assign(_x=[scheme_label(r) for _, r in table.iterrows()])
+    categories = list(dict.fromkeys(table["_x"]))
+    varying = _varying(table)
+    fig = go.Figure()
+    for i, setting in enumerate(settings_in_order(table)):
+        rows = table[table["setting"] == setting]
+        for _, group in (rows.groupby(varying, sort=False) if varying else [(None, rows)]):
+            label = setting + _suffix(group.iloc[0], varying)
+            colour = _colour(setting, i)
+            measured = group[group["tpr"].notna()]
+            fig.add_trace(go.Scatter(
+                x=measured["_x"], y=measured["tpr"], mode="markers", name=label, offsetgroup=label,
+                legendgroup=label, marker=dict(size=10, color=colour, line=dict(width=1, color="#111827")),
+                error_y=_errors(measured["tpr"], measured["tpr_low"], measured["tpr_high"]),
+                customdata=[[pct_ci(r["tpr"], r["tpr_low"], r["tpr_high"]), integer(r["texts"]),
+                             num(r["threshold"])] for _, r in measured.iterrows()],
+                hovertemplate=(f"%{{x}}, {label}<br>TPR %{{customdata[0]}}<br>%{{customdata[1]}} texts; "
+                               "threshold z %{customdata[2]}<extra></extra>")))
+            paper = group[group["paper_tpr"].notna()]
+            if not paper.empty:
+                fig.add_trace(go.Scatter(
+                    x=paper["_x"], y=paper["paper_tpr"], mode="markers", name=f"paper Table 2, {label}",
+                    offsetgroup=label, legendgroup=label,
+                    marker=dict(symbol="diamond-open", size=13, color=colour, line=dict(width=2.5)),
+                    customdata=[[paper_pct(v)] for v in paper["paper_tpr"]],
+                    hovertemplate=f"%{{x}}, {label}<br>paper Table 2: %{{customdata[0]}}<extra></extra>"))
+    fig.add_hline(y=FPR_CALIBRATED, line=dict(color="#6b7280", dash="dash", width=1),
+                  annotation_text=f"{FPR_LEVEL}: a detector at chance", annotation_position="top right")
+    _base_layout(fig, "Is this text watermarked? TPR at " + FPR_LEVEL + " FPR per scheme" + _partial_note(info),
+                 "scheme (form)", f"share of texts flagged at {FPR_LEVEL} FPR", categories)
+    fig.update_yaxes(range=[-0.03, 1.08], tickformat=".0%")
+    return fig
+
+
+def detection_display(table: pd.DataFrame) -> pd.DataFrame:
+    """The detection rows as the tab shows them (text cells, missing as ``–``, unscored as "not yet measured")."""
+    rows = []
+    for _, r in table.iterrows():
+        measured = not pd.isna(r["tpr"])
+        rows.append([name(r["scheme"]), r["form"], r["lineup"], r["profile"], r["setting"],
+                     pct_ci(r["tpr"], r["tpr_low"], r["tpr_high"]) if measured else NOT_MEASURED,
+                     pct_ci(r["fpr_check"], r["fpr_check_low"], r["fpr_check_high"]), integer(r["negatives"]),
+                     num(r["threshold"]), paper_pct(r["paper_tpr"])])
+    return pd.DataFrame(rows, columns=DETECTION_HEADERS)
+
+
+def detection_sentence(table: pd.DataFrame) -> str:
+    """What to look at in the detection figure, and (from the data) which scheme keeps the most at the largest
+    WASH ensemble shown."""
+    text = ("Each dot is the share of texts a provider's own detector flags at a threshold that flags "
+            f"{FPR_LEVEL} of unwatermarked texts (whiskers: 95% interval over prompts); an open diamond is the "
+            "paper's Table 2 for the same setting. **Look at** how far each scheme's WASH dots fall from its "
+            "single dot towards the dashed chance line: a scheme whose WASH dots stay high keeps its "
+            "watermark through the average.")
+    wash = table[(table["mode"] == "wash") & table["tpr"].notna()]
+    if wash.empty:
+        return text
+    at = wash[wash["n"] == wash["n"].max()].sort_values("tpr", ascending=False)
+    if len(at) < 2:
+        return text
+    top, bottom = at.iloc[0], at.iloc[-1]
+    return (text + f" Here, at {top['setting']}, {name(top['scheme'])} keeps the most "
+            f"({pct_ci(top['tpr'], top['tpr_low'], top['tpr_high'])}) and {name(bottom['scheme'])} the least "
+            f"({pct_ci(bottom['tpr'], bottom['tpr_low'], bottom['tpr_high'])}).")
+
+
+# --- "Is this model watermarked?" ---
+
+def full_budget(table: pd.DataFrame) -> pd.DataFrame:
+    """One row per probed system: the one with the most samples (the budget sweep's smaller ones left out)."""
+    if table.empty:
+        return table
+    keys = ["scheme", "form", "lineup", "profile", "setting"]
+    most = table.groupby(keys, sort=False, dropna=False)["samples"].transform("max")
+    return table[table["samples"] == most]
+
+
+def _verdict(r: pd.Series) -> str:
+    if pd.isna(r["p"]):
+        return "no p (no S)" if pd.isna(r["s"]) else "no p (no null)"
+    return "identified" if r["identified"] else "not identified"
+
+
+def identification_figure(table: pd.DataFrame, info: rt.RunInfo | None = None) -> go.Figure:
+    """S per setting (x): a dot per scheme with its 95% interval, filled when identified, hollow when not;
+    behind them a grey box per setting, the null (the same base models without watermarks) mean ± sd."""
+    table = full_budget(table)
+    if table.empty:
+        return empty_figure("no identification rows for this selection")
+    varying = _varying(table)
+    table = table.assign(_x=[r["setting"] + _suffix(r, varying) for _, r in table.iterrows()])
+    order = {s: i for i, s in enumerate(settings_in_order(table))}
+    categories = sorted(dict.fromkeys(table["_x"]), key=lambda x: (order[x.split(" · ")[0]], x))
+    fig = go.Figure()
+    nulls = table.dropna(subset=["null_s_mean", "null_s_sd"]).drop_duplicates("_x")
+    nulls = nulls.set_index("_x").reindex([c for c in categories if c in set(nulls["_x"])]).reset_index()
+    if not nulls.empty:
+        fig.add_trace(go.Bar(
+            x=nulls["_x"], base=(nulls["null_s_mean"] - nulls["null_s_sd"]).tolist(),
+            y=(2 * nulls["null_s_sd"]).tolist(), width=0.85, offset=-0.425,
+            name="null: same base models unwatermarked (mean ± sd)", marker=dict(color=NULL_COLOUR, opacity=0.35),
+            customdata=[[num(m, 3), num(s, 3), integer(k)] for m, s, k in
+                        zip(nulls["null_s_mean"], nulls["null_s_sd"], nulls["null_runs"])],
+            hovertemplate="%{x}<br>null S %{customdata[0]} ± %{customdata[1]} over %{customdata[2]} runs"
+                          "<extra></extra>"))
+        for _, r in nulls.iterrows():
+            i = categories.index(r["_x"])
+            fig.add_shape(type="line", xref="x", yref="y", x0=i - 0.42, x1=i + 0.42, y0=r["null_s_mean"],
+                          y1=r["null_s_mean"], line=dict(color="#4b5563", width=1.5))
+    schemes = list(dict.fromkeys(table["scheme"]))
+    for i, scheme in enumerate(schemes):
+        rows = table[(table["scheme"] == scheme) & table["s"].notna()]
+        if rows.empty:
+            continue
+        colour = NULL_COLOUR if scheme == "none" else PALETTE[i % len(PALETTE)]
+        label = "unwatermarked" if scheme == "none" else scheme_label(rows.iloc[0])
+        fig.add_trace(go.Scatter(
+            x=rows["_x"], y=rows["s"], mode="markers", name=label, offsetgroup=scheme, legendgroup=scheme,
+            marker=dict(size=11, color=colour, line=dict(width=2, color=colour),
+                        symbol=["circle" if ok else "circle-open" for ok in rows["identified"]]),
+            error_y=_errors(rows["s"], rows["s_low"], rows["s_high"]),
+            customdata=[[num_ci(r["s"], r["s_low"], r["s_high"], 3), pval(r["p"]), _verdict(r)]
+                        for _, r in rows.iterrows()],
+            hovertemplate=(f"{label}, %{{x}}<br>S %{{customdata[0]}}<br>p %{{customdata[1]}}: "
+                           "%{customdata[2]}<extra></extra>")))
+    _base_layout(fig, "Is this model watermarked? Water-Probe S against the unwatermarked null" + _partial_note(info),
+                 "setting (line-up of base models)", "S: rank agreement between the two prompts", categories)
+    fig.update_layout(bargap=0.15)
+    return fig
+
+
+def identification_display(table: pd.DataFrame) -> pd.DataFrame:
+    """The identification rows as the tab shows them: verdict from p, Water-Probe's z and the paper's Table 1 z
+    in the table only."""
+    rows = []
+    for _, r in table.iterrows():
+        null = MISSING_NULL if pd.isna(r["null_s_mean"]) else f"{num(r['null_s_mean'], 3)} ± {num(r['null_s_sd'], 3)}"
+        paper = "–" if pd.isna(r["paper_z"]) else (
+            f"{num(r['paper_z'], 1)} ({num(r['paper_z_low'], 1)} to {num(r['paper_z_high'], 1)})")
+        z = "–" if pd.isna(r["z_waterprobe"]) else f"{num(r['z_waterprobe'], 1)} ({r['band']})"
+        rows.append([name(r["scheme"]), r["form"], r["lineup"], r["profile"], r["setting"], integer(r["samples"]),
+                     num_ci(r["s"], r["s_low"], r["s_high"], 3), null, pval(r["p"]), _verdict(r), z, paper])
+    return pd.DataFrame(rows, columns=IDENTIFICATION_HEADERS)
+
+
+def identification_sentence(table: pd.DataFrame) -> str:
+    """What to look at in the identification figure, and (from the data) which systems are identified."""
+    text = ("Each dot is a system's Water-Probe S with its 95% interval over contexts; the grey box behind a "
+            "setting is the same base models probed without watermarks (the null, mean ± sd). A filled dot is "
+            f"identified (its p against the null is below {ALPHA_IDENTIFY:g}), a hollow one is not. **Look at** "
+            "which WASH dots still clear their grey box: averaging has not hidden those watermarks from a "
+            "probe that needs no key.")
+    marked = full_budget(table)
+    marked = marked[(marked["mode"] != "unwatermarked") & marked["p"].notna()]
+    if marked.empty:
+        return text
+    wash = marked[marked["mode"] == "wash"]
+    if wash.empty:
+        return text
+    hit = wash[wash["identified"]]
+    missed = wash[~wash["identified"]]
+    out = f" Here, {len(hit)} of {len(wash)} WASH systems probed are identified"
+    if not missed.empty:
+        out += "; not identified: " + names([f"{name(r['scheme'])} {r['setting']}" for _, r in missed.iterrows()])
+    return text + out + "."
+
+
+# --- The tab's content for one selection. ---
+
+def _status(key: str, loaded: Loaded, shown: pd.DataFrame, root: Path) -> str:
+    if key in loaded.errors:
+        return f"**Not available:** {loaded.errors[key]}."
+    info = loaded.runs[key]
+    folder = rt.DETECTION_FOLDER if key == "detection" else rt.IDENTIFICATION_FOLDER
+    line = (f"From `{Path(root).name}/{folder}`: `{info.command}` ({info.date}; code {info.code}, engine "
+            f"{info.engine}; serving profile {info.profile}).")
+    if info.partial:
+        line += (f" **Partial run: {info.jobs}.** Cells the run has not reached are empty, never filled in.")
+    if key == "detection":
+        unmeasured = rt.unmeasured_schemes(root)
+        if unmeasured:
+            line += f" Planned but not yet measured: {names(unmeasured)} (the paper's value shown alone)."
+    if shown.empty:
+        line += " No rows match this selection."
+    return line
+
+
+@dataclass(frozen=True)
+class View:
+    """Everything the tab shows for one selection, in the order the tab wires its outputs."""
+    detection_status: str
+    detection_figure: go.Figure
+    detection_sentence: str
+    detection_table: pd.DataFrame
+    identification_status: str
+    identification_figure: go.Figure
+    identification_sentence: str
+    identification_table: pd.DataFrame
+
+    def outputs(self) -> tuple:
+        return (self.detection_status, self.detection_figure, self.detection_sentence, self.detection_table,
+                self.identification_status, self.identification_figure, self.identification_sentence,
+                self.identification_table)
+
+
+#: The names of :meth:`View.outputs`, for wiring.
+OUTPUTS = ("detection_status", "detection_figure", "detection_sentence", "detection_table",
+           "identification_status", "identification_figure", "identification_sentence", "identification_table")
+
+
+def view(scheme: str | None = ALL, lineup: str | None = ALL, profile: str | None = ALL,
+         root: Path = rt.RESULTS_ROOT) -> View:
+    """The tab for one selection (cached: a warm app answers a selector change without recomputing);
+    an empty selector means ``all``."""
+    return _view(scheme or ALL, lineup or ALL, profile or ALL, Path(root))
+
+
+@lru_cache(maxsize=64)
+def _view(scheme: str, lineup: str, profile: str, root: Path) -> View:
+    loaded = load(root)
+    det = select(loaded.detection, scheme, lineup, profile)
+    ident = select(loaded.identification, scheme, lineup, profile)
+    det_info, id_info = loaded.runs.get("detection"), loaded.runs.get("identification")
+    return View(_status("detection", loaded, det, root), detection_figure(det, det_info),
+                detection_sentence(det) if not det.empty else "", detection_display(det),
+                _status("identification", loaded, ident, root), identification_figure(ident, id_info),
+                identification_sentence(ident) if not ident.empty else "", identification_display(ident))
+
+
+def intro_markdown() -> str:
+    """The tab's first lines: what it shows and where it comes from."""
+    return ("The two questions the committed experiments answer, beside the paper's tables ("
+            f"{rt.PAPER}). Everything here is read from the `results/` folders of this copy (the same numbers "
+            "as docs/RESULTS.md, which `python -m wash report` regenerates). Pick a scheme, line-up or serving "
+            "profile to narrow both tables and figures; hover a point for its numbers.")
