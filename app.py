@@ -228,15 +228,16 @@ def _results_tab() -> dict:
         for name, label in zip(results.SELECTORS, ("scheme", "line-up", "serving profile")):
             w[name] = gr.Dropdown(options[name], value=results.ALL, label=label, elem_id=f"results-{name}",
                                   min_width=160)
-    for question, key in (("Is this text watermarked?", "detection"), ("Is this model watermarked?",
-                                                                      "identification")):
+    for question, key, caption in (("Is this text watermarked?", "detection", results.DETECTION_CAPTION),
+                                   ("Is this model watermarked?", "identification", results.IDENTIFICATION_CAPTION)):
         gr.Markdown(f"### {question}")
         w[f"{key}_status"] = gr.Markdown(getattr(first, f"{key}_status"), elem_id=f"results-{key}-status")
         w[f"{key}_figure"] = gr.Plot(getattr(first, f"{key}_figure"), show_label=False,
                                      elem_id=f"results-{key}-plot")
         w[f"{key}_sentence"] = gr.Markdown(getattr(first, f"{key}_sentence"), elem_id=f"results-{key}-sentence")
         w[f"{key}_table"] = gr.Dataframe(getattr(first, f"{key}_table"), interactive=False, wrap=True,
-                                         label=question, elem_id=f"results-{key}-table")
+                                         label=caption, elem_id=f"results-{key}-table",
+                                         column_widths=getattr(results, f"{key.upper()}_WIDTHS"))
     return w
 
 

@@ -107,11 +107,11 @@ def test_tables_show_the_measured_cells_the_verdict_and_the_paper_comparable_z()
     assert list(det.columns) == results.DETECTION_HEADERS and list(ident.columns) == results.IDENTIFICATION_HEADERS
     summary = pd.read_csv(TPR / "tpr_summary.csv")
     assert len(det) == len(summary) + (det["TPR [95% CI]"] == results.NOT_MEASURED).sum()
-    kgw5 = det[(det["scheme"] == "KGW") & (det["setting"] == "WASH N=5")].iloc[0]
+    kgw5 = det[(det["scheme (form)"] == "KGW") & (det["setting"] == "WASH N=5")].iloc[0]
     cell = summary[(summary["scheme"] == "kgw") & (summary["mode"] == "wash") & (summary["n"] == 5)].iloc[0]
     assert kgw5["TPR [95% CI]"] == (f"{cell['tpr'] * 100:.0f}% [{cell['tpr_ci_low'] * 100:.0f}, "
                                     f"{cell['tpr_ci_high'] * 100:.0f}]")
-    assert kgw5["paper Table 2 TPR"] == f"{rt.paper_tpr('kgw', 'wash N=5') * 100:.1f}%"
+    assert kgw5["paper Table 2"] == f"{rt.paper_tpr('kgw', 'wash N=5') * 100:.1f}%"
     identify = rt.identification_table()
     for (_, shown), (_, row) in zip(ident.iterrows(), identify.iterrows()):
         if pd.isna(row["p"]):
@@ -119,7 +119,8 @@ def test_tables_show_the_measured_cells_the_verdict_and_the_paper_comparable_z()
         else:
             assert shown["verdict"] == ("identified" if row["identified"] else "not identified")
         if not pd.isna(row["paper_z"]):
-            assert shown["paper Table 1 z (Llama-3.1-8B; range)"].startswith(f"{row['paper_z']:.1f} (")
+            assert shown["paper Table 1 z"].startswith(f"{row['paper_z']:.1f} (")
+        assert shown["scheme (form)"] == results.scheme_label(row)
 
 
 def test_selector_choices_come_from_the_data_and_a_choice_narrows_both_tables_and_figures():
@@ -129,8 +130,8 @@ def test_selector_choices_come_from_the_data_and_a_choice_narrows_both_tables_an
         values = set(loaded.detection[column].astype(str)) | set(loaded.identification[column].astype(str))
         assert options[column][0] == results.ALL and set(options[column][1:]) == values - {"none"}
     kgw = results.view("kgw")
-    assert set(kgw.detection_table["scheme"]) == {"KGW"}
-    assert set(kgw.identification_table["scheme"]) <= {"KGW", "unwatermarked"}  # the null line-up stays
+    assert set(kgw.detection_table["scheme (form)"]) == {"KGW"}
+    assert set(kgw.identification_table["scheme (form)"]) <= {"KGW", "unwatermarked"}  # the null line-up stays
     assert all(set(t.x) <= {"KGW"} for t in kgw.detection_figure.data)
     assert {t.offsetgroup for t in kgw.identification_figure.data if t.type == "scatter"} <= {"kgw", "none"}
     # each run has its own serving profile: choosing one leaves the other table empty, and says so
