@@ -168,22 +168,42 @@ def test_the_status_says_partial_from_the_meta_and_a_finished_run_does_not(tmp_p
         assert set(rows["threshold z"]) == {"–"} and set(rows["check FPR [95% CI]"]) == {"–"}
 
 
-def test_a_second_line_up_becomes_a_choice_and_the_figure_names_it(tmp_path):
-    folder = _copy(tmp_path, rt.DETECTION_FOLDER)
-    _copy(tmp_path, rt.IDENTIFICATION_FOLDER)
-    path = folder / "tpr_summary.csv"
+def _anchor_copy(tmp_path, folder: str, anchor: str, keep: str) -> pd.DataFrame:
+    """``folder`` copied to ``anchor`` as a run of the anchor line-up whose summary holds ``keep``'s rows only."""
+    shutil.copytree(tmp_path / folder, tmp_path / anchor)
+    meta_path = next((tmp_path / anchor).glob("*_meta.json"))
+    meta = json.loads(meta_path.read_text())
+    meta["config"]["lineup"] = "anchor"
+    meta_path.write_text(json.dumps(meta))
+    path = next((tmp_path / anchor).glob("*_summary.csv"))
     summary = pd.read_csv(path)
-    anchor = summary[summary["scheme"] == "kgw"].assign(lineup="anchor", tpr=0.5)
-    pd.concat([summary.assign(lineup="independent"), anchor]).to_csv(path, index=False)
-    options = results.choices(results.load(tmp_path))
-    assert options["lineup"] == [results.ALL, "independent", "anchor"]
+    summary = summary[summary["scheme"] == keep]
+    summary.to_csv(path, index=False)
+    return summary
+
+
+def test_a_second_line_up_becomes_a_choice_and_the_figures_name_it(tmp_path):
+    for folder in (rt.DETECTION_FOLDER, rt.IDENTIFICATION_FOLDER):
+        _copy(tmp_path, folder)
+    tpr = _anchor_copy(tmp_path, rt.DETECTION_FOLDER, rt.DETECTION_FOLDERS[-1], "kgw")
+    ident = _anchor_copy(tmp_path, rt.IDENTIFICATION_FOLDER, rt.IDENTIFICATION_FOLDERS[-1], "kgw")
+    loaded = results.load(tmp_path)
+    assert results.choices(loaded)["lineup"] == [results.ALL, "independent", "anchor"]
     both = results.view(root=tmp_path)
-    assert "WASH N=5 · anchor" in _traces(both.detection_figure)
-    assert _points(_traces(both.detection_figure)["WASH N=5 · anchor"]) == {"KGW": 0.5}
+    measured = _traces(both.detection_figure)["WASH N=5 · anchor"]
+    cell = tpr[(tpr["mode"] == "wash") & (tpr["n"] == 5)].iloc[0]
+    assert _points(measured) == {"KGW": pytest.approx(cell["tpr"])}
+    assert "WASH N=5 · independent" in _traces(both.detection_figure)
+    assert f"`{tmp_path.name}/{rt.DETECTION_FOLDERS[-1]}`" in both.detection_status  # each run's own line
+    # identification: the anchor line-up's settings are their own categories, each with its own null
+    null = _traces(both.identification_figure)["null: same base models unwatermarked (mean ± sd)"]
+    assert "WASH N=3 · anchor" in null.x and "WASH N=3 · independent" in null.x
     only = results.view(lineup="anchor", root=tmp_path)
-    assert set(only.detection_table["line-up"]) == {"anchor"} and len(only.detection_table) == len(anchor)
+    assert set(only.detection_table["line-up"]) == {"anchor"}
+    assert set(only.identification_table["scheme (form)"]) == {"KGW"} and len(only.identification_table) == len(
+        ident)
     assert "WASH N=5" in _traces(only.detection_figure)  # one line-up shown: no suffix
-    assert only.identification_table.empty
+    assert f"From `{tmp_path.name}/{rt.DETECTION_FOLDER}`" not in only.detection_status  # only the rows' own run
 
 
 def test_a_missing_results_folder_says_so_and_draws_nothing(tmp_path):

@@ -67,45 +67,53 @@ IDENTIFICATION_CAPTION = ("Calibrated verdict per probed system (rows with fewer
 
 # --- Loading (once per process). ---
 
+#: Each question's folders (``wash.results_tables``: our forms, the release's forms, the release's line-up).
+FOLDERS = {"detection": rt.DETECTION_FOLDERS, "identification": rt.IDENTIFICATION_FOLDERS}
+_READ = {"detection": (rt.detection_table, rt.DETECTION_COLUMNS),
+         "identification": (rt.identification_table, rt.IDENTIFICATION_COLUMNS)}
+
+
 @dataclass(frozen=True)
 class Loaded:
-    """Both tables of one results root, with their runs; ``error`` says why a table is missing."""
+    """Both questions' rows of one results root, every committed folder of each stacked (``source`` says
+    which), with each folder's run; ``problems`` names a folder that is there but could not be read."""
     detection: pd.DataFrame
     identification: pd.DataFrame
-    runs: dict = field(default_factory=dict)  # table name -> rt.RunInfo
-    errors: dict = field(default_factory=dict)  # table name -> why it could not be read
+    runs: dict = field(default_factory=dict)  # source ("results/tpr-paper") -> rt.RunInfo
+    problems: dict = field(default_factory=dict)  # question -> ["`results/x` could not be read (...)"]
 
 
-def _plan(root: Path) -> dict:
-    """The detection run's plan (its meta's ``config``)."""
-    metas = sorted((Path(root) / rt.DETECTION_FOLDER).glob("*_meta.json"))
+def _plan(folder: Path) -> dict:
+    """A run's plan (its meta's ``config``)."""
+    metas = sorted(folder.glob("*_meta.json"))
     return json.loads(metas[0].read_text()).get("config", {}) if metas else {}
 
 
-def with_unmeasured(table: pd.DataFrame, root: Path, info: rt.RunInfo) -> pd.DataFrame:
-    """The detection table plus a row for each planned (scheme, setting) the paper reports and the run has not
-    scored yet: ``tpr`` missing, ``paper_tpr`` the paper's. Planned: a scheme of the run's plan (or with rows),
-    single, and WASH at an N of the plan."""
-    plan = _plan(root)
-    schemes = list(dict.fromkeys(table["scheme"].tolist() + list(plan.get("schemes", []))))
+def with_unmeasured(table: pd.DataFrame, folder: Path, info: rt.RunInfo) -> pd.DataFrame:
+    """One folder's detection rows plus a row for each planned (scheme, form, setting) the paper reports and
+    the run has not scored yet: ``tpr`` missing, ``paper_tpr`` the paper's. Planned: a scheme token of the
+    run's plan (or a scheme with rows), single, and WASH at an N of the plan."""
+    plan = _plan(folder)
+    pairs = list(zip(table["scheme"], table["form"])) + [rt.scheme_and_form(t) for t in plan.get("schemes", [])]
     settings = [("single", 1)] + [("wash", n) for n in plan.get("n_values", []) if "wash" in plan.get("modes", [])]
-    have = set(zip(table["scheme"], table["mode"], table["n"].astype(int)))
+    have = set(zip(table["scheme"], table["form"], table["mode"], table["n"].astype(int)))
     extra = []
-    for scheme in schemes:
+    for scheme, form in dict.fromkeys(pairs):
         for mode, n in settings:
             paper = rt.paper_tpr(scheme, "watermarked" if mode == "single" else f"{mode} N={n}")
-            if (scheme, mode, n) not in have and not math.isnan(paper):
-                extra.append({"scheme": scheme, "form": rt.default_form(scheme), "lineup": rt.DEFAULT_LINEUP,
-                              "profile": info.profile, "setting": rt.setting_label(mode, n), "mode": mode, "n": n,
-                              "paper_tpr": paper, "source": f"{Path(root).name}/{rt.DETECTION_FOLDER}",
-                              "partial": info.partial, "jobs": info.jobs})
+            if (scheme, form, mode, n) not in have and not math.isnan(paper):
+                extra.append({"scheme": scheme, "form": form, "lineup": info.lineup, "profile": info.profile,
+                              "setting": rt.setting_label(mode, n), "mode": mode, "n": n, "paper_tpr": paper,
+                              "source": f"{folder.parent.name}/{folder.name}", "partial": info.partial,
+                              "jobs": info.jobs})
     if not extra:
         return table
     return pd.concat([table, pd.DataFrame(extra)], ignore_index=True)[table.columns]
 
 
 def load(root: Path = rt.RESULTS_ROOT) -> Loaded:
-    """Read both headline tables of ``root`` (cached: the committed results do not change under a running app)."""
+    """Read both questions' folders under ``root`` (cached: the committed results do not change under a
+    running app)."""
     return _load(Path(root))
 
 
@@ -117,20 +125,27 @@ def clear_cache() -> None:
 
 @lru_cache(maxsize=4)
 def _load(root: Path) -> Loaded:
-    tables, runs, errors = {}, {}, {}
-    for key, folder, read, columns in (("detection", rt.DETECTION_FOLDER, rt.detection_table, rt.DETECTION_COLUMNS),
-                                       ("identification", rt.IDENTIFICATION_FOLDER, rt.identification_table,
-                                        rt.IDENTIFICATION_COLUMNS)):
-        try:
-            info = rt.run_info(Path(root) / folder)
-            table = read(root)
-            if key == "detection":
-                table = with_unmeasured(table, root, info)
-            tables[key], runs[key] = table, info
-        except (OSError, ValueError, KeyError) as err:
-            tables[key] = pd.DataFrame(columns=columns)
-            errors[key] = f"`{Path(root).name}/{folder}` could not be read ({type(err).__name__}: {err})"
-    return Loaded(tables["detection"], tables["identification"], runs, errors)
+    tables, runs, problems = {}, {}, {}
+    for key, folders in FOLDERS.items():
+        read, columns = _READ[key]
+        parts = []
+        for name_ in folders:
+            folder = root / name_
+            if not any(folder.glob("*_summary.csv")):
+                continue  # not committed (yet)
+            try:
+                info = rt.run_info(folder)
+                table = read(root, name_)
+                if key == "detection":
+                    table = with_unmeasured(table, folder, info)
+            except (OSError, ValueError, KeyError) as err:
+                problems.setdefault(key, []).append(f"`{root.name}/{name_}` could not be read "
+                                                    f"({type(err).__name__}: {err})")
+                continue
+            parts.append(table)
+            runs[f"{root.name}/{name_}"] = info
+        tables[key] = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=columns)
+    return Loaded(tables["detection"], tables["identification"], runs, problems)
 
 
 def choices(loaded: Loaded) -> dict[str, list[str]]:
@@ -194,8 +209,15 @@ def _nan_to_none(values) -> list:
     return [None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v) for v in values]
 
 
-def _partial_note(info: rt.RunInfo | None) -> str:
-    return f" (partial run: {info.jobs})" if info is not None and info.partial else ""
+def _partial_note(table: pd.DataFrame) -> str:
+    """`` (partial run: 1912 of 2880 jobs)`` when a shown row comes from a run that has not finished."""
+    partial = table[table["partial"].astype(bool)].drop_duplicates("source")
+    if partial.empty:
+        return ""
+    if len(partial) == 1:
+        return f" (partial run: {partial.iloc[0]['jobs']})"
+    return " (partial runs: " + ", ".join(f"{r['source'].split('/')[-1]} {r['jobs']}" for _, r in
+                                          partial.iterrows()) + ")"
 
 
 def _base_layout(fig: go.Figure, title: str, x_title: str, y_title: str, categories: list[str]) -> go.Figure:
@@ -210,7 +232,7 @@ def _base_layout(fig: go.Figure, title: str, x_title: str, y_title: str, categor
 
 # --- "Is this text watermarked?" ---
 
-def detection_figure(table: pd.DataFrame, info: rt.RunInfo | None = None) -> go.Figure:
+def detection_figure(table: pd.DataFrame) -> go.Figure:
     """TPR per scheme: a dot with its 95% interval per setting, the paper's Table 2 as an open diamond in the
     same slot, and the calibrated FPR level (a detector at chance) as a dashed line."""
     if table.empty:
@@ -243,7 +265,7 @@ def detection_figure(table: pd.DataFrame, info: rt.RunInfo | None = None) -> go.
                     hovertemplate=f"%{{x}}, {label}<br>paper Table 2: %{{customdata[0]}}<extra></extra>"))
     fig.add_hline(y=FPR_CALIBRATED, line=dict(color="#6b7280", dash="dash", width=1),
                   annotation_text=f"{FPR_LEVEL}: a detector at chance", annotation_position="top left")
-    _base_layout(fig, "Is this text watermarked? TPR at " + FPR_LEVEL + " FPR per scheme" + _partial_note(info),
+    _base_layout(fig, "Is this text watermarked? TPR at " + FPR_LEVEL + " FPR per scheme" + _partial_note(table),
                  "scheme (form)", f"share of texts flagged at {FPR_LEVEL} FPR", categories)
     fig.update_yaxes(range=[-0.03, 1.08], tickformat=".0%")
     return fig
@@ -298,7 +320,7 @@ def _verdict(r: pd.Series) -> str:
     return "identified" if r["identified"] else "not identified"
 
 
-def identification_figure(table: pd.DataFrame, info: rt.RunInfo | None = None) -> go.Figure:
+def identification_figure(table: pd.DataFrame) -> go.Figure:
     """S per setting (x): a dot per scheme with its 95% interval, filled when identified, hollow when not;
     behind them a grey box per setting, the null (the same base models without watermarks) mean ± sd."""
     table = full_budget(table)
@@ -340,7 +362,7 @@ def identification_figure(table: pd.DataFrame, info: rt.RunInfo | None = None) -
                         for _, r in rows.iterrows()],
             hovertemplate=(f"{label}, %{{x}}<br>S %{{customdata[0]}}<br>p %{{customdata[1]}}: "
                            "%{customdata[2]}<extra></extra>")))
-    _base_layout(fig, "Is this model watermarked? Water-Probe S against the unwatermarked null" + _partial_note(info),
+    _base_layout(fig, "Is this model watermarked? Water-Probe S against the unwatermarked null" + _partial_note(table),
                  "setting (line-up of base models)", "S: rank agreement between the two prompts", categories)
     fig.update_layout(bargap=0.15)
     return fig
@@ -384,22 +406,30 @@ def identification_sentence(table: pd.DataFrame) -> str:
 
 # --- The tab's content for one selection. ---
 
-def _status(key: str, loaded: Loaded, shown: pd.DataFrame, root: Path) -> str:
-    if key in loaded.errors:
-        return f"**Not available:** {loaded.errors[key]}."
-    info = loaded.runs[key]
-    folder = rt.DETECTION_FOLDER if key == "detection" else rt.IDENTIFICATION_FOLDER
-    line = (f"From `{Path(root).name}/{folder}`: `{info.command}` ({info.date}; code {info.code}, engine "
-            f"{info.engine}; serving profile {info.profile}).")
+def _run_line(source: str, info: rt.RunInfo, root: Path) -> str:
+    line = (f"From `{source}`: `{info.command}` ({info.date}; code {info.code}, engine {info.engine}; serving "
+            f"profile {info.profile}; line-up {info.lineup}).")
     if info.partial:
-        line += (f" **Partial run: {info.jobs}.** Cells the run has not reached are empty, never filled in.")
-    if key == "detection":
-        unmeasured = rt.unmeasured_schemes(root)
-        if unmeasured:
-            line += f" Planned but not yet measured: {names(unmeasured)} (the paper's value shown alone)."
-    if shown.empty:
-        line += " No rows match this selection."
+        line += f" **Partial run: {info.jobs}.** Cells the run has not reached are empty, never filled in."
+    unmeasured = rt.unmeasured_schemes(root, source.split("/", 1)[1])
+    if unmeasured:
+        labels = [scheme_label(pd.Series(dict(zip(("scheme", "form"), rt.scheme_and_form(t))))) for t in unmeasured]
+        line += f" Planned but not yet measured: {', '.join(labels)} (the paper's value shown alone)."
     return line
+
+
+def _status(key: str, loaded: Loaded, shown: pd.DataFrame, root: Path) -> str:
+    """One line per run the shown rows come from (all the question's runs when none is shown)."""
+    table = getattr(loaded, key)
+    sources = list(dict.fromkeys(shown["source"] if not shown.empty else table["source"]))
+    lines = [_run_line(s, loaded.runs[s], root) for s in sources if s in loaded.runs]
+    lines += [f"**Not read:** {p}." for p in loaded.problems.get(key, [])]
+    if table.empty and not loaded.problems.get(key):
+        lines.append("**Not available:** no committed folder of " +
+                     ", ".join(f"`{root.name}/{f}`" for f in FOLDERS[key]) + ".")
+    if shown.empty and not table.empty:
+        lines.append("No rows match this selection.")
+    return "  \n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -437,10 +467,9 @@ def _view(scheme: str, lineup: str, profile: str, root: Path) -> View:
     loaded = load(root)
     det = select(loaded.detection, scheme, lineup, profile)
     ident = select(loaded.identification, scheme, lineup, profile)
-    det_info, id_info = loaded.runs.get("detection"), loaded.runs.get("identification")
-    return View(_status("detection", loaded, det, root), detection_figure(det, det_info),
+    return View(_status("detection", loaded, det, root), detection_figure(det),
                 detection_sentence(det) if not det.empty else "", detection_display(det),
-                _status("identification", loaded, ident, root), identification_figure(ident, id_info),
+                _status("identification", loaded, ident, root), identification_figure(ident),
                 identification_sentence(ident) if not ident.empty else "", identification_display(ident))
 
 
