@@ -90,10 +90,12 @@ def test_identification_figure_draws_s_per_scheme_against_each_settings_null_and
     drawn = 0
     for scheme, cells in by_setting.groupby("scheme"):
         cells = cells[cells["s"].notna()]
+        label = _label(scheme)
         if cells.empty:
-            assert not any(t.offsetgroup == scheme for t in fig.data)
+            assert label not in traces
             continue
-        trace = next(t for t in fig.data if t.offsetgroup == scheme)
+        trace = traces[label]
+        assert trace.offsetgroup == label
         assert _points(trace) == {s: pytest.approx(v) for s, v in zip(cells["setting"], cells["s"])}
         assert list(trace.marker.symbol) == ["circle" if ok else "circle-open" for ok in cells["identified"]]
         drawn += len(cells)
@@ -133,7 +135,7 @@ def test_selector_choices_come_from_the_data_and_a_choice_narrows_both_tables_an
     assert set(kgw.detection_table["scheme (form)"]) == {"KGW"}
     assert set(kgw.identification_table["scheme (form)"]) <= {"KGW", "unwatermarked"}  # the null line-up stays
     assert all(set(t.x) <= {"KGW"} for t in kgw.detection_figure.data)
-    assert {t.offsetgroup for t in kgw.identification_figure.data if t.type == "scatter"} <= {"kgw", "none"}
+    assert {t.name for t in kgw.identification_figure.data if t.type == "scatter"} <= {"KGW", "unwatermarked"}
     # each run has its own serving profile: choosing one leaves the other table empty, and says so
     det_profile = rt.run_info(TPR).profile
     paper_only = results.view(profile=det_profile)
@@ -168,8 +170,9 @@ def test_the_status_says_partial_from_the_meta_and_a_finished_run_does_not(tmp_p
         assert set(rows["threshold z"]) == {"–"} and set(rows["check FPR [95% CI]"]) == {"–"}
 
 
-def _anchor_copy(tmp_path, folder: str, anchor: str, keep: str) -> pd.DataFrame:
-    """``folder`` copied to ``anchor`` as a run of the anchor line-up whose summary holds ``keep``'s rows only."""
+def _anchor_copy(tmp_path, folder: str, anchor: str, keep: str, token: str | None = None) -> pd.DataFrame:
+    """``folder`` copied to ``anchor`` as a run of the anchor line-up whose summary holds ``keep``'s rows only
+    (written as the scheme token ``token``, a form, where given)."""
     shutil.copytree(tmp_path / folder, tmp_path / anchor)
     meta_path = next((tmp_path / anchor).glob("*_meta.json"))
     meta = json.loads(meta_path.read_text())
@@ -178,7 +181,7 @@ def _anchor_copy(tmp_path, folder: str, anchor: str, keep: str) -> pd.DataFrame:
     path = next((tmp_path / anchor).glob("*_summary.csv"))
     summary = pd.read_csv(path)
     summary = summary[summary["scheme"] == keep]
-    summary.to_csv(path, index=False)
+    summary.assign(scheme=token or keep).to_csv(path, index=False)
     return summary
 
 
@@ -186,22 +189,29 @@ def test_a_second_line_up_becomes_a_choice_and_the_figures_name_it(tmp_path):
     for folder in (rt.DETECTION_FOLDER, rt.IDENTIFICATION_FOLDER):
         _copy(tmp_path, folder)
     tpr = _anchor_copy(tmp_path, rt.DETECTION_FOLDER, rt.DETECTION_FOLDERS[-1], "kgw")
-    ident = _anchor_copy(tmp_path, rt.IDENTIFICATION_FOLDER, rt.IDENTIFICATION_FOLDERS[-1], "kgw")
+    ident = _anchor_copy(tmp_path, rt.IDENTIFICATION_FOLDER, rt.IDENTIFICATION_FOLDERS[-1], "aar",
+                         token="aar:form=soft")
     loaded = results.load(tmp_path)
     assert results.choices(loaded)["lineup"] == [results.ALL, "independent", "anchor"]
     both = results.view(root=tmp_path)
     measured = _traces(both.detection_figure)["WASH N=5 · anchor"]
     cell = tpr[(tpr["mode"] == "wash") & (tpr["n"] == 5)].iloc[0]
     assert _points(measured) == {"KGW": pytest.approx(cell["tpr"])}
-    assert "WASH N=5 · independent" in _traces(both.detection_figure)
+    independent = _traces(both.detection_figure)["WASH N=5 · independent"]
+    assert measured.marker.symbol != independent.marker.symbol and measured.marker.color == independent.marker.color
+    paper = [t.name for t in both.detection_figure.data if t.name.startswith("paper Table 2, WASH N=5")]
+    assert paper == ["paper Table 2, WASH N=5"]  # once: the paper's value does not depend on our line-up
     assert f"`{tmp_path.name}/{rt.DETECTION_FOLDERS[-1]}`" in both.detection_status  # each run's own line
     # identification: the anchor line-up's settings are their own categories, each with its own null
     null = _traces(both.identification_figure)["null: same base models unwatermarked (mean ± sd)"]
     assert "WASH N=3 · anchor" in null.x and "WASH N=3 · independent" in null.x
     only = results.view(lineup="anchor", root=tmp_path)
     assert set(only.detection_table["line-up"]) == {"anchor"}
-    assert set(only.identification_table["scheme (form)"]) == {"KGW"} and len(only.identification_table) == len(
-        ident)
+    assert set(only.identification_table["scheme (form)"]) == {"AAR (soft)"}
+    assert len(only.identification_table) == len(ident)
+    soft = _traces(both.identification_figure)["AAR (soft)"]  # a form is its own trace, beside the default's
+    assert set(soft.x) <= {x for x in null.x if x.endswith("· anchor")} and "AAR (gumbel)" in _traces(
+        both.identification_figure)
     assert "WASH N=5" in _traces(only.detection_figure)  # one line-up shown: no suffix
     assert f"From `{tmp_path.name}/{rt.DETECTION_FOLDER}`" not in only.detection_status  # only the rows' own run
 

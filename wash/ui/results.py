@@ -221,48 +221,65 @@ def _partial_note(table: pd.DataFrame) -> str:
 
 
 def _base_layout(fig: go.Figure, title: str, x_title: str, y_title: str, categories: list[str]) -> go.Figure:
-    fig.update_layout(title=dict(text=title, x=0.01, font=dict(size=14)), height=430, template="plotly_white",
-                      margin=dict(l=60, r=20, t=100, b=60), scattermode="group", scattergap=0.25,
-                      legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0.0,
+    """Shared layout: points of one x grouped side by side by ``offsetgroup``, the legend under the axis
+    (the figure grows with it, so a long legend never covers the title)."""
+    legend_rows = math.ceil(sum(1 for t in fig.data if t.showlegend is not False) / 5)
+    top, bottom = 50, 75 + 22 * legend_rows
+    plot_height = 330  # pixels of the axes alone, whatever the legend takes
+    fig.update_layout(title=dict(text=title, x=0.01, font=dict(size=14)), height=top + plot_height + bottom,
+                      template="plotly_white", margin=dict(l=60, r=20, t=top, b=bottom),
+                      scattermode="group", scattergap=0.25,
+                      legend=dict(orientation="h", yanchor="top", y=-62 / plot_height, xanchor="left", x=0.0,
                                   font=dict(size=11)),
                       xaxis=dict(title=x_title, type="category", categoryorder="array", categoryarray=categories),
                       yaxis=dict(title=y_title), uirevision="results")
     return fig
 
 
+#: A marker per line-up / profile variant when a figure shows several (the paper's diamond excluded).
+VARIANT_SYMBOLS = ("circle", "square", "triangle-up", "pentagon", "star")
+
+
 # --- "Is this text watermarked?" ---
 
 def detection_figure(table: pd.DataFrame) -> go.Figure:
-    """TPR per scheme: a dot with its 95% interval per setting, the paper's Table 2 as an open diamond in the
-    same slot, and the calibrated FPR level (a detector at chance) as a dashed line."""
+    """TPR per scheme: a dot with its 95% interval per setting (and per line-up or profile where the rows
+    span several: one marker shape each), the paper's Table 2 as an open diamond once per setting, and the
+    calibrated FPR level (a detector at chance) as a dashed line."""
     if table.empty:
         return empty_figure("no detection rows for this selection")
     table = table.assign(_x=[scheme_label(r) for _, r in table.iterrows()])
     categories = list(dict.fromkeys(table["_x"]))
     varying = _varying(table)
+    variants = list(dict.fromkeys(_suffix(r, varying) for _, r in table.iterrows()))
     fig = go.Figure()
     for i, setting in enumerate(settings_in_order(table)):
         rows = table[table["setting"] == setting]
+        colour = _colour(setting, i)
+        first = None
         for _, group in (rows.groupby(varying, sort=False) if varying else [(None, rows)]):
-            label = setting + _suffix(group.iloc[0], varying)
-            colour = _colour(setting, i)
+            suffix = _suffix(group.iloc[0], varying)
+            label = setting + suffix
+            first = first or label
+            symbol = VARIANT_SYMBOLS[variants.index(suffix) % len(VARIANT_SYMBOLS)]
             measured = group[group["tpr"].notna()]
             fig.add_trace(go.Scatter(
                 x=measured["_x"], y=measured["tpr"], mode="markers", name=label, offsetgroup=label,
-                legendgroup=label, marker=dict(size=10, color=colour, line=dict(width=1, color="#111827")),
+                legendgroup=label,
+                marker=dict(size=10, color=colour, symbol=symbol, line=dict(width=1, color="#111827")),
                 error_y=_errors(measured["tpr"], measured["tpr_low"], measured["tpr_high"]),
                 customdata=[[pct_ci(r["tpr"], r["tpr_low"], r["tpr_high"]), integer(r["texts"]),
                              num(r["threshold"])] for _, r in measured.iterrows()],
                 hovertemplate=(f"%{{x}}, {label}<br>TPR %{{customdata[0]}}<br>%{{customdata[1]}} texts; "
                                "threshold z %{customdata[2]}<extra></extra>")))
-            paper = group[group["paper_tpr"].notna()]
-            if not paper.empty:
-                fig.add_trace(go.Scatter(
-                    x=paper["_x"], y=paper["paper_tpr"], mode="markers", name=f"paper Table 2, {label}",
-                    offsetgroup=label, legendgroup=label,
-                    marker=dict(symbol="diamond-open", size=13, color=colour, line=dict(width=2.5)),
-                    customdata=[[paper_pct(v)] for v in paper["paper_tpr"]],
-                    hovertemplate=f"%{{x}}, {label}<br>paper Table 2: %{{customdata[0]}}<extra></extra>"))
+        paper = rows[rows["paper_tpr"].notna()].drop_duplicates("_x")  # the same value whatever the line-up
+        if not paper.empty:
+            fig.add_trace(go.Scatter(
+                x=paper["_x"], y=paper["paper_tpr"], mode="markers", name=f"paper Table 2, {setting}",
+                offsetgroup=first, legendgroup=first,
+                marker=dict(symbol="diamond-open", size=13, color=colour, line=dict(width=2.5)),
+                customdata=[[paper_pct(v)] for v in paper["paper_tpr"]],
+                hovertemplate=f"%{{x}}, {setting}<br>paper Table 2: %{{customdata[0]}}<extra></extra>"))
     fig.add_hline(y=FPR_CALIBRATED, line=dict(color="#6b7280", dash="dash", width=1),
                   annotation_text=f"{FPR_LEVEL}: a detector at chance", annotation_position="top left")
     _base_layout(fig, "Is this text watermarked? TPR at " + FPR_LEVEL + " FPR per scheme" + _partial_note(table),
@@ -329,7 +346,8 @@ def identification_figure(table: pd.DataFrame) -> go.Figure:
     varying = _varying(table)
     table = table.assign(_x=[r["setting"] + _suffix(r, varying) for _, r in table.iterrows()])
     order = {s: i for i, s in enumerate(settings_in_order(table))}
-    categories = sorted(dict.fromkeys(table["_x"]), key=lambda x: (order[x.split(" · ")[0]], x))
+    seen = list(dict.fromkeys(table["_x"]))  # line-ups in the order their folders come
+    categories = sorted(seen, key=lambda x: (order[x.split(" · ")[0]], seen.index(x)))
     fig = go.Figure()
     nulls = table.dropna(subset=["null_s_mean", "null_s_sd"]).drop_duplicates("_x")
     nulls = nulls.set_index("_x").reindex([c for c in categories if c in set(nulls["_x"])]).reset_index()
@@ -346,15 +364,14 @@ def identification_figure(table: pd.DataFrame) -> go.Figure:
             i = categories.index(r["_x"])
             fig.add_shape(type="line", xref="x", yref="y", x0=i - 0.42, x1=i + 0.42, y0=r["null_s_mean"],
                           y1=r["null_s_mean"], line=dict(color="#4b5563", width=1.5))
-    schemes = list(dict.fromkeys(table["scheme"]))
-    for i, scheme in enumerate(schemes):
-        rows = table[(table["scheme"] == scheme) & table["s"].notna()]
+    table = table.assign(_scheme=[scheme_label(r) for _, r in table.iterrows()])  # a form is its own trace
+    for i, label in enumerate(dict.fromkeys(table["_scheme"])):
+        rows = table[(table["_scheme"] == label) & table["s"].notna()]
         if rows.empty:
             continue
-        colour = NULL_COLOUR if scheme == "none" else PALETTE[i % len(PALETTE)]
-        label = "unwatermarked" if scheme == "none" else scheme_label(rows.iloc[0])
+        colour = NULL_COLOUR if rows.iloc[0]["scheme"] == "none" else PALETTE[i % len(PALETTE)]
         fig.add_trace(go.Scatter(
-            x=rows["_x"], y=rows["s"], mode="markers", name=label, offsetgroup=scheme, legendgroup=scheme,
+            x=rows["_x"], y=rows["s"], mode="markers", name=label, offsetgroup=label, legendgroup=label,
             marker=dict(size=11, color=colour, line=dict(width=2, color=colour),
                         symbol=["circle" if ok else "circle-open" for ok in rows["identified"]]),
             error_y=_errors(rows["s"], rows["s_low"], rows["s_high"]),
