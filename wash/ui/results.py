@@ -12,8 +12,12 @@ README cannot disagree; the prose around the figures holds no typed number.
   identifies the system, against a grey box of the same base models without
   watermarks (the null's mean ± sd);
 * :func:`view`: both, filtered by scheme, line-up and serving profile (choices from
-  the data, :func:`choices`), with a status line per table (source run, partial or
-  not) and one sentence per figure. Computed once per selection and cached.
+  the data, :func:`choices`), with a status line per run the rows come from (partial
+  or not) and one sentence per figure. Computed once per selection and cached. Every
+  committed folder of a question is read (``rt.DETECTION_FOLDERS`` and
+  ``rt.IDENTIFICATION_FOLDERS``): where the rows shown span several line-ups, the
+  figures say which point is which (a marker shape per line-up, a category per
+  setting and line-up).
 
 A cell the run has not reached stays empty: a scheme and setting the run planned but
 has not scored shows as "not yet measured" with the paper's value beside it, never a number.
