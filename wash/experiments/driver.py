@@ -294,7 +294,8 @@ def write_meta(path: Path, name: str, config: ExperimentConfig, command: str | N
         "elapsed_s_total": round(elapsed + (previous.get("elapsed_s_total", 0.0) if same_plan else 0.0), 1),
     }
     if same_plan and ran == 0:  # a pure re-summary keeps the command, date and code of the run that computed the rows
-        for k in ("command", "date", "code", "engine", "workers", "threads_per_worker", "forward_settings"):
+        # ``note``: what a person recorded about how the rows were computed (a restored meta, say)
+        for k in ("command", "date", "code", "engine", "workers", "threads_per_worker", "forward_settings", "note"):
             if k in previous:
                 meta[k] = previous[k]
         meta["summarised_with"] = git_commit()
