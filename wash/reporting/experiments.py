@@ -7,7 +7,8 @@ import string
 from wash.experiments.report import markdown_table, run_header
 from wash.reporting.data import Folder
 from wash.reporting.descriptions import EXPERIMENTS, FOLDERS, QUICK, is_quick
-from wash.reporting.page import GENERATED, md_table
+from wash.reporting.fmt import md_table
+from wash.reporting.page import GENERATED
 
 
 class _Fields(dict):

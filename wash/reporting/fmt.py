@@ -55,3 +55,8 @@ def pval(p) -> str:
 def integer(v) -> str:
     """``20,000``."""
     return MISSING if missing(v) else f"{int(v):,}"
+
+
+def md_table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers),
+            *("| " + " | ".join(r) + " |" for r in rows)]
