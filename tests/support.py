@@ -73,3 +73,27 @@ def served_app(preload) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
     finally:
         demo.close()
+
+
+def results_with_an_anchor_run(root: Path) -> Path:
+    """``root`` holding a copy of the committed identify-calibrated run and, beside it, the same summary
+    relabelled as an anchor line-up run with AAR in its soft form: a second system per scheme, as the
+    release-like runs add, for tests of the tables and pages that stack them."""
+    import json
+    import shutil
+
+    import pandas as pd
+
+    from wash import results_tables as rt
+
+    shutil.copytree(rt.RESULTS_ROOT / rt.IDENTIFICATION_FOLDER, root / rt.IDENTIFICATION_FOLDER,
+                    ignore=shutil.ignore_patterns("*_runs.csv", "*.html"))
+    anchor = root / "identify-anchor"
+    shutil.copytree(root / rt.IDENTIFICATION_FOLDER, anchor)
+    meta = json.loads((anchor / "identify_meta.json").read_text())
+    meta["config"]["lineup"] = "anchor"
+    (anchor / "identify_meta.json").write_text(json.dumps(meta))
+    summary = pd.read_csv(anchor / "identify_summary.csv")
+    summary["scheme"] = summary["scheme"].replace({"aar": "aar:form=soft"})
+    summary.to_csv(anchor / "identify_summary.csv", index=False)
+    return anchor

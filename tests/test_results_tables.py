@@ -155,15 +155,9 @@ def test_scheme_tokens_split_into_scheme_and_form():
 
 
 def test_stacked_tables_label_each_folder_by_its_form_and_line_up(tmp_path):
-    shutil.copytree(IDENTIFY, tmp_path / rt.IDENTIFICATION_FOLDER, ignore=shutil.ignore_patterns("*_runs.csv", "*.html"))
-    anchor = tmp_path / "identify-anchor"
-    shutil.copytree(tmp_path / rt.IDENTIFICATION_FOLDER, anchor)
-    meta = json.loads((anchor / "identify_meta.json").read_text())
-    meta["config"]["lineup"] = "anchor"
-    (anchor / "identify_meta.json").write_text(json.dumps(meta))
-    summary = pd.read_csv(anchor / "identify_summary.csv")
-    summary["scheme"] = summary["scheme"].replace({"aar": "aar:form=soft"})
-    summary.to_csv(anchor / "identify_summary.csv", index=False)
+    from support import results_with_an_anchor_run
+
+    summary = pd.read_csv(results_with_an_anchor_run(tmp_path) / "identify_summary.csv")
     table = rt.identification_tables(tmp_path)
     assert len(table) == 2 * len(summary)
     soft = table[(table["scheme"] == "aar") & (table["form"] == "soft")]
