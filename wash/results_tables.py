@@ -273,7 +273,7 @@ def detection_table(root: Path = RESULTS_ROOT, folder_name: str = DETECTION_FOLD
 
 
 IDENTIFICATION_COLUMNS = ["scheme", "form", "lineup", "profile", "setting", "mode", "n", "samples", "runs", "s",
-                          "s_low", "s_high", "p", "p_floor", "identified", "z_waterprobe", "band", "null_s_mean",
+                          "s_low", "s_high", "p", "p_floor", "p_r3", "identified", "z_waterprobe", "band", "null_s_mean",
                           "null_s_sd", "null_runs", "contexts_scored", "paper_z", "paper_z_low", "paper_z_high",
                           "source", "partial", "jobs"]
 
@@ -300,7 +300,7 @@ def identification_table(root: Path = RESULTS_ROOT, folder_name: str = IDENTIFIC
         "samples": s["samples"].astype(int),
         "runs": s["runs"].astype(int),
         "s": s["s"], "s_low": s["s_low"], "s_high": s["s_high"],
-        "p": s["p"], "p_floor": s["p_floor"],
+        "p": s["p"], "p_floor": s["p_floor"], "p_r3": s["p_r3"],
         "identified": s["identified"].astype(bool),
         "z_waterprobe": s["z"], "band": s["band"],
         "null_s_mean": s["null_s_mean"], "null_s_sd": s["null_s_sd"], "null_runs": s["null_runs"].astype(int),

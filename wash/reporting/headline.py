@@ -148,6 +148,39 @@ def identification(root: Path, F: dict[str, Folder]) -> str | None:
     return text
 
 
+def release_lineup(root: Path, F: dict[str, Folder]) -> str | None:
+    """The paper's Table 1 under its release's own line-up: Water-Probe's z beside the calibrated verdict."""
+    folder = "identify-anchor"
+    if folder not in F:
+        return None
+    t = rt.identification_table(root, folder)
+    wash = t[(t["mode"] == "wash") & t["n"].isin([3, 5])]
+    if wash.empty:
+        return None
+    below, above = [], []
+    for scheme, rows in wash.groupby("scheme", sort=False):
+        label = name(scheme) + (f" ({rows['form'].iloc[0]})" if rows["form"].iloc[0] != rt.NO_FORM else "")
+        cells = ", ".join(f"{num(r['z_waterprobe'], 1)} (paper {num(r['paper_z'], 1)})"
+                          for _, r in rows.sort_values("n").iterrows())
+        (below if (rows["z_waterprobe"] < Z_THRESHOLD).all() else above).append(f"{label} {cells}")
+    ident = wash[wash["identified"]]
+    text = (f"**The paper's release, like for like** (`{folder}`: one watermarked anchor, the partners the "
+            "same base models unwatermarked, AAR in the release's soft form; Water-Probe z at N = 3, 5.) ")
+    if below:
+        text += f"Water-Probe's own z stays below {Z_THRESHOLD:g}, as in the paper's Table 1, for " + "; ".join(below) + "."
+    if above:
+        text += " It does not for " + "; ".join(above) + "."
+    if len(ident) == len(wash):
+        text += (f" Yet the calibrated test identifies every one of these systems with {int(wash['runs'].max())} "
+                 f"runs (p {pval(wash['p'].max())}); with the paper's three runs its p ranges from "
+                 f"{pval(wash['p_r3'].min())} to {pval(wash['p_r3'].max())}: washed out for Water-Probe's z, "
+                 "not for a test calibrated against the unwatermarked models.")
+    else:
+        text += (f" The calibrated test identifies {len(ident)} of these {len(wash)} systems "
+                 f"({names(ident['scheme'].unique())}).")
+    return text
+
+
 def baselines(F: dict[str, Folder]) -> str | None:
     f = F.get("baselines-10x100")
     if f is None:
@@ -220,15 +253,15 @@ def quality(F: dict[str, Folder]) -> str | None:
 
 def provenance(F: dict[str, Folder]) -> str:
     """Which engine made the headline's runs, and which runs it leaves out (and why)."""
-    quoted = [F[k] for k in ("decay-kgw-paper", "tpr-paper", "identify-calibrated", "baselines-10x100",
+    quoted = [F[k] for k in ("decay-kgw-paper", "tpr-paper", "identify-calibrated", "identify-anchor", "baselines-10x100",
                              "quality-paper") if k in F]
     engines = sorted({f.engine for f in quoted})
     tpr = F.get("tpr-paper")
     size = (f" ({tpr.config.get('prompts')} prompts x {tpr.config.get('tokens')} new tokens where the "
             f"paper's size "
             f"was run)" if tpr is not None else "")
-    text = (f"Every number here comes from a run committed under `results/`, made on engine "
-            f"{' and '.join(engines)}{size}, with SmolLM2-135M and Gemma-3-270M on a CPU. Brackets hold "
+    text = (f"Every number here comes from a run committed under `results/`, made on engine"
+            f"{'s' if len(engines) > 1 else ''} {' and '.join(engines)}{size}, with SmolLM2-135M and Gemma-3-270M on a CPU. Brackets hold "
             "95% intervals: a bootstrap over prompts for per-text numbers, over contexts for "
             "identification S.")
     left = []
@@ -246,6 +279,7 @@ def provenance(F: dict[str, Folder]) -> str:
 
 def headline(root: Path, F: dict[str, Folder]) -> list[str]:
     """The headline's lines: the provenance sentence, then one bullet per finding (one line each)."""
-    bullets = [b for b in (decay(F), detection(root, F), identification(root, F), baselines(F), quality(F))
+    bullets = [b for b in (decay(F), detection(root, F), identification(root, F), release_lineup(root, F),
+                           baselines(F), quality(F))
                if b]
     return [provenance(F), "", *(f"* {b}" for b in bullets)]
