@@ -78,7 +78,8 @@ def test_detection_figure_draws_every_summary_cell_with_its_interval_and_the_pap
 def test_identification_figure_draws_s_per_scheme_against_each_settings_null_and_the_verdict():
     summary = pd.read_csv(IDENTIFY / "identify_summary.csv")
     full = summary[summary["samples"] == summary["samples"].max()]
-    fig = results.view().identification_figure
+    # the headline run alone (its line-up); other line-ups' folders are tested in the line-up test below
+    fig = results.view(lineup="independent").identification_figure
     traces = _traces(fig)
     null = traces["null: same base models unwatermarked (mean ± sd)"]
     assert null.type == "bar"
@@ -100,7 +101,7 @@ def test_identification_figure_draws_s_per_scheme_against_each_settings_null_and
         assert list(trace.marker.symbol) == ["circle" if ok else "circle-open" for ok in cells["identified"]]
         drawn += len(cells)
     assert drawn == full["s"].notna().sum()  # the budget sweep's rows are in the table only
-    assert len(results.view().identification_table) == len(summary)
+    assert len(results.view().identification_table) == len(rt.identification_tables())  # every folder's rows
 
 
 def test_tables_show_the_measured_cells_the_verdict_and_the_paper_comparable_z():
@@ -236,12 +237,12 @@ def test_sentences_hold_no_typed_number_only_the_datas():
             text = text.replace(quoted, "")
         return re.findall(r"\d", text)
 
-    table = rt.detection_table()
-    ident = rt.identification_table()
+    table = rt.detection_tables()
+    ident = rt.identification_tables()
     assert typed(results.detection_sentence(table[table["mode"] != "wash"])) == []
     assert typed(results.identification_sentence(ident[ident["mode"] != "wash"])) == []
     view = results.view()
-    wash = rt.detection_table().query("mode == 'wash'")
+    wash = rt.detection_tables().query("mode == 'wash'")
     at = wash[wash["n"] == wash["n"].max()].sort_values("tpr")
     assert (f"{results.name(at.iloc[-1]['scheme'])} keeps the most "
             f"({results.pct_ci(at.iloc[-1]['tpr'], at.iloc[-1]['tpr_low'], at.iloc[-1]['tpr_high'])})"
