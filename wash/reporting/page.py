@@ -189,11 +189,21 @@ def decay_section(F: dict[str, Folder]) -> list[str]:
                 "intervals).", "",
                 short_header(m), "", *md_table(["scheme", *(f"N = {n}" for n in ns)], rows), "", *figure(m)]
     o = F.get("decay-kgw-open")
-    if o is not None:
-        out += [f"Open serving (no truncation), KGW: {page_link(o.name)}"
-                + (f", a partial run ({o.jobs_done} of {o.jobs_total} jobs, engine {o.engine}), not quoted "
-                   f"above."
-                   if o.partial else "."), ""]
+    if o is not None and o.partial:
+        out += [f"Open serving (no truncation), KGW: {page_link(o.name)}, a partial run ({o.jobs_done} of "
+                f"{o.jobs_total} jobs, engine {o.engine}), not quoted here.", ""]
+    elif o is not None:
+        ns = sorted(o.summary["n"].unique())
+        rows = []
+        for setting in dict.fromkeys(o.summary["setting"]):
+            cells = [setting]
+            for n in ns:
+                r = o.row(setting=setting, n=n)
+                cells.append(MISSING if r is None else num_ci(r["mean"], r["ci_low"], r["ci_high"]))
+            rows.append(cells)
+        out += ["The same under open serving (temperature 1, no truncation), where the single provider's z is "
+                "higher; `fixed`: one base model, `mixed`: smollm2 / gemma3 alternating.", "",
+                short_header(o), "", *md_table(["setting", *(f"N = {n}" for n in ns)], rows), ""]
     return out
 
 
