@@ -22,10 +22,14 @@ SETTINGS = ("single", "WASH N=3", "WASH N=5")
 
 
 def _order(t: pd.DataFrame) -> pd.DataFrame:
-    """Schemes in the paper's order, settings as the paper's, then the folders' order (ours first)."""
+    """Schemes in the paper's order, settings as the paper's, then the folders' order (ours first); only
+    the (scheme, setting) cells run by more than one system (the others are in the main tables)."""
     schemes = {s: i for i, s in enumerate(("kgw", "aar", "dipmark", "exp-edit", "its-edit", "waterbag",
                                            "unigram", "synthid"))}
     t = t[t["setting"].isin(SETTINGS)].copy()
+    # one provider alone is the same system under every line-up: its repeat is the same measurement
+    t = t[~(t["setting"].eq("single") & t.duplicated(["scheme", "setting", "form"]))]
+    t = t[t.groupby(["scheme", "setting"])["setting"].transform("size") > 1]
     t["_s"] = t["scheme"].map(schemes).fillna(99)
     t["_n"] = t["setting"].map({s: i for i, s in enumerate(SETTINGS)})
     t["_f"] = range(len(t))
