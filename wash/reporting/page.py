@@ -12,6 +12,7 @@ import pandas as pd
 
 from wash import results_tables as rt
 from wash.reporting.data import Folder
+from wash.reporting.descriptions import is_quick
 from wash.reporting.dilution import dilution_fits
 from wash.reporting.release import release_section
 from wash.reporting.fmt import (FPR_LEVEL, MISSING, integer, md_table, missing, num, num_ci, paper_pct, pct,
@@ -374,13 +375,15 @@ def baselines_section(F: dict[str, Folder]) -> list[str]:
 
 def provenance_section(F: dict[str, Folder]) -> list[str]:
     rows = []
-    for f in F.values():
+    quick = [f.name for f in F.values() if is_quick(f.name)]
+    for f in (f for f in F.values() if not is_quick(f.name)):
         jobs = (f"{f.jobs_done} of {f.jobs_total} (partial)" if f.partial else
                 str(f.jobs_total) if f.jobs_total is not None else MISSING)
         rows.append([page_link(f.name), f.experiment, str(f.meta.get("date", MISSING)),
                      str(f.meta.get("code", MISSING)), f.engine, f.profile, jobs])
     return ["## Which run made what", "",
-            "Every committed results folder, with the code and engine that made it. A number is only "
+            f"Every committed results folder but the {len(quick)} quick runs and screens (listed in "
+            "[docs/README.md](README.md)), with the code and engine that made it. A number is only "
             "comparable with another made by the same engine; each page holds the full command, machine "
             "and note. Runs whose data were never committed (earlier open-serving decay and TPR runs, the "
             "first quick presets in the "
