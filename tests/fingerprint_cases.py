@@ -78,6 +78,20 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, str]]] = {
                    {}),
 }
 
+#: name -> (providers, probe mode, ``wash.identify.Probe`` fields): identification under every
+#: probe mode, both procedures, the mean and a robust rule, across the two tokenizers.
+IDENTIFY_CASES: dict[str, tuple[list[str], str, dict[str, Any]]] = {
+    "identify-v1-wash": (SCHEMES, "wash", dict(contexts=4, samples=40, runs=2, seed=5)),
+    "identify-v1-single": (["tiny-gemma3:waterbag:31"], "single", dict(contexts=3, samples=30, runs=2, seed=1)),
+    "identify-v1-median-clip": (MIXED, "wash", dict(contexts=3, samples=30, runs=2, seed=2,
+                                                     aggregate="median-clip")),
+    "identify-v2-wash": (MIXED, "wash", dict(version="v2", samples=40, runs=2, min_count=1, seed=3)),
+    "identify-v2-unwatermarked": (MIXED, "unwatermarked", dict(version="v2", samples=30, runs=2, min_count=1,
+                                                               seed=4, serving="paper")),
+    "identify-v2-cap": (SCHEMES, "wash", dict(version="v2", samples=30, runs=2, min_count=1, seed=6,
+                                              aggregate="cap:xi=0.5")),
+}
+
 #: Keys of a result's settings (and a baseline's counts) that depend on the clock or the
 #: process history, not on the seed.
 _VOLATILE = ("code", "parallel_forwards", "threads_per_model", "cached")
@@ -166,8 +180,20 @@ def run_case(name: str) -> dict[str, str]:
             "draws": _digest(sorted(draws.hashes)), "n_draws": len(draws.hashes)}
 
 
+def run_identify_case(name: str) -> dict[str, str]:
+    """One identification's hash: everything it reports but its time and its count of fresh forwards."""
+    from wash.config import ProviderSpec
+    from wash.identify import Probe, identify
+
+    specs, mode, probe = IDENTIFY_CASES[name]
+    found = identify([ProviderSpec.parse(s) for s in specs], mode, Probe(**probe)).to_dict()
+    found.pop("forwards")  # rows an earlier probe of the process left are reused
+    return {"identification": _digest(_stable(found))}
+
+
 def run_all() -> dict[str, dict[str, str]]:
-    return {name: run_case(name) for name in CASES}
+    return {**{name: run_case(name) for name in CASES},
+            **{name: run_identify_case(name) for name in IDENTIFY_CASES}}
 
 
 if __name__ == "__main__":
