@@ -78,7 +78,7 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, str]]] = {
                    {}),
 }
 
-#: name -> (providers, probe mode, ``wash.identify.Probe`` fields): identification under every
+#: name -> (providers, probe mode, ``wash.identification.Probe`` fields): identification under every
 #: probe mode, both procedures, the mean and a robust rule, across the two tokenizers.
 IDENTIFY_CASES: dict[str, tuple[list[str], str, dict[str, Any]]] = {
     "identify-v1-wash": (SCHEMES, "wash", dict(contexts=4, samples=40, runs=2, seed=5)),
@@ -183,7 +183,7 @@ def run_case(name: str) -> dict[str, str]:
 def run_identify_case(name: str) -> dict[str, str]:
     """One identification's hash: everything it reports but its time and its count of fresh forwards."""
     from wash.config import ProviderSpec
-    from wash.identify import Probe, identify
+    from wash.identification import Probe, identify
 
     specs, mode, probe = IDENTIFY_CASES[name]
     found = identify([ProviderSpec.parse(s) for s in specs], mode, Probe(**probe)).to_dict()
