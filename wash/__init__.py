@@ -22,9 +22,9 @@ them with their full documentation.
 """
 
 from wash.errors import WashInputError
+from wash.version import __version__
 
 __all__ = ["generate", "stream", "detect", "identify", "Provider", "GenerationConfig", "WashInputError"]
-__version__ = "0.1.0"
 
 #: Public names served from ``wash.api`` on first use.
 _API = {"generate", "stream", "detect", "identify", "Provider", "GenerationConfig"}

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from typing import Sequence
 
 from wash.aggregation import describe as describe_rules
 from wash.config import (DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_TOP_K, MODES, PROFILES, GenerationConfig,
-                         ProviderSpec)
+                         ProviderSpec, command_line)  # command_line: re-exported for callers of the CLI
 from wash.errors import WashInputError
 from wash.thresholds import Z_THRESHOLD
 
@@ -45,43 +44,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
     print(result.prompt + result.marked_text())
     print()
     r = result.routing
-    rule = "" if config.aggregate == "mean" else f" aggregate={config.aggregate}"
+    rule = "" if config.rule.name == "mean" else f" aggregate={config.aggregate}"
     print(f"mode={result.mode}{rule} profile={config.profile} forwards={config.forwards} seed={result.seed} "
           f"tokens={r.tokens} "
           f"finish={result.finish_reason} routed={r.routed_token_fraction:.1%} (spans {r.routed_spans}, "
           f"mean length {r.mean_routed_span_length:.2f})  {result.timing.per_token_ms:.0f} ms/token")
     _print_detection(result.detection)
     return 0
-
-
-def command_line(config: GenerationConfig) -> str:
-    """The ``python -m wash generate`` call that makes the same text as ``config``.
-
-    Serving settings are written as the matching profile when there is one, else
-    explicitly; options at their defaults are left out so the line stays readable.
-    """
-    args = ["python", "-m", "wash", "generate"]
-    for spec in config.providers:
-        args += ["--provider", str(spec)]
-    args += ["--prompt", config.prompt, "--mode", config.mode, "--seed", str(config.seed),
-             "--max-new-tokens", str(config.max_new_tokens)]
-    name = config.profile
-    if name == "custom":
-        args += ["--temperature", repr(float(config.temperature)), "--top-k", str(config.top_k),
-                 "--top-p", repr(float(config.top_p))]
-    elif name != DEFAULT_PROFILE:
-        args += ["--profile", name]
-    if config.forwards != "eager":
-        args += ["--forwards", config.forwards]
-    if config.aggregate != "mean":
-        args += ["--aggregate", config.aggregate]
-    if config.spec.baseline:
-        from wash.baselines import parse as parse_baseline
-
-        options = str(parse_baseline(config.mode, config.baseline_options))
-        if options != str(parse_baseline(config.mode)):
-            args += ["--baseline-options", options]
-    return shlex.join(args)
 
 
 def result_json(result) -> dict:
