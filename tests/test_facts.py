@@ -1,5 +1,5 @@
-"""Facts listed in the docs are generated from the code: the README's scheme and mode tables,
-docs/APP.md's preset table and ``wash.ui``'s module list stay in sync with what defines them."""
+"""Facts listed in the docs are generated from the code: the README's scheme and mode tables and
+``wash.ui``'s module list stay in sync with what defines them."""
 
 from __future__ import annotations
 
