@@ -62,8 +62,8 @@ def test_generate_is_the_engine_run_of_the_same_config():
     from wash.config import GenerationConfig, ProviderSpec
     from wash.ensemble import generate
 
-    config = GenerationConfig(providers=[ProviderSpec.parse(s) for s in TINY], prompt=PROMPT, max_new_tokens=12,
-                              seed=4)
+    config = GenerationConfig(providers=[ProviderSpec.parse(s) for s in TINY], prompt=PROMPT,
+                              max_new_tokens=12, seed=4)
     assert wash.generate(PROMPT, TINY, max_new_tokens=12, seed=4).text == generate(config).text
     assert wash.generate(config).text == generate(config).text
     assert wash.generate(config, seed=5).text == generate(dataclasses.replace(config, seed=5)).text
@@ -104,7 +104,8 @@ def test_bad_input_is_a_wash_input_error(call):
 
 
 def test_no_module_of_the_package_shadows_a_public_name():
-    """Importing ``wash.X`` sets the attribute ``wash.X`` to the module: no public function may share its name."""
+    """Importing ``wash.X`` sets the attribute ``wash.X`` to the module: no public name may be a module's."""
     package = Path(wash.__file__).parent
-    modules = {p.stem for p in package.glob("*.py")} | {p.name for p in package.iterdir() if (p / "__init__.py").exists()}
+    modules = {p.stem for p in package.glob("*.py")}
+    modules |= {p.name for p in package.iterdir() if (p / "__init__.py").exists()}
     assert not modules & set(wash.__all__)

@@ -128,13 +128,15 @@ def test_no_module_of_the_package_imports_one_that_imports_it_back(root: Path = 
         skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
                    and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING"
                    for n in ast.walk(node)}
-        strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        strings = {n.value for n in ast.walk(tree)
+                   if isinstance(n, ast.Constant) and isinstance(n.value, str)}
         out = set()
         for node in ast.walk(tree):
             if id(node) in skipped:
                 continue
-            if (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module" and node.args
-                    and isinstance(node.args[0], ast.JoinedStr) and isinstance(node.args[0].values[0], ast.Constant)):
+            loader = isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module"
+            if (loader and node.args and isinstance(node.args[0], ast.JoinedStr)
+                    and isinstance(node.args[0].values[0], ast.Constant)):
                 prefix = node.args[0].values[0].value
                 out.update(m for m in modules if m.startswith(prefix) and m[len(prefix):] in strings)
             if isinstance(node, ast.ImportFrom) and node.module and not node.level:

@@ -64,11 +64,11 @@ def test_lazy_background_catch_up_does_not_depend_on_timing(monkeypatch):
     text and the same per-step distributions however late each forward runs."""
     import time
 
-    import wash.members as resync
+    import wash.members as members
 
     monkeypatch.setenv("WASH_THREADS_PER_MODEL", "1")
     first = steps(config(n=30, seed=7, forwards="lazy"))
-    feed = resync.ModelContext._feed
+    feed = members.ModelContext._feed
     background = {"feeds": 0}
 
     def slow_feed(self, target, logits=True):  # every forward late: queued work piles up differently
@@ -76,7 +76,7 @@ def test_lazy_background_catch_up_does_not_depend_on_timing(monkeypatch):
         time.sleep(0.01)
         return feed(self, target, logits)
 
-    monkeypatch.setattr(resync.ModelContext, "_feed", slow_feed)
+    monkeypatch.setattr(members.ModelContext, "_feed", slow_feed)
     slow = steps(config(n=30, seed=7, forwards="lazy"))
     assert background["feeds"] > 10, "the models not picked next catch up in the background"
     assert [e.token for e in slow] == [e.token for e in first]

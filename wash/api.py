@@ -124,7 +124,8 @@ def detect(text: "str | RunResult", providers: Sequence[ProviderLike] | Provider
     return detect_text(build_providers(specs, union_models=models).providers, text, threshold)
 
 
-def identify(providers: Sequence[ProviderLike] | ProviderLike, mode: str = "wash", **probe: Any) -> "Identification":
+def identify(providers: Sequence[ProviderLike] | ProviderLike, mode: str = "wash",
+             **probe: Any) -> "Identification":
     """Ask whether the system made of ``providers`` is watermarked at all, with no key (Water-Probe).
 
     ``mode``: ``single`` (provider 1 alone), ``wash`` (the average) or

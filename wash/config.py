@@ -23,15 +23,15 @@ from wash.aggregation import Mean, Rule, describe as describe_rules, parse as pa
 from wash.decode import Strategy
 from wash.errors import WashInputError
 from wash.modes import BASELINES, MODE_TABLE, MODES, STRATEGIES, Mode, parse as parse_mode
-from wash.settings import (DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MAX_ROUTED_SPAN, MAX_TOP_K,
-                           PROFILES, PROVIDER_OPTIONS, SEED_MAX, SEED_MIN, Forwards, ProviderSpec, ServingProfile,
-                           check_text, profile, profile_name)
+from wash.settings import (DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MAX_ROUTED_SPAN,
+                           MAX_TOP_K, PROFILES, PROVIDER_OPTIONS, SEED_MAX, SEED_MIN, Forwards, ProviderSpec,
+                           ServingProfile, check_text, profile, profile_name)
 from wash.thresholds import Z_THRESHOLD
 
-__all__ = ["GenerationConfig", "command_line", "add_generate_arguments", "from_command_line", "Mode", "MODE_TABLE", "MODES", "BASELINES", "STRATEGIES",
-           "DEFAULT_PROFILE", "FORWARDS", "Forwards", "MAX_NEW_TOKENS_CAP", "MAX_PROVIDERS", "MAX_ROUTED_SPAN",
-           "MAX_TOP_K", "PROFILES", "PROVIDER_OPTIONS", "SEED_MAX", "SEED_MIN", "ProviderSpec", "ServingProfile",
-           "check_text", "profile", "profile_name"]
+__all__ = ["GenerationConfig", "command_line", "add_generate_arguments", "from_command_line", "Mode",
+           "MODE_TABLE", "MODES", "BASELINES", "STRATEGIES", "DEFAULT_PROFILE", "FORWARDS", "Forwards",
+           "MAX_NEW_TOKENS_CAP", "MAX_PROVIDERS", "MAX_ROUTED_SPAN", "MAX_TOP_K", "PROFILES", "PROVIDER_OPTIONS",
+           "SEED_MAX", "SEED_MIN", "ProviderSpec", "ServingProfile", "check_text", "profile", "profile_name"]
 
 #: The fields written as text that are parsed when set (``GenerationConfig._parse``).
 _PARSED = frozenset({"mode", "forwards", "aggregate", "baseline_options", "seed"})
@@ -246,18 +246,20 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
                             f"{p.name}: {p.description}" for p in PROFILES.values())
                         + f" (default {DEFAULT_PROFILE}); --temperature/--top-k/--top-p override it")
     parser.add_argument("--temperature", type=float, default=None, help="0 to 5 (0 = greedy)")
-    parser.add_argument("--top-k", type=int, default=None, help=f"keep the k most likely tokens, 0 to {MAX_TOP_K} (0 = off)")
+    parser.add_argument("--top-k", type=int, default=None,
+                        help=f"keep the k most likely tokens, 0 to {MAX_TOP_K} (0 = off)")
     parser.add_argument("--top-p", type=float, default=None, help="nucleus mass in (0, 1]")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--mode", choices=MODES, default="wash")
     parser.add_argument("--forwards", choices=FORWARDS, default="eager",
                         help="eager: every model runs each step and the token is drawn from the average; "
-                             "lazy: one provider picked uniformly per step, only its model runs (same law, faster)")
+                             "lazy: one provider picked uniformly per step, only its model runs "
+                             "(same law, faster)")
     parser.add_argument("--aggregate", default="mean", metavar="RULE[:xi=X]",
                         help="how the providers' distributions are combined: " + describe_rules()
                              + ". Rules other than mean need --forwards eager")
     parser.add_argument("--baseline-options", default="", metavar="PARAM=VALUE,...",
-                        help="parameters of a baseline mode (toblend, demark, randomwalk), e.g. block=8; "
+                        help=f"parameters of a baseline mode ({', '.join(BASELINES)}), e.g. block=8; "
                              "default: the values of the baseline's paper (docs/BASELINES.md)")
 
 
@@ -266,9 +268,8 @@ def from_command_line(args: argparse.Namespace) -> GenerationConfig:
 
     Live detection is off: a command line prints the final detection only.
     """
-    overrides = {k: getattr(args, k) for k in ("temperature", "top_k", "top_p") if getattr(args, k) is not None}
-    return GenerationConfig.from_profile(args.profile, providers=[ProviderSpec.parse(v) for v in args.provider or []],
-                                         prompt=args.prompt, mode=args.mode, max_new_tokens=args.max_new_tokens,
-                                         seed=args.seed, live_detection=False, forwards=args.forwards,
-                                         aggregate=args.aggregate, baseline_options=args.baseline_options,
-                                         **overrides)
+    serving = {k: getattr(args, k) for k in ("temperature", "top_k", "top_p") if getattr(args, k) is not None}
+    return GenerationConfig.from_profile(
+        args.profile, providers=[ProviderSpec.parse(v) for v in args.provider or []], prompt=args.prompt,
+        mode=args.mode, max_new_tokens=args.max_new_tokens, seed=args.seed, live_detection=False,
+        forwards=args.forwards, aggregate=args.aggregate, baseline_options=args.baseline_options, **serving)

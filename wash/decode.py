@@ -63,7 +63,9 @@ SCOPES = ("all", "first")
 class Strategy:
     """How one mode decodes; its parameters are the dataclass's fields (``param=value,...``).
 
-    A subclass sets the class facts and ``start``; ``modes.py`` registers it.
+    A subclass states its facts as class keywords (``class Single(Averaged,
+    name="single", scope="first", routing=False, summary=...)``) and implements
+    ``start``; ``modes.py`` registers it.
     """
 
     #: The mode's name (``--mode``).
@@ -79,6 +81,19 @@ class Strategy:
     routing: ClassVar[bool] = True
     #: A removal attack the paper compares WASH with (``wash.baselines``), with parameters.
     baseline: ClassVar[bool] = False
+
+    def __init_subclass__(cls, name: str | None = None, summary: str | None = None, scope: str | None = None,
+                          watermark: bool | None = None, routing: bool | None = None,
+                          baseline: bool | None = None, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        facts = dict(name=name, summary=summary, scope=scope, watermark=watermark, routing=routing,
+                     baseline=baseline)
+        for fact, value in facts.items():
+            if value is not None:
+                setattr(cls, fact, value)
+        if cls.scope not in SCOPES:
+            raise ValueError(f"strategy {cls.name}: scope must be one of {', '.join(SCOPES)}, "
+                             f"got {cls.scope}")
 
     def load(self, config: "GenerationConfig", pset: "ProviderSet") -> Iterator[LoadEvent]:
         """Load what the strategy needs beyond the providers (counted as loading time)."""
@@ -154,8 +169,8 @@ class Generation:
         #: Every loaded provider and member (a strategy may load members of its own).
         self.pset = pset
         providers = pset.providers[:1] if strategy.scope == "first" else pset.providers
-        self.system = system = ServedSystem(pset, providers, strategy.watermark, config.rule, config.temperature,
-                                            config.top_p, config.top_k)
+        self.system = system = ServedSystem(pset, providers, strategy.watermark, config.rule,
+                                            config.temperature, config.top_p, config.top_k)
         self.providers = system.providers
         self.n = system.n
         self.alignment = system.alignment

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, ClassVar, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import torch
 
@@ -107,31 +107,27 @@ class Averaged(Strategy):
 
 
 @dataclass(frozen=True)
-class Wash(Averaged):
-    name: ClassVar[str] = "wash"
-    summary: ClassVar[str] = "average every provider over the union, with routing (the paper's method)"
+class Wash(Averaged, name="wash",
+           summary="average every provider over the union, with routing (the paper's method)"):
+    pass
 
 
 @dataclass(frozen=True)
-class Naive(Averaged):
-    name: ClassVar[str] = "naive"
-    summary: ClassVar[str] = "average over the union, no routing: a missing token is re-tokenised at once"
-    routing: ClassVar[bool] = False
+class Naive(Averaged, name="naive", routing=False,
+            summary="average over the union, no routing: a missing token is re-tokenised at once"):
+    pass
 
 
 @dataclass(frozen=True)
-class Single(Averaged):
-    name: ClassVar[str] = "single"
-    summary: ClassVar[str] = "provider 1 alone: the watermarked baseline"
-    scope: ClassVar[str] = "first"
-    routing: ClassVar[bool] = False
+class Single(Averaged, name="single", scope="first", routing=False,
+             summary="provider 1 alone: the watermarked baseline"):
+    pass
 
 
 @dataclass(frozen=True)
-class Unwatermarked(Averaged):
-    name: ClassVar[str] = "unwatermarked"
-    summary: ClassVar[str] = "WASH with every watermark off: the base models' consensus"
-    watermark: ClassVar[bool] = False
+class Unwatermarked(Averaged, name="unwatermarked", watermark=False,
+                    summary="WASH with every watermark off: the base models' consensus"):
+    pass
 
 
 class EagerSteps(Stepper):

@@ -57,8 +57,8 @@ def modes() -> str:
     for name, cls in STRATEGIES.items():
         who = "provider 1" if cls.scope == "first" else "all"
         params = f"`{cls()}`" if dataclasses.fields(cls) else "none"
-        rows.append(f"| `{name}` | {who} | {'on' if cls.watermark else 'off'} | {'on' if cls.routing else 'off'} "
-                    f"| {params} | {cls.summary} |")
+        on = {True: "on", False: "off"}
+        rows.append(f"| `{name}` | {who} | {on[cls.watermark]} | {on[cls.routing]} | {params} | {cls.summary} |")
     return "\n".join(rows)
 
 

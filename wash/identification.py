@@ -141,7 +141,8 @@ class _ServedRows:
         digest = hashlib.sha1(f"{PROMPTS[prompt_index]}\0{text}".encode("utf-8")).hexdigest()[:24]
         return self.directory / model / f"{digest}.pt"
 
-    def get(self, system: ServedSystem, model: str, prompt_index: int, text: str) -> tuple[torch.Tensor, list[int]]:
+    def get(self, system: ServedSystem, model: str, prompt_index: int,
+            text: str) -> tuple[torch.Tensor, list[int]]:
         """``model``'s logits after prompt + ``text`` as ``system`` serves them, with the ids they follow."""
         raw, ids = self.raw(system.members[model], prompt_index, text)
         return system.serve(model, raw), ids
@@ -160,7 +161,8 @@ class _ServedRows:
             return row
         ctx = self.contexts.get((model, prompt_index))
         if ctx is None or ctx.lm is not member.lm:
-            ctx = self.contexts[(model, prompt_index)] = member.context(member.encode_prompt(PROMPTS[prompt_index]))
+            prompt_ids = member.encode_prompt(PROMPTS[prompt_index])
+            ctx = self.contexts[(model, prompt_index)] = member.context(prompt_ids)
         ctx.sync_to(member.encode_prompt(PROMPTS[prompt_index] + text))
         self.forwards += 1
         row = (ctx.next_logits().to(torch.float32).clone(), list(ctx.ids))
@@ -281,16 +283,17 @@ class Identification:
 
 
 class _System:
-    """A served system's next-token law at a context, probed: its ``served.ServedSystem`` and the probe's rows."""
+    """A served system's next-token law at a context, probed: a ``served.ServedSystem`` on the probe's rows."""
 
-    def __init__(self, pset: ProviderSet, mode: str, serving: ServingProfile, aggregate: str | Rule = "mean") -> None:
+    def __init__(self, pset: ProviderSet, mode: str, serving: ServingProfile,
+                 aggregate: str | Rule = "mean") -> None:
         self.pset = pset
         self.mode = MODE_TABLE[mode]
         self.serving = serving
         rule = aggregate if isinstance(aggregate, Rule) else parse_aggregate(aggregate)
         providers = pset.providers[:1] if self.mode.first_provider_only else pset.providers
-        self.served = ServedSystem(pset, providers, self.mode.watermark, rule, serving.temperature, serving.top_p,
-                                   serving.top_k)
+        self.served = ServedSystem(pset, providers, self.mode.watermark, rule, serving.temperature,
+                                   serving.top_p, serving.top_k)
         self.providers = self.served.providers
         self.models = self.served.models
         self.rule = rule

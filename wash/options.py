@@ -74,8 +74,8 @@ def _cast(kind: str, value: str, whole_floats: bool) -> Any:
     return float(value) if kind == "float" else value
 
 
-def parse_params(cls: type, what: str, items: str | Mapping[str, str], aliases: Mapping[str, str] | None = None,
-                 dialect: Dialect = PLUGIN_PARAMS) -> dict[str, Any]:
+def parse_params(cls: type, what: str, items: str | Mapping[str, str],
+                 aliases: Mapping[str, str] | None = None, dialect: Dialect = PLUGIN_PARAMS) -> dict[str, Any]:
     """``param=value,...`` (or a ``{param: value}`` mapping) as keyword arguments of dataclass ``cls``.
 
     The one parameter parser of the package: aggregation rules, modes and watermark

@@ -138,7 +138,7 @@ import math
 import re
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import torch
 
@@ -184,17 +184,16 @@ def attackable() -> list[str]:
     return [n for n, cls in SCHEMES.items() if issubclass(cls, (GreenListScheme, DiPMark))]
 
 
-@dataclass(frozen=True)
-class DeMark(Strategy):
-    """Probe provider 1 for each context's green list and its bias; draw with the bias taken off."""
+#: One line for help texts and the mode table.
+_SUMMARY = ("baseline De-mark (Chen et al. 2024): probe provider 1 with crafted prompts for "
+            "each context's green list and the bias, then generate with the bias removed "
+            "(green-list schemes and DiPMark only)")
 
-    name: ClassVar[str] = "demark"
-    summary: ClassVar[str] = ("baseline De-mark (Chen et al. 2024): probe provider 1 with crafted prompts for "
-                              "each context's green list and the bias, then generate with the bias removed "
-                              "(green-list schemes and DiPMark only)")
-    scope: ClassVar[str] = "first"
-    routing: ClassVar[bool] = False
-    baseline: ClassVar[bool] = True
+
+@dataclass(frozen=True)
+class DeMark(Strategy, name="demark", scope="first", routing=False, baseline=True,
+             summary=_SUMMARY):
+    """Probe provider 1 for each context's green list and its bias; draw with the bias taken off."""
 
     k: int = 20
     access: str = "gray"

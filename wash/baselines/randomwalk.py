@@ -122,7 +122,7 @@ import math
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, ClassVar, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import torch
 
@@ -154,17 +154,16 @@ TOKENS_PER_WORD_CAP = 4
 _WORD = re.compile(r"\S+")
 
 
-@dataclass(frozen=True)
-class RandomWalk(Strategy):
-    """Provider 1 writes; then random spans are rewritten by a weaker model and kept when a judge accepts."""
+#: One line for help texts and the mode table.
+_SUMMARY = ("baseline RandomWalk (Zhang et al. 2023): provider 1 writes, then random spans "
+            "are rewritten by a weaker unwatermarked model and kept when a judge model's "
+            "perplexity does not get worse")
 
-    name: ClassVar[str] = "randomwalk"
-    summary: ClassVar[str] = ("baseline RandomWalk (Zhang et al. 2023): provider 1 writes, then random spans "
-                              "are rewritten by a weaker unwatermarked model and kept when a judge model's "
-                              "perplexity does not get worse")
-    scope: ClassVar[str] = "first"
-    routing: ClassVar[bool] = False
-    baseline: ClassVar[bool] = True
+
+@dataclass(frozen=True)
+class RandomWalk(Strategy, name="randomwalk", scope="first", routing=False, baseline=True,
+                 summary=_SUMMARY):
+    """Provider 1 writes; then random spans are rewritten by a weaker model and kept when a judge accepts."""
 
     steps: int = 400
     max_accepted: int = 70

@@ -83,7 +83,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import ClassVar
 
 import torch
 
@@ -103,16 +102,16 @@ SELECTIONS = ("random", "round-robin")
 MAX_LOOKAHEAD = 64
 
 
-@dataclass(frozen=True)
-class ToBlend(Strategy):
-    """The providers take turns; each writes ``block`` tokens from its own watermarked distribution."""
+#: One line for help texts and the mode table.
+_SUMMARY = ("baseline ToBlend (Huang et al. 2024): the providers take turns, each writing a "
+            "fixed block of tokens from its own distribution, the context re-encoded at "
+            "every switch")
 
-    name: ClassVar[str] = "toblend"
-    summary: ClassVar[str] = ("baseline ToBlend (Huang et al. 2024): the providers take turns, each writing a "
-                              "fixed block of tokens from its own distribution, the context re-encoded at "
-                              "every switch")
-    routing: ClassVar[bool] = False
-    baseline: ClassVar[bool] = True
+
+@dataclass(frozen=True)
+class ToBlend(Strategy, name="toblend", routing=False, baseline=True,
+              summary=_SUMMARY):
+    """The providers take turns; each writes ``block`` tokens from its own watermarked distribution."""
 
     block: int = 1
     select: str = "random"
