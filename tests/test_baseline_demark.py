@@ -26,7 +26,8 @@ import math
 import pytest
 import torch
 
-from wash.baselines import demark, parse
+from wash.baselines import demark
+from wash.modes import parse
 from wash.baselines.demark import (DeMark, Prober, ProbeCosts, calibration_words, context_width, estimate_green,
                                    pair_scores, strength)
 from wash.config import GenerationConfig, ProviderSpec

@@ -16,7 +16,7 @@ import threading
 import pytest
 import torch
 
-from wash.baselines import parse
+from wash.modes import parse
 from wash.baselines.randomwalk import RandomWalk
 from wash.config import GenerationConfig, ProviderSpec
 from wash.detection import detect_text

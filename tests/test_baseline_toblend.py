@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from wash.baselines import parse
+from wash.modes import parse
 from wash.baselines.toblend import ToBlend
 from wash.config import GenerationConfig, ProviderSpec
 from wash.ensemble import generate_stream

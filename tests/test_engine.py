@@ -18,7 +18,7 @@ from wash.ensemble import generate, generate_stream
 from wash.vocab import model_vocab
 from wash.errors import WashInputError
 from wash.events import FinishedEvent, ResyncEvent, StepEvent
-from wash.resync import ModelContext
+from wash.members import ModelContext
 from wash.routing import pick_specialist, starts_new_word
 from wash.vocab import align
 

@@ -12,11 +12,11 @@ import torch
 from scipy import stats
 
 from wash.config import GenerationConfig, ProviderSpec
-from wash.ensemble import _Run, generate, generate_stream
+from wash.decode import Generation
+from wash.ensemble import LazySteps, generate, generate_stream
 from wash.events import StepEvent
 from wash.providers import build_providers
-from wash.resync import ModelContext
-from wash.vocab import model_vocab
+from wash.members import ModelContext
 
 MIXED = ["tiny-smollm2:kgw:1", "tiny-gemma3:aar:2", "tiny-smollm2:unigram:3"]
 PROMPT = "The committee met on Tuesday to discuss"
@@ -64,11 +64,11 @@ def test_lazy_background_catch_up_does_not_depend_on_timing(monkeypatch):
     text and the same per-step distributions however late each forward runs."""
     import time
 
-    import wash.resync as resync
+    import wash.members as members
 
     monkeypatch.setenv("WASH_THREADS_PER_MODEL", "1")
     first = steps(config(n=30, seed=7, forwards="lazy"))
-    feed = resync.ModelContext._feed
+    feed = members.ModelContext._feed
     background = {"feeds": 0}
 
     def slow_feed(self, target, logits=True):  # every forward late: queued work piles up differently
@@ -76,7 +76,7 @@ def test_lazy_background_catch_up_does_not_depend_on_timing(monkeypatch):
         time.sleep(0.01)
         return feed(self, target, logits)
 
-    monkeypatch.setattr(resync.ModelContext, "_feed", slow_feed)
+    monkeypatch.setattr(members.ModelContext, "_feed", slow_feed)
     slow = steps(config(n=30, seed=7, forwards="lazy"))
     assert background["feeds"] > 10, "the models not picked next catch up in the background"
     assert [e.token for e in slow] == [e.token for e in first]
@@ -140,20 +140,23 @@ def test_lazy_catch_up_gives_the_contexts_and_logits_of_a_full_re_encoding():
     KV-cached logits (fed the pending ids in one batch) equal a forward from scratch."""
     cfg = config(n=40, seed=3, forwards="lazy")
     cfg.validate()
-    run = _Run(cfg, build_providers(cfg.active_providers()))
+    run = Generation(cfg, build_providers(cfg.active_providers()), cfg.strategy)
+    stepper = cfg.strategy.start(run)
+    assert isinstance(stepper, LazySteps)
     routed = 0
     while len(run.tokens) < cfg.max_new_tokens and run.finish == "length":
-        _x, event = run.lazy_step()
+        event = stepper.step()
         if event is None:
             break
         if event.routed:
             routed += 1
             list(run.route(lambda: False))
             run.resync()
+            stepper.resynced()
     assert routed, "tiny random models route within 40 tokens"
     text = b"".join(run.alignment.token_bytes(t.union_id) for t in run.tokens)
     for m, ctx in run.contexts.items():
-        vocab = model_vocab(run.lms[m])
+        vocab = run.members[m].vocab
         assert b"".join(vocab.token_bytes[i] for i in ctx.generated_ids()) == text
         pending = len(ctx.ids) - ctx.n_cached
         cached = ctx.next_logits()

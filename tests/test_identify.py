@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from wash.config import ProviderSpec
-from wash.identify import PROMPTS, Probe, forced_contexts, identify
+from wash.identification import PROMPTS, Probe, forced_contexts, identify
 from wash.identify_stats import band, identification_z, pair_score, ranks, run_score, top_tokens
 
 
@@ -133,7 +133,7 @@ def test_v2_accounts_for_every_sample(tiny_smollm2):
     import torch
 
     from wash.config import profile
-    from wash.identify import ALL_CONTEXTS, _System
+    from wash.identification import ALL_CONTEXTS, _System
     from wash.providers import build_providers
 
     pset = build_providers([ProviderSpec.parse("tiny-smollm2:kgw:1")])
@@ -171,7 +171,7 @@ def test_v2_node_draws_follow_the_average_of_the_providers(tiny_smollm2):
     import torch
 
     from wash.config import profile
-    from wash.identify import _System
+    from wash.identification import _System
     from wash.providers import build_providers
 
     pset = build_providers([ProviderSpec.parse("tiny-smollm2:aar:1"), ProviderSpec.parse("tiny-smollm2:aar:2")])
@@ -199,7 +199,7 @@ def test_a_robust_rule_reins_in_a_point_mass_in_both_probes(tiny_smollm2):
     import torch
 
     from wash.config import profile
-    from wash.identify import _System
+    from wash.identification import _System
     from wash.providers import build_providers
 
     specs = [ProviderSpec.parse(s) for s in ("tiny-smollm2:aar:1", "tiny-smollm2:kgw:2", "tiny-smollm2:kgw:3")]

@@ -50,7 +50,7 @@ def _median_ms(samples: list[float]) -> float:
 def plain_decode_ms(name: str, tokens: int) -> float:
     """Median per-token latency of one model decoding alone (greedy, KV cache)."""
     from wash.models import load_model
-    from wash.resync import ModelContext
+    from wash.members import ModelContext
 
     lm = load_model(name)
     ctx = ModelContext(lm, lm.encode_prompt(PROMPT))

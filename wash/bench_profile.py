@@ -58,9 +58,10 @@ def forward_cost(lms: dict) -> dict:
 def eager_step(specs: list[str], tokens: int = 40) -> dict:
     import wash.ensemble as engine
     from wash.config import GenerationConfig, ProviderSpec
+    from wash.decode import Generation
 
     spans: dict[str, list[float]] = {"gemma3_task": [], "gemma3_forward": [], "parallel_part": []}
-    model_step, run_all = engine._Run._model_step, engine.run_all
+    model_step, run_all = Generation.model_part, engine.side_by_side
 
     def timed_model_step(self, m):
         t0, f0 = time.perf_counter(), self.contexts[m].forward_s
@@ -70,19 +71,19 @@ def eager_step(specs: list[str], tokens: int = 40) -> dict:
             spans["gemma3_forward"].append((self.contexts[m].forward_s - f0) * 1000)
         return out
 
-    def timed_run_all(tasks, devices=None):
+    def timed_run_all(tasks):
         t0 = time.perf_counter()
-        out = run_all(tasks, devices)
+        out = run_all(tasks)
         spans["parallel_part"].append((time.perf_counter() - t0) * 1000)
         return out
 
-    engine._Run._model_step, engine.run_all = timed_model_step, timed_run_all
+    Generation.model_part, engine.side_by_side = timed_model_step, timed_run_all
     try:
         result = engine.generate(GenerationConfig(providers=[ProviderSpec.parse(s) for s in specs],
                                                   prompt=PROMPT, max_new_tokens=tokens, seed=0,
                                                   live_detection=False))
     finally:
-        engine._Run._model_step, engine.run_all = model_step, run_all
+        Generation.model_part, engine.side_by_side = model_step, run_all
     report = {k: statistics.median(v[1:]) for k, v in spans.items()}  # the first step holds the prompt
     report["step"] = result.timing.median_token_ms
     report["generation_thread_after_the_models"] = report["step"] - report["parallel_part"]

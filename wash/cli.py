@@ -8,13 +8,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
 import sys
 from typing import Sequence
 
-from wash.aggregation import describe as describe_rules
-from wash.config import (DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_TOP_K, MODES, PROFILES, GenerationConfig,
-                         ProviderSpec)
+from wash.config import ProviderSpec, add_generate_arguments, command_line, from_command_line
+# command_line is re-exported: callers of the CLI have always found it here
 from wash.errors import WashInputError
 from wash.thresholds import Z_THRESHOLD
 
@@ -29,12 +27,7 @@ def _specs(values: Sequence[str] | None) -> list[ProviderSpec]:
 def cmd_generate(args: argparse.Namespace) -> int:
     from wash.ensemble import generate
 
-    overrides = {k: getattr(args, k) for k in ("temperature", "top_k", "top_p") if getattr(args, k) is not None}
-    config = GenerationConfig.from_profile(args.profile, providers=_specs(args.provider), prompt=args.prompt,
-                                           mode=args.mode, max_new_tokens=args.max_new_tokens, seed=args.seed,
-                                           live_detection=False, forwards=args.forwards,
-                                           aggregate=args.aggregate, baseline_options=args.baseline_options,
-                                           **overrides)
+    config = from_command_line(args)
     config.validate()
     _progress(f"serving profile: {config.profile} (temperature {config.temperature}, "
               f"top-k {config.top_k or 'off'}, top-p {config.top_p})")
@@ -45,43 +38,13 @@ def cmd_generate(args: argparse.Namespace) -> int:
     print(result.prompt + result.marked_text())
     print()
     r = result.routing
-    rule = "" if config.aggregate == "mean" else f" aggregate={config.aggregate}"
+    rule = "" if config.rule.name == "mean" else f" aggregate={config.aggregate}"
     print(f"mode={result.mode}{rule} profile={config.profile} forwards={config.forwards} seed={result.seed} "
           f"tokens={r.tokens} "
           f"finish={result.finish_reason} routed={r.routed_token_fraction:.1%} (spans {r.routed_spans}, "
           f"mean length {r.mean_routed_span_length:.2f})  {result.timing.per_token_ms:.0f} ms/token")
     _print_detection(result.detection)
     return 0
-
-
-def command_line(config: GenerationConfig) -> str:
-    """The ``python -m wash generate`` call that makes the same text as ``config``.
-
-    Serving settings are written as the matching profile when there is one, else
-    explicitly; options at their defaults are left out so the line stays readable.
-    """
-    args = ["python", "-m", "wash", "generate"]
-    for spec in config.providers:
-        args += ["--provider", str(spec)]
-    args += ["--prompt", config.prompt, "--mode", config.mode, "--seed", str(config.seed),
-             "--max-new-tokens", str(config.max_new_tokens)]
-    name = config.profile
-    if name == "custom":
-        args += ["--temperature", repr(float(config.temperature)), "--top-k", str(config.top_k),
-                 "--top-p", repr(float(config.top_p))]
-    elif name != DEFAULT_PROFILE:
-        args += ["--profile", name]
-    if config.forwards != "eager":
-        args += ["--forwards", config.forwards]
-    if config.aggregate != "mean":
-        args += ["--aggregate", config.aggregate]
-    if config.spec.baseline:
-        from wash.baselines import parse as parse_baseline
-
-        options = str(parse_baseline(config.mode, config.baseline_options))
-        if options != str(parse_baseline(config.mode)):
-            args += ["--baseline-options", options]
-    return shlex.join(args)
 
 
 def result_json(result) -> dict:
@@ -153,28 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     g = sub.add_parser("generate", help="generate text with an ensemble of watermarked providers")
-    g.add_argument("--provider", action="append", metavar="SPEC",
-                   help="MODEL:SCHEME:KEY[:param=value,...], repeat for each provider (1 to 8)")
-    g.add_argument("--prompt", required=True)
-    g.add_argument("--max-new-tokens", type=int, default=128, help=f"1 to {MAX_NEW_TOKENS_CAP}")
-    g.add_argument("--profile", choices=tuple(PROFILES), default=DEFAULT_PROFILE,
-                   help="serving settings of every provider: " + "; ".join(
-                       f"{p.name}: {p.description}" for p in PROFILES.values())
-                   + f" (default {DEFAULT_PROFILE}); --temperature/--top-k/--top-p override it")
-    g.add_argument("--temperature", type=float, default=None, help="0 to 5 (0 = greedy)")
-    g.add_argument("--top-k", type=int, default=None, help=f"keep the k most likely tokens, 0 to {MAX_TOP_K} (0 = off)")
-    g.add_argument("--top-p", type=float, default=None, help="nucleus mass in (0, 1]")
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--mode", choices=MODES, default="wash")
-    g.add_argument("--forwards", choices=FORWARDS, default="eager",
-                   help="eager: every model runs each step and the token is drawn from the average; "
-                        "lazy: one provider picked uniformly per step, only its model runs (same law, faster)")
-    g.add_argument("--aggregate", default="mean", metavar="RULE[:xi=X]",
-                   help="how the providers' distributions are combined: " + describe_rules()
-                        + ". Rules other than mean need --forwards eager")
-    g.add_argument("--baseline-options", default="", metavar="PARAM=VALUE,...",
-                   help="parameters of a baseline mode (toblend, demark, randomwalk), e.g. block=8; "
-                        "default: the values of the baseline's paper (docs/BASELINES.md)")
+    add_generate_arguments(g)
     g.add_argument("--json", action="store_true", help="print one JSON object")
     g.set_defaults(func=cmd_generate)
 

@@ -1,187 +1,40 @@
-"""What a user asks for: provider specs and generation settings, validated in one place.
+"""The generation's settings, parsed once at the edge and validated in one place.
 
-Every check here raises ``WashInputError`` with a one-line message naming the
-problem and the accepted values, so the CLI (exit code 2) and the app (a visible
-error) report bad input the same way.
+``GenerationConfig`` holds everything one generation depends on; the text settings
+(mode and its options, forwards, aggregation rule) are parsed into typed objects
+when the config is made, and ``validate`` checks the whole and changes nothing.
+Every check raises ``WashInputError`` with a one-line message naming the problem and
+the accepted values, so the CLI (exit code 2) and the app (a visible error) report
+bad input the same way. The command line that makes the same text as a config is
+``command_line`` (and ``python -m wash generate`` reads one back).
+
+The provider specs, serving profiles and limits live in ``settings.py`` and the
+modes in ``modes.py``; both are re-exported here, where callers have always found them.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import argparse
+import shlex
+from dataclasses import dataclass
+from typing import Any
 
+from wash.aggregation import Mean, Rule, describe as describe_rules, parse as parse_rule
+from wash.decode import Strategy
 from wash.errors import WashInputError
+from wash.modes import BASELINES, MODE_TABLE, MODES, STRATEGIES, Mode, parse as parse_mode
+from wash.settings import (DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MAX_ROUTED_SPAN,
+                           MAX_TOP_K, PROFILES, PROVIDER_OPTIONS, SEED_MAX, SEED_MIN, Forwards, ProviderSpec,
+                           ServingProfile, check_text, profile, profile_name)
 from wash.thresholds import Z_THRESHOLD
 
+__all__ = ["GenerationConfig", "command_line", "add_generate_arguments", "from_command_line", "Mode",
+           "MODE_TABLE", "MODES", "BASELINES", "STRATEGIES", "DEFAULT_PROFILE", "FORWARDS", "Forwards",
+           "MAX_NEW_TOKENS_CAP", "MAX_PROVIDERS", "MAX_ROUTED_SPAN", "MAX_TOP_K", "PROFILES", "PROVIDER_OPTIONS",
+           "SEED_MAX", "SEED_MIN", "ProviderSpec", "ServingProfile", "check_text", "profile", "profile_name"]
 
-
-@dataclass(frozen=True)
-class Mode:
-    """How one generation mode runs: the same loop, switched by four facts."""
-
-    name: str
-    #: Only the first provider takes part (the watermarked baseline).
-    first_provider_only: bool
-    #: Providers perturb their distributions with their watermarks.
-    watermark: bool
-    #: A token missing from some vocabularies is finished by specialists (fluency-aware
-    #: routing); without routing every model re-tokenises it at once.
-    routing: bool
-    description: str
-    #: A removal attack the paper compares WASH with (``wash.baselines``): it decodes
-    #: its own way and reads ``GenerationConfig.baseline_options``.
-    baseline: bool = False
-
-
-#: Every mode in one table; the engine reads these fields and nothing else.
-MODE_TABLE: dict[str, Mode] = {m.name: m for m in (
-    Mode("wash", False, True, True, "average every provider over the union, with routing (the paper's method)"),
-    Mode("naive", False, True, False, "average over the union, no routing: a missing token is re-tokenised at once"),
-    Mode("single", True, True, False, "provider 1 alone: the watermarked baseline"),
-    Mode("unwatermarked", False, False, True, "WASH with every watermark off: the base models' consensus"),
-    Mode("toblend", False, True, False, "baseline ToBlend: the providers take turns, each writing a fixed block "
-         "of tokens, the context re-encoded at every switch", baseline=True),
-    Mode("demark", True, True, False, "baseline De-mark: probe provider 1 for its green list and bias, then "
-         "generate with them undone (green-list schemes only)", baseline=True),
-    Mode("randomwalk", True, True, False, "baseline RandomWalk: provider 1 writes, then a weaker unwatermarked "
-         "model rewrites spans, kept when a quality check accepts them", baseline=True),
-)}
-MODES = tuple(MODE_TABLE)
-#: ``eager``: every base model runs its forward each step and the token is drawn from
-#: the average. ``lazy``: one provider is picked uniformly at random and the token is
-#: drawn from its distribution alone (the same law as drawing from the average); only
-#: that provider's model runs, the others catch up in one batched forward later.
-FORWARDS = ("eager", "lazy")
-MAX_PROVIDERS = 8
-#: Longest generation accepted: keeps a CPU demo responsive. (Contexts longer than a
-#: sliding-window model's window stay correct: re-synchronisation then re-encodes
-#: that model's context instead of cropping its cache; see resync.ModelContext._crop.)
-MAX_NEW_TOKENS_CAP = 400
-#: Longest routed span before the word is declared complete anyway (scripts without
-#: spaces would otherwise hand a whole sentence to one watermarked specialist).
-MAX_ROUTED_SPAN = 16
-#: Options of a provider itself rather than of its scheme.
-PROVIDER_OPTIONS = ("coordinated",)
-
-
-@dataclass(frozen=True)
-class ServingProfile:
-    """How every provider serves its model: the base-logit settings before its watermark.
-
-    A watermark perturbs what its provider would serve, so these settings change what
-    is measured: with top-k 10 a green-list boost can only reorder ten candidates,
-    with no truncation it can lift any token. Named profiles make a number's settings
-    one word that a run records.
-    """
-
-    name: str
-    temperature: float
-    #: Keep the k most likely tokens (0: no truncation).
-    top_k: int
-    top_p: float
-    description: str
-
-    def settings(self) -> dict[str, float | int]:
-        return {"temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p}
-
-
-PROFILES: dict[str, ServingProfile] = {p.name: p for p in (
-    ServingProfile("paper", 1.0, 10, 1.0, "as the paper's release serves each provider: temperature 1, top-k 10"),
-    ServingProfile("open", 1.0, 0, 1.0, "temperature 1, no truncation: each model's full distribution"),
-)}
-DEFAULT_PROFILE = "open"
-#: The largest serving top-k accepted (0 turns truncation off).
-MAX_TOP_K = 1000
-
-
-def profile(name: str) -> ServingProfile:
-    """The named serving profile, or a one-line error listing the names."""
-    try:
-        return PROFILES[name]
-    except KeyError:
-        raise WashInputError(f"unknown serving profile '{name}' (accepted: {', '.join(PROFILES)})") from None
-
-
-def profile_name(temperature: float, top_k: int, top_p: float) -> str:
-    """The profile these settings are, or ``custom`` when no profile matches them."""
-    for p in PROFILES.values():
-        if (float(temperature), int(top_k), float(top_p)) == (p.temperature, p.top_k, p.top_p):
-            return p.name
-    return "custom"
-
-
-@dataclass(frozen=True)
-class ProviderSpec:
-    """One watermarked provider: a base model, a scheme, a secret key, scheme overrides.
-
-    Written ``MODEL:SCHEME:KEY[:param=value,...]``, e.g. ``smollm2:kgw:15485863`` or
-    ``gemma3:dipmark:42:alpha=0.45``. ``coordinated=true`` makes the provider apply
-    its scheme in the union vocabulary (the paper's coordinated control).
-    """
-
-    model: str
-    scheme: str
-    key: int = 0
-    params: tuple[tuple[str, str], ...] = ()
-    coordinated: bool = False
-
-    @classmethod
-    def parse(cls, text: str) -> "ProviderSpec":
-        from wash.watermarks import scheme_class
-
-        raw = text.strip()
-        parts = raw.split(":")
-        if len(parts) < 2 or len(parts) > 4 or not parts[0] or not parts[1]:
-            raise WashInputError(
-                f"malformed provider spec '{text}' (expected MODEL:SCHEME:KEY[:param=value,...], "
-                "e.g. smollm2:kgw:15485863)")
-        model, scheme = parts[0].strip(), parts[1].strip().lower()
-        scheme_cls = scheme_class(scheme)
-        if len(parts) < 3 or parts[2].strip() == "":
-            if scheme != "none":
-                raise WashInputError(f"provider spec '{text}' needs a KEY (an integer) after the scheme")
-            key = 0
-        else:
-            try:
-                key = int(parts[2].strip())
-            except ValueError:
-                raise WashInputError(f"key '{parts[2]}' in provider spec '{text}' is not an integer") from None
-        params: dict[str, str] = {}
-        if len(parts) == 4 and parts[3].strip():
-            for item in parts[3].split(","):
-                if "=" not in item:
-                    raise WashInputError(f"scheme parameter '{item}' in '{text}' is not of the form name=value")
-                k, v = item.split("=", 1)
-                params[k.strip()] = v.strip()
-        coordinated = params.pop("coordinated", "false").lower() in ("1", "true", "yes", "on")
-        scheme_cls.parse_params(params)  # validates names, types and ranges now, before any model loads
-        return cls(model=model, scheme=scheme, key=key, params=tuple(sorted(params.items())),
-                   coordinated=coordinated)
-
-    def __str__(self) -> str:
-        extra = [f"{k}={v}" for k, v in self.params] + (["coordinated=true"] if self.coordinated else [])
-        return f"{self.model}:{self.scheme}:{self.key}" + (":" + ",".join(extra) if extra else "")
-
-    def label(self, index: int) -> str:
-        """Short name for tables and legends, e.g. ``P1 smollm2/kgw#42``."""
-        return f"P{index + 1} {self.model}/{self.scheme}#{self.key}" + (" (coord.)" if self.coordinated else "")
-
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["params"] = dict(self.params)
-        return d
-
-
-#: The seeds a generation accepts: torch's generators take a signed 64-bit integer.
-SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
-
-
-def check_text(text: str, what: str) -> None:
-    """Refuse text a tokenizer cannot encode (a lone surrogate from a broken UTF-8 decode)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as err:
-        raise WashInputError(f"{what} is not valid Unicode text: character {err.start + 1} is "
-                             f"{text[err.start]!r}, half of a surrogate pair (broken UTF-8?)") from None
+#: The fields written as text that are parsed when set (``GenerationConfig._parse``).
+_PARSED = frozenset({"mode", "forwards", "aggregate", "baseline_options", "seed"})
 
 
 @dataclass
@@ -192,6 +45,14 @@ class GenerationConfig:
     temperature, top-k, top-p, THEN the watermark (as a provider would serve it). The
     defaults are the ``open`` profile; ``GenerationConfig.from_profile`` starts from
     another one.
+
+    The settings written as text are parsed once, when the config is made (or one of
+    them is set): ``forwards`` becomes a ``Forwards``, ``aggregate`` and a baseline's
+    ``baseline_options`` their canonical spelling (every parameter written out, as
+    runs record it), and the typed objects the engine runs are ``rule`` (a
+    ``wash.aggregation.Rule``) and ``strategy`` (the mode's ``decode.Strategy``, its
+    options applied). Text that does not parse is kept as given and ``validate``
+    reports it; ``validate`` only checks, it changes nothing.
     """
 
     providers: list[ProviderSpec]
@@ -213,8 +74,8 @@ class GenerationConfig:
     max_routed_span: int = MAX_ROUTED_SPAN
     #: Feed the whole context every step instead of using KV caches (the slow reference).
     reencode_every_step: bool = False
-    #: ``eager`` or ``lazy`` (see ``FORWARDS``).
-    forwards: str = "eager"
+    #: ``eager`` or ``lazy`` (``settings.Forwards``; text is read as one).
+    forwards: Forwards | str = Forwards.EAGER
     #: How the providers' distributions are combined, ``NAME[:param=value,...]`` (``wash.aggregation``):
     #: ``mean`` (the paper's average) or a robust variant, which needs eager forwards.
     aggregate: str = "mean"
@@ -225,6 +86,60 @@ class GenerationConfig:
     def from_profile(cls, name: str, **fields) -> "GenerationConfig":
         """A config serving with profile ``name``; explicit ``fields`` override it."""
         return cls(**{**profile(name).settings(), **fields})
+
+    # -- parsed once ---------------------------------------------------------------------
+    def __post_init__(self) -> None:
+        self._parse()
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name in _PARSED and "_typed" in self.__dict__:
+            self._parse()
+
+    def _parse(self) -> None:
+        """Turn the text settings into typed objects; keep what does not parse for ``validate``."""
+        typed: dict[str, Any] = {}
+        set_ = object.__setattr__
+        try:
+            set_(self, "seed", int(self.seed))
+        except (TypeError, ValueError):
+            pass
+        try:
+            set_(self, "forwards", Forwards(self.forwards))
+        except ValueError:
+            pass
+        try:
+            typed["rule"] = rule = parse_rule(self.aggregate)
+            set_(self, "aggregate", str(rule))  # the canonical spelling, as runs record it
+        except WashInputError as err:
+            typed["rule"] = err
+        if self.mode in STRATEGIES and STRATEGIES[self.mode].baseline:
+            try:
+                typed["strategy"] = strategy = parse_mode(self.mode, self.baseline_options)
+                set_(self, "baseline_options", str(strategy))
+            except WashInputError as err:
+                typed["strategy"] = err
+        elif self.mode in STRATEGIES:
+            typed["strategy"] = parse_mode(self.mode)
+        set_(self, "_typed", typed)
+
+    def _get(self, what: str) -> Any:
+        value = self._typed.get(what)
+        if isinstance(value, WashInputError):
+            raise value
+        if value is None:
+            raise WashInputError(f"unknown mode '{self.mode}' (accepted: {', '.join(MODES)})")
+        return value
+
+    @property
+    def rule(self) -> Rule:
+        """How the providers' distributions are combined (``aggregate``, parsed)."""
+        return self._get("rule")
+
+    @property
+    def strategy(self) -> Strategy:
+        """The mode's step strategy with its options (``mode`` and ``baseline_options``, parsed)."""
+        return self._get("strategy")
 
     @property
     def profile(self) -> str:
@@ -237,33 +152,29 @@ class GenerationConfig:
 
     def active_providers(self) -> list[ProviderSpec]:
         """The providers that take part in this mode."""
-        return list(self.providers[:1] if self.spec.first_provider_only else self.providers)
+        return list(self.providers[:1] if STRATEGIES[self.mode].scope == "first" else self.providers)
 
     def validate(self) -> None:
+        """Check every setting (one-line ``WashInputError``s); changes nothing."""
         if self.mode not in MODES:
             raise WashInputError(f"unknown mode '{self.mode}' (accepted: {', '.join(MODES)})")
-        if self.forwards not in FORWARDS:
+        if not isinstance(self.forwards, Forwards):
             raise WashInputError(f"unknown forwards '{self.forwards}' (accepted: {', '.join(FORWARDS)})")
-        if self.forwards == "lazy" and self.reencode_every_step:
+        lazy = self.forwards == Forwards.LAZY
+        if lazy and self.reencode_every_step:
             raise WashInputError("lazy forwards need KV caches; they cannot re-encode every step")
-        from wash.aggregation import Mean, parse as parse_aggregate
-
-        rule = parse_aggregate(self.aggregate)
-        self.aggregate = str(rule)  # the canonical spelling, as runs record it
-        if self.forwards == "lazy" and rule.name != Mean.name:
+        rule = self.rule
+        if lazy and rule.name != Mean.name:
             raise WashInputError(f"aggregate {self.aggregate} needs --forwards eager: a lazy step draws from "
                                  "one provider, which has the law of the mean only")
         if self.spec.baseline:
-            from wash.baselines import parse as parse_baseline
-
             if rule.name != Mean.name:
                 raise WashInputError(f"mode {self.mode} is a baseline with its own decoding; "
                                      f"aggregate {self.aggregate} applies to WASH modes only")
-            self.baseline_options = str(parse_baseline(self.mode, self.baseline_options))
+            self.strategy  # its options parse
         elif str(self.baseline_options).strip():
             raise WashInputError(f"baseline options apply to the baseline modes only "
-                                 f"({', '.join(m.name for m in MODE_TABLE.values() if m.baseline)}), "
-                                 f"not to mode {self.mode}")
+                                 f"({', '.join(BASELINES)}), not to mode {self.mode}")
         if not self.providers:
             raise WashInputError("no provider given (add at least one MODEL:SCHEME:KEY)")
         if len(self.providers) > MAX_PROVIDERS:
@@ -290,9 +201,75 @@ class GenerationConfig:
             raise WashInputError(f"top-k must be an integer from 0 (no truncation) to {MAX_TOP_K}, got {self.top_k}")
         if not isinstance(self.view_k, int) or not 1 <= self.view_k <= 50:
             raise WashInputError(f"the distribution view's candidate count must be 1..50, got {self.view_k}")
-        try:
-            self.seed = int(self.seed)
-        except (TypeError, ValueError):
-            raise WashInputError(f"seed must be an integer, got {self.seed!r}") from None
+        if not isinstance(self.seed, int):
+            raise WashInputError(f"seed must be an integer, got {self.seed!r}")
         if not SEED_MIN <= self.seed <= SEED_MAX:  # torch's generators take a signed 64-bit seed
             raise WashInputError(f"seed must be an integer from {SEED_MIN} to {SEED_MAX}, got {self.seed}")
+
+
+def command_line(config: GenerationConfig) -> str:
+    """The ``python -m wash generate`` call that makes the same text as ``config``.
+
+    Serving settings are written as the matching profile when there is one, else
+    explicitly; options at their defaults are left out so the line stays readable.
+    """
+    args = ["python", "-m", "wash", "generate"]
+    for spec in config.providers:
+        args += ["--provider", str(spec)]
+    args += ["--prompt", config.prompt, "--mode", config.mode, "--seed", str(config.seed),
+             "--max-new-tokens", str(config.max_new_tokens)]
+    name = config.profile
+    if name == "custom":
+        args += ["--temperature", repr(float(config.temperature)), "--top-k", str(config.top_k),
+                 "--top-p", repr(float(config.top_p))]
+    elif name != DEFAULT_PROFILE:
+        args += ["--profile", name]
+    if config.forwards != Forwards.EAGER:
+        args += ["--forwards", str(config.forwards)]
+    if config.rule.name != Mean.name:
+        args += ["--aggregate", config.aggregate]
+    if config.spec.baseline:
+        options = str(config.strategy)
+        if options != str(type(config.strategy)()):
+            args += ["--baseline-options", options]
+    return shlex.join(args)
+
+
+def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``python -m wash generate`` options that make a config (``from_command_line`` reads them)."""
+    parser.add_argument("--provider", action="append", metavar="SPEC",
+                        help="MODEL:SCHEME:KEY[:param=value,...], repeat for each provider (1 to 8)")
+    parser.add_argument("--prompt", required=True)
+    parser.add_argument("--max-new-tokens", type=int, default=128, help=f"1 to {MAX_NEW_TOKENS_CAP}")
+    parser.add_argument("--profile", choices=tuple(PROFILES), default=DEFAULT_PROFILE,
+                        help="serving settings of every provider: " + "; ".join(
+                            f"{p.name}: {p.description}" for p in PROFILES.values())
+                        + f" (default {DEFAULT_PROFILE}); --temperature/--top-k/--top-p override it")
+    parser.add_argument("--temperature", type=float, default=None, help="0 to 5 (0 = greedy)")
+    parser.add_argument("--top-k", type=int, default=None,
+                        help=f"keep the k most likely tokens, 0 to {MAX_TOP_K} (0 = off)")
+    parser.add_argument("--top-p", type=float, default=None, help="nucleus mass in (0, 1]")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--mode", choices=MODES, default="wash")
+    parser.add_argument("--forwards", choices=FORWARDS, default="eager",
+                        help="eager: every model runs each step and the token is drawn from the average; "
+                             "lazy: one provider picked uniformly per step, only its model runs "
+                             "(same law, faster)")
+    parser.add_argument("--aggregate", default="mean", metavar="RULE[:xi=X]",
+                        help="how the providers' distributions are combined: " + describe_rules()
+                             + ". Rules other than mean need --forwards eager")
+    parser.add_argument("--baseline-options", default="", metavar="PARAM=VALUE,...",
+                        help=f"parameters of a baseline mode ({', '.join(BASELINES)}), e.g. block=8; "
+                             "default: the values of the baseline's paper (docs/BASELINES.md)")
+
+
+def from_command_line(args: argparse.Namespace) -> GenerationConfig:
+    """The config ``add_generate_arguments``' options describe (``command_line``'s inverse).
+
+    Live detection is off: a command line prints the final detection only.
+    """
+    serving = {k: getattr(args, k) for k in ("temperature", "top_k", "top_p") if getattr(args, k) is not None}
+    return GenerationConfig.from_profile(
+        args.profile, providers=[ProviderSpec.parse(v) for v in args.provider or []], prompt=args.prompt,
+        mode=args.mode, max_new_tokens=args.max_new_tokens, seed=args.seed, live_detection=False,
+        forwards=args.forwards, aggregate=args.aggregate, baseline_options=args.baseline_options, **serving)

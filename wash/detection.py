@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from wash.config import ProviderSpec, check_text
+from wash.settings import ProviderSpec, check_text
 from wash.errors import WashInputError
 from wash.events import ProviderDetection
 from wash.providers import Provider

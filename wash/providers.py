@@ -7,18 +7,22 @@ per token grows with the number of distinct base models, not with N.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import torch
 
-from wash.config import ProviderSpec
+from wash.members import LocalMember
 from wash.models import LoadedModel, load_model
+from wash.settings import ProviderSpec
 from wash.vocab import VocabAlignment, align, model_vocab
 from wash.watermarks import build_scheme
 from wash.watermarks.base import Detector, WatermarkScheme
 from wash.watermarks.coordinated import UnionSpace
 from wash.watermarks.hashing import derive_seed
+
+#: ``Provider.distribution``'s default: the provider's own generation state.
+OWN_STATE: Any = object()
 
 
 @dataclass
@@ -39,11 +43,17 @@ class Provider:
     def label(self) -> str:
         return self.spec.label(self.index)
 
-    def distribution(self, logits: torch.Tensor, ids: Sequence[int], prompt_len: int) -> torch.Tensor:
-        """This provider's watermarked next-token distribution over its model's rows."""
+    def distribution(self, logits: torch.Tensor, ids: Sequence[int], prompt_len: int,
+                     state: Any = OWN_STATE) -> torch.Tensor:
+        """This provider's watermarked next-token distribution over its model's rows.
+
+        ``state``: the scheme's per-generation draw to serve under (default: the
+        one ``start_generation`` drew), e.g. a fresh request's.
+        """
+        state = self.state if state is OWN_STATE else state
         if self.space is not None:
-            return self.space.distribution(self.scheme, logits, ids, prompt_len, self.state)
-        return self.scheme.distribution(logits, ids, prompt_len, self.state)
+            return self.space.distribution(self.scheme, logits, ids, prompt_len, state)
+        return self.scheme.distribution(logits, ids, prompt_len, state)
 
     def scheme_ids(self, ids: Sequence[int]) -> list[int]:
         return self.space.ids(ids) if self.space is not None else [int(i) for i in ids]
@@ -73,6 +83,13 @@ class ProviderSet:
     providers: list[Provider]
     models: dict[str, LoadedModel]
     alignment: VocabAlignment
+    #: The base models as the engine uses them (``members.py``), by name, in ``models``' order.
+    members: dict[str, LocalMember] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name, lm in self.models.items():
+            if name not in self.members:
+                self.members[name] = LocalMember(lm)
 
 
 def build_providers(specs: Sequence[ProviderSpec], union_models: Sequence[str] | None = None,

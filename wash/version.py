@@ -13,16 +13,18 @@ import subprocess
 from pathlib import Path
 from typing import Iterable
 
-from wash import __version__
+#: The package's version (``wash.__version__``).
+__version__ = "0.1.0"
 
 ROOT = Path(__file__).resolve().parents[1]
 
 #: The modules that determine a generated text (relative to the repository root); any
 #: change to one of them changes ``engine_fingerprint``.
-ENGINE_SOURCES = ("wash/ensemble.py", "wash/routing.py", "wash/resync.py", "wash/averaging.py",
+ENGINE_SOURCES = ("wash/ensemble.py", "wash/decode.py", "wash/served.py", "wash/members.py",
+                  "wash/modes.py", "wash/routing.py", "wash/resync.py", "wash/averaging.py",
                   "wash/aggregation.py", "wash/sampling.py", "wash/vocab.py", "wash/models.py",
-                  "wash/providers.py", "wash/config.py", "wash/parallel.py", "wash/watermarks/*.py",
-                  "wash/baselines/*.py", "wash/options.py")
+                  "wash/providers.py", "wash/config.py", "wash/settings.py", "wash/parallel.py",
+                  "wash/watermarks/*.py", "wash/baselines/*.py", "wash/options.py")
 
 
 #: Tracked paths whose changes do not make the code dirty: experiment outputs and prose.

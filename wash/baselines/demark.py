@@ -132,25 +132,22 @@ estimated green, which the attacker knows; how many were right it does not).
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import itertools
 import math
 import re
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import torch
 
-from wash import parallel
-from wash.averaging import candidates, probs_at, to_union
-from wash.baselines import Baseline, register
-from wash.options import check_range
-from wash.ensemble import Event, _Run
+from wash.decode import Generation, Stepper, Strategy
 from wash.errors import WashInputError
-from wash.events import FinishedEvent, LoadEvent, RunResult, StepEvent
-from wash.parallel import run_all
+from wash.events import LoadEvent, RunResult, StepEvent
+from wash.members import FeedCost, LocalMember, side_by_side
+from wash.options import check_range
+from wash.averaging import candidates, probs_at
 from wash.sampling import entropy, process_logits, sample
 from wash.vocab import model_vocab
 from wash.watermarks import SCHEMES
@@ -187,14 +184,16 @@ def attackable() -> list[str]:
     return [n for n, cls in SCHEMES.items() if issubclass(cls, (GreenListScheme, DiPMark))]
 
 
-@register
-@dataclass(frozen=True)
-class DeMark(Baseline):
-    """Probe provider 1 for each context's green list and its bias; draw with the bias taken off."""
+#: One line for help texts and the mode table.
+_SUMMARY = ("baseline De-mark (Chen et al. 2024): probe provider 1 with crafted prompts for "
+            "each context's green list and the bias, then generate with the bias removed "
+            "(green-list schemes and DiPMark only)")
 
-    name: ClassVar[str] = "demark"
-    summary: ClassVar[str] = ("De-mark (Chen et al. 2024): probe provider 1 with crafted prompts to estimate "
-                              "each context's green list and the bias, then generate with the bias removed")
+
+@dataclass(frozen=True)
+class DeMark(Strategy, name="demark", scope="first", routing=False, baseline=True,
+             summary=_SUMMARY):
+    """Probe provider 1 for each context's green list and its bias; draw with the bias taken off."""
 
     k: int = 20
     access: str = "gray"
@@ -218,22 +217,12 @@ class DeMark(Baseline):
         check_range("mode 'demark'", "words", self.words, 4, 200, True)
         check_range("mode 'demark'", "eta", self.eta, 0.0, 5.0, False)
 
-    def decode(self, config: "GenerationConfig", pset: "ProviderSet", load_s: float,
-               should_stop: Callable[[], bool]) -> Iterator[Event]:
-        check_scheme(pset.providers[0])
-        run = _DeMarkRun(config, pset, self)
-        t_start = time.perf_counter()
-        yield from run.calibrate(should_stop)
-        while len(run.tokens) < config.max_new_tokens and run.finish == "length":
-            if should_stop():
-                run.finish = "stopped"
-                break
-            with parallel.caller_on_one_thread():
-                event = run.demark_step()
-            if event is None:
-                break  # end of text drawn, or the context is full
-            yield event
-        yield FinishedEvent(run.result(load_s, time.perf_counter() - t_start))
+    def load(self, config: "GenerationConfig", pset: "ProviderSet") -> Iterator[LoadEvent]:
+        check_scheme(pset.providers[0])  # refused before the generation starts
+        return iter(())
+
+    def start(self, run: Generation) -> Stepper:
+        return _DeMarkSteps(self, run)
 
 
 def check_scheme(provider: "Provider") -> None:
@@ -357,14 +346,6 @@ class ProbeCosts:
                 "forward_s": self.forward_s, "seconds": self.seconds}
 
 
-def _branch(cache: Any, rows: torch.Tensor) -> Any:
-    """A new cache holding ``rows`` of ``cache``'s batch; ``cache`` itself is left as it is."""
-    out = copy.copy(cache)
-    out.layers = [copy.copy(layer) for layer in cache.layers]
-    out.batch_select_indices(rows)
-    return out
-
-
 class Prober:
     """Provider 1 answering De-mark's probe queries, and the attacker's memory of the answers.
 
@@ -374,9 +355,11 @@ class Prober:
     answers' probabilities (gray-box) or sampled answers (black-box).
     """
 
-    def __init__(self, provider: "Provider", config: "GenerationConfig", method: DeMark, seed: int) -> None:
+    def __init__(self, provider: "Provider", config: "GenerationConfig", method: DeMark, seed: int,
+                 member: LocalMember | None = None) -> None:
         self.provider = provider
         self.lm = provider.lm
+        self.member = member if member is not None else LocalMember(provider.lm)
         self.method = method
         self.serving = (config.temperature, config.top_p, config.top_k)
         self.template = probe_template(self.lm)
@@ -473,44 +456,24 @@ class Prober:
         if self.method.per_query_draw:
             self.requests += 1
             state = p.scheme.new_state(derive_seed("demark-probe", self.seed, p.index, self.requests))
-        if p.space is not None:
-            return p.space.distribution(p.scheme, served, query, len(query), state)
-        return p.scheme.distribution(served, query, len(query), state)
+        return p.distribution(served, query, len(query), state)
 
-    @torch.no_grad()
     def _forward(self, ctx: tuple[int, ...], ordered: list[tuple[int, int]], costs: ProbeCosts) -> list[torch.Tensor]:
         """The last logits of every ordered query, computed as a prefix cache serves them.
 
         ``t1 c`` is computed once, ``a t2 c`` once per first phrase, ``b t3 c`` once
         per query (batched): the same logits as each whole query alone, fewer ids.
         """
-        from transformers import DynamicCache
-
-        model, device, tpl = self.lm.model, self.lm.device, self.template
-        c = list(ctx)
-
-        def feed(ids: list[list[int]], cache: Any) -> torch.Tensor:
-            t0 = time.perf_counter()
-            out = model(input_ids=torch.tensor(ids, dtype=torch.long, device=device), past_key_values=cache,
-                        use_cache=True, logits_to_keep=1)
-            costs.forward_s += time.perf_counter() - t0
-            costs.forwards += 1
-            costs.ids_fed += len(ids) * len(ids[0])
-            return out.logits[:, -1].float().cpu()
-
-        prefix = DynamicCache(config=model.config)
-        feed([tpl.t1 + c], prefix)
+        tpl, c = self.template, list(ctx)
         firsts = list(dict.fromkeys(a for a, _ in ordered))
         row_of = {a: i for i, a in enumerate(firsts)}
-        level1 = _branch(prefix, torch.zeros(len(firsts), dtype=torch.long, device=device))
-        feed([[a] + tpl.t2 + c for a in firsts], level1)
-        rows: list[torch.Tensor] = []
-        for start in range(0, len(ordered), PROBE_BATCH):
-            chunk = ordered[start:start + PROBE_BATCH]
-            cache = _branch(level1, torch.tensor([row_of[a] for a, _ in chunk], dtype=torch.long, device=device))
-            rows.extend(feed([[b] + tpl.t3 + c for _, b in chunk], cache))
+        cost = FeedCost()
+        rows = self.member.prefix_tree_logits(tpl.t1 + c, [[a] + tpl.t2 + c for a in firsts],
+                                              [(row_of[a], [b] + tpl.t3 + c) for a, b in ordered], PROBE_BATCH, cost)
+        costs.forwards += cost.forwards
+        costs.ids_fed += cost.ids_fed
+        costs.forward_s += cost.seconds
         return rows
-
 
 
 # -- calibration: h and delta, learnt once per service ----------------------------------
@@ -534,13 +497,15 @@ class Calibration:
 _CALIBRATIONS: dict[tuple, Calibration] = {}
 
 
-def calibration_words(lm: "LoadedModel", count: int, context: int, gen: torch.Generator) -> tuple[list[int], list[int]]:
+def calibration_words(lm: "LoadedModel | LocalMember", count: int, context: int,
+                      gen: torch.Generator) -> tuple[list[int], list[int]]:
     """``count`` random word tokens to probe and ``context`` more as a random context, all distinct.
 
     De-mark draws English words from a corpus; offline, the model's own word-start
     tokens (a space and three or more lower-case letters) stand in for them.
     """
-    pool = [i for i, b in enumerate(model_vocab(lm).token_bytes) if b is not None and _WORD.match(b)]
+    vocab = lm.vocab if isinstance(lm, LocalMember) else model_vocab(lm)
+    pool = [i for i, b in enumerate(vocab.token_bytes) if b is not None and _WORD.match(b)]
     if len(pool) < count + context:
         raise WashInputError(f"mode 'demark': model {lm.name} has only {len(pool)} word tokens; "
                              f"words + max_h must not exceed that")
@@ -549,14 +514,16 @@ def calibration_words(lm: "LoadedModel", count: int, context: int, gen: torch.Ge
 
 
 # -- the generation ---------------------------------------------------------------------
-class _DeMarkRun(_Run):
-    """The engine's run state (context, detectors, records), drawing from De-mark's de-biased distribution."""
+class _DeMarkSteps(Stepper):
+    """Provider 1 drawn from De-mark's de-biased distribution, after calibrating h and delta."""
 
-    def __init__(self, config: "GenerationConfig", pset: "ProviderSet", method: DeMark) -> None:
-        super().__init__(config, pset)
+    def __init__(self, method: DeMark, run: Generation) -> None:
+        super().__init__(method, run)
         self.method = method
-        self.m = self.prov_model[0]
-        self.prober = Prober(self.providers[0], config, method, seed=config.seed)
+        self.config = run.config
+        self.m = run.prov_model[0]
+        self.member = run.members[self.m]
+        self.prober = Prober(run.providers[0], run.config, method, seed=run.config.seed, member=self.member)
         self.costs = ProbeCosts()
         self.calibration: Calibration | None = None
         self.candidate_counts: list[int] = []
@@ -565,18 +532,17 @@ class _DeMarkRun(_Run):
     def _probe(self, prober: Prober, context: Sequence[int], tokens: Sequence[int], costs: ProbeCosts,
                remember: bool = True) -> torch.Tensor:
         """Algorithm 1 on provider 1's model thread (where its forwards run)."""
-        return run_all([(self.m, lambda: prober.ratios(context, tokens, costs, remember))],
-                       [self.lms[self.m].device])[0]
+        return side_by_side([(self.member, lambda: prober.ratios(context, tokens, costs, remember))])[0]
 
     # -- before the first token ------------------------------------------------------
     def _calibration_key(self) -> tuple:
-        p, c, method = self.providers[0], self.config, self.method
+        p, c, method = self.run.providers[0], self.config, self.method
         # Probes served under the generation's draw (Water-Bag) learn that draw's list.
         state = None if method.per_query_draw else repr(p.state)
         return (str(p.spec), state, c.temperature, c.top_k, c.top_p, method.access, method.samples,
                 method.h, method.max_h, method.delta, method.words, method.per_query_draw)
 
-    def calibrate(self, should_stop: Callable[[], bool]) -> Iterator[LoadEvent]:
+    def before(self, should_stop: Callable[[], bool]) -> Iterator[LoadEvent]:
         """Learn h (Algorithm 3) and delta (Algorithm 4) by probing, unless given or already learnt."""
         method = self.method
         if method.h and method.delta:
@@ -587,10 +553,10 @@ class _DeMarkRun(_Run):
             self.calibration = dataclasses.replace(_CALIBRATIONS[key], cached=True)
             return
         seed = derive_seed("demark-calibration", self.m)
-        prober = Prober(self.providers[0], self.config, method, seed=seed)
+        prober = Prober(self.run.providers[0], self.config, method, seed=seed, member=self.member)
         gen = torch.Generator()
         gen.manual_seed(seed)
-        words, context = calibration_words(self.lms[self.m], method.words, method.h or method.max_h, gen)
+        words, context = calibration_words(self.member, method.words, method.h or method.max_h, gen)
         costs = ProbeCosts()
         asked = method.words * (method.words - 1) * (method.samples if method.access == "black" else 1)
         by_width: dict[int, torch.Tensor] = {}
@@ -600,7 +566,7 @@ class _DeMarkRun(_Run):
             wider = None
             for w in range(method.max_h, 0, -1):
                 if should_stop():
-                    self.finish = "stopped"
+                    self.run.finish = "stopped"
                     return
                 yield LoadEvent(f"De-mark: estimating the n-gram length h (Algorithm 3), window {w} of "
                                 f"{method.max_h}: {asked} probe queries")
@@ -616,7 +582,7 @@ class _DeMarkRun(_Run):
         if not delta:
             if h not in by_width:
                 if should_stop():
-                    self.finish = "stopped"
+                    self.run.finish = "stopped"
                     return
                 yield LoadEvent(f"De-mark: estimating the bias delta (Algorithm 4): {asked} probe queries")
                 by_width[h] = self._probe(prober, context[-h:], words, costs, remember=False)
@@ -626,23 +592,23 @@ class _DeMarkRun(_Run):
         _CALIBRATIONS[key] = self.calibration
 
     # -- one token -------------------------------------------------------------------
-    def demark_step(self) -> StepEvent | None:
+    def step(self) -> StepEvent | None:
         """Probe the current n-gram's top-k candidates, take the estimated bias off, draw one token."""
         assert self.calibration is not None
         t0 = time.perf_counter()
-        m, a, method = self.m, self.alignment, self.method
+        run, m, method = self.run, self.m, self.method
 
         def served() -> tuple[torch.Tensor, float]:
-            base = self._logits(m)
-            return self._dist(0, base), entropy(base)
+            base = run.base_logits(m)
+            return run.provider_dist(0, base), entropy(base)
 
-        dist, h_base = run_all([(m, served)], [self.lms[m].device])[0]
+        dist, h_base = side_by_side([(self.member, served)])[0]
         top = torch.topk(dist, min(method.k, dist.numel()))
         rows = [int(r) for r, p in zip(top.indices, top.values) if p > 0]
         green = [False] * len(rows)
         delta = self.calibration.delta
         if delta > 0 and len(rows) > 1:
-            ids = self.contexts[m].ids
+            ids = run.contexts[m].ids
             ngram = ids[max(0, len(ids) - self.calibration.h):]
             green = estimate_green(self._probe(self.prober, ngram, rows, self.costs), delta)
         self.candidate_counts.append(len(rows))
@@ -651,22 +617,21 @@ class _DeMarkRun(_Run):
         logits = torch.log(dist[index]) - method.eta * delta * torch.tensor(green, dtype=torch.float64)
         debiased = torch.zeros_like(dist)
         debiased[index] = torch.softmax(logits, dim=0)
-        q = to_union(debiased, a.scatter_index[m], a.size)
-        x = sample(q, self.gen)
-        if self._end_of_step(x):
+        q = run.system.on_union(m, debiased)
+        x = sample(q, run.gen)
+        if run.end_of_step(x):
             return None
         view = candidates([q], self.config.view_k)
-        return self._commit_drawn(x, t0, 0, view, [probs_at(q, view)], None, None, h_base)
+        return run.commit(x, t0, 0, view, [probs_at(q, view)], None, None, h_base)
 
-    def result(self, load_s: float, total_s: float) -> RunResult:
-        result = super().result(load_s, total_s)
+    def finish(self, result: RunResult) -> RunResult:
         cal = self.calibration
         this_run = [self.costs] + ([cal.costs] if cal is not None and not cal.cached else [])
         timing = result.timing
         timing.forward_calls[self.m] += sum(c.forwards for c in this_run)
         timing.ids_fed[self.m] += sum(c.ids_fed for c in this_run)
         timing.forward_s[self.m] += sum(c.forward_s for c in this_run)
-        result.settings["baseline"] = self._costs_dict(len(self.tokens))
+        result.settings["baseline"] = self._costs_dict(len(self.run.tokens))
         return result
 
     def _costs_dict(self, tokens: int) -> dict:

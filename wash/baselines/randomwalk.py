@@ -122,22 +122,21 @@ import math
 import re
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, ClassVar, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import torch
 
 from wash import parallel
-from wash.baselines import Baseline, register
-from wash.options import check_range
+from wash.decode import Generation, Stepper, Strategy
 from wash.detection import detect_text
-from wash.ensemble import Event, _Run
+from wash.ensemble import EagerSteps, LazySteps
 from wash.errors import WashInputError
-from wash.events import FinishedEvent, LoadEvent, RewriteEvent, RoutingSummary, RunResult, Timing, TokenRecord
-from wash.models import LoadedModel, check_model_name, load_model
-from wash.parallel import run_all
-from wash.resync import ModelContext
+from wash.events import LoadEvent, RewriteEvent, RoutingSummary, RunResult, StepEvent, Timing, TokenRecord
+from wash.members import LocalMember, side_by_side
+from wash.models import check_model_name, load_model
+from wash.options import check_range
 from wash.sampling import process_logits, sample
-from wash.vocab import model_vocab
+from wash.settings import Forwards
 from wash.watermarks.base import softmax
 from wash.watermarks.hashing import derive_seed
 
@@ -155,15 +154,16 @@ TOKENS_PER_WORD_CAP = 4
 _WORD = re.compile(r"\S+")
 
 
-@register
-@dataclass(frozen=True)
-class RandomWalk(Baseline):
-    """Provider 1 writes; then random spans are rewritten by a weaker model and kept when a judge accepts."""
+#: One line for help texts and the mode table.
+_SUMMARY = ("baseline RandomWalk (Zhang et al. 2023): provider 1 writes, then random spans "
+            "are rewritten by a weaker unwatermarked model and kept when a judge model's "
+            "perplexity does not get worse")
 
-    name: ClassVar[str] = "randomwalk"
-    summary: ClassVar[str] = ("RandomWalk (Zhang et al. 2023): provider 1 writes, then random spans are "
-                              "rewritten by a weaker unwatermarked model and kept when a judge model's "
-                              "perplexity does not get worse")
+
+@dataclass(frozen=True)
+class RandomWalk(Strategy, name="randomwalk", scope="first", routing=False, baseline=True,
+                 summary=_SUMMARY):
+    """Provider 1 writes; then random spans are rewritten by a weaker model and kept when a judge accepts."""
 
     steps: int = 400
     max_accepted: int = 70
@@ -191,45 +191,49 @@ class RandomWalk(Baseline):
             except WashInputError as err:
                 raise WashInputError(f"mode 'randomwalk': {role}: {err}") from None
 
-    def decode(self, config: "GenerationConfig", pset: "ProviderSet", load_s: float,
-               should_stop: Callable[[], bool]) -> Iterator[Event]:
-        t_load = time.perf_counter()
+    def load(self, config: "GenerationConfig", pset: "ProviderSet") -> Iterator[LoadEvent]:
+        """The rewriter and the judge, loaded beside the providers."""
         messages: list[str] = []
-        rewriter = load_model(self.rewriter, progress=messages.append)
-        judge = load_model(self.judge, progress=messages.append)
-        model_vocab(rewriter)  # its token bytes, read once per process
+        for role in ("rewriter", "judge"):
+            if getattr(self, role) not in pset.members:
+                pset.members[getattr(self, role)] = LocalMember(load_model(getattr(self, role),
+                                                                           progress=messages.append))
+        pset.members[self.rewriter].vocab  # its token bytes, read once per process
         yield from (LoadEvent(m) for m in messages)
-        load_s += time.perf_counter() - t_load
 
-        run = _Run(config, pset)
-        t_gen = time.perf_counter()
-        yield from _generate(run, should_stop)
-        generation_s = time.perf_counter() - t_gen
-        watermarked = run.result(load_s, generation_s)
+    def start(self, run: Generation) -> Stepper:
+        return _WalkSteps(self, run)
 
-        walk = _Walk(self, config, watermarked.text, rewriter, judge)
+
+class _WalkSteps(Stepper):
+    """Provider 1 writes the watermarked text as mode ``single`` does; then the walk rewrites it."""
+
+    def __init__(self, method: RandomWalk, run: Generation) -> None:
+        super().__init__(method, run)
+        self.method = method
+        writer = LazySteps if run.config.forwards == Forwards.LAZY else EagerSteps
+        self.writer = writer(method, run)  # one provider, one vocabulary: no token is ever routed
+        self.walk: _Walk | None = None
+        self.rewrite_s = 0.0
+
+    def step(self) -> StepEvent | None:
+        return self.writer.step()
+
+    def after(self, result: RunResult, should_stop: Callable[[], bool]) -> Iterator[RewriteEvent]:
+        members = self.run.pset.members
+        self.walk = walk = _Walk(self.method, self.run.config, result.text, members[self.method.rewriter],
+                                 members[self.method.judge])
         t_walk = time.perf_counter()
-        if run.finish == "stopped":
+        if self.run.finish == "stopped":
             walk.costs.ended_by = "stopped"
         else:
             with parallel.caller_on_one_thread():
                 yield from walk.run(should_stop)
-        rewrite_s = time.perf_counter() - t_walk
-        yield FinishedEvent(_final_result(self, run, watermarked, walk, generation_s, rewrite_s))
+        self.rewrite_s = time.perf_counter() - t_walk
 
-
-def _generate(run: _Run, should_stop: Callable[[], bool]) -> Iterator[Event]:
-    """Provider 1 writes the watermarked text: the engine's loop as mode ``single`` runs it."""
-    step = run.lazy_step if run.config.forwards == "lazy" else run.eager_step
-    while len(run.tokens) < run.config.max_new_tokens and run.finish == "length":
-        if should_stop():
-            run.finish = "stopped"
-            return
-        with parallel.caller_on_one_thread():
-            _, event = step()
-        if event is None:
-            return  # end of text drawn, or the context is full
-        yield event  # one provider, one vocabulary: no token is ever routed
+    def finish(self, result: RunResult) -> RunResult:
+        assert self.walk is not None
+        return _final_result(self.method, self.run, result, self.walk, result.timing.total_s, self.rewrite_s)
 
 
 # -- the rewrite phase --------------------------------------------------------------------
@@ -264,26 +268,26 @@ class _Kept:
 _NON_TEXT: dict[str, torch.Tensor] = {}
 
 
-def _non_text_rows(lm: LoadedModel) -> torch.Tensor:
-    """Rows of ``lm``'s logits that are no text (end-of-text, special, padding): a rewrite never draws them."""
-    if lm.name not in _NON_TEXT:
-        _NON_TEXT[lm.name] = torch.tensor([b is None for b in model_vocab(lm).token_bytes])
-    return _NON_TEXT[lm.name]
+def _non_text_rows(member: LocalMember) -> torch.Tensor:
+    """Rows of ``member``'s logits that are no text (end-of-text, special, padding): a rewrite never draws them."""
+    if member.name not in _NON_TEXT:
+        _NON_TEXT[member.name] = torch.tensor([b is None for b in member.vocab.token_bytes])
+    return _NON_TEXT[member.name]
 
 
 class _Walk:
     """The random walk over the text: spans, rewrites, the judge's verdicts, backtracking."""
 
-    def __init__(self, method: RandomWalk, config: "GenerationConfig", text: str, rewriter: LoadedModel,
-                 judge: LoadedModel) -> None:
+    def __init__(self, method: RandomWalk, config: "GenerationConfig", text: str, rewriter: LocalMember,
+                 judge: LocalMember) -> None:
         self.method = method
         self.config = config
         self.text = text
         self.rewriter = rewriter
         self.judge = judge
-        self.token_bytes = model_vocab(rewriter).token_bytes
+        self.token_bytes = rewriter.vocab.token_bytes
         self.non_text = _non_text_rows(rewriter)
-        self.context = ModelContext(rewriter, rewriter.encode_prompt(config.prompt))
+        self.context = rewriter.context(rewriter.encode_prompt(config.prompt))
         self.judge_prompt = judge.encode_prompt(config.prompt)
         self.spans = torch.Generator()
         self.spans.manual_seed(derive_seed("randomwalk-spans", config.seed))
@@ -381,7 +385,7 @@ class _Walk:
                     logits = process_logits(ctx.next_logits(), self.non_text, c.temperature, c.top_p, c.top_k)
                     return sample(softmax(logits), self.draws)
 
-                row = run_all([(self.rewriter.name, draw)], [self.rewriter.device])[0]
+                row = side_by_side([(self.rewriter, draw)])[0]
                 self.costs.rewriter_tokens += 1
                 ctx.append([row])
                 written += self.token_bytes[row] or b""
@@ -397,35 +401,25 @@ class _Walk:
 
     def score(self, text: str) -> float:
         """The judge: mean negative log-likelihood per token (nats) of ``text`` after the prompt."""
-        lm = self.judge
-        ids = self.judge_prompt + lm.encode(text)
-        n = len(ids) - len(self.judge_prompt)
-        if n == 0:
+        judge = self.judge
+        ids = judge.encode(text)
+        if not ids:
             return 0.0
-
-        @torch.no_grad()
-        def forward() -> float:
-            x = torch.tensor([ids], dtype=torch.long, device=lm.device)
-            logits = lm.model(input_ids=x, logits_to_keep=n + 1).logits[0, :-1].float()
-            target = x[0, len(self.judge_prompt):]
-            logp = torch.log_softmax(logits, dim=-1).gather(1, target[:, None])
-            return float(-logp.mean())
-
         t0 = time.perf_counter()
-        nll = run_all([(lm.name, forward)], [lm.device])[0]
+        nll = side_by_side([(judge, lambda: judge.mean_nll(self.judge_prompt, ids))])[0]
         self.costs.judge_s += time.perf_counter() - t0
         self.costs.judge_forwards += 1
-        self.costs.judge_ids_fed += len(ids)
+        self.costs.judge_ids_fed += len(self.judge_prompt) + len(ids)
         return nll
 
 
 # -- the result: the final text -----------------------------------------------------------
-def _final_tokens(run: _Run, text: str, watermarked: RunResult) -> tuple[list[TokenRecord], list[int]]:
+def _final_tokens(run: Generation, text: str, watermarked: RunResult) -> tuple[list[TokenRecord], list[int]]:
     """Provider 1's tokenisation of the final text; tokens before the first change keep their records."""
     m = run.prov_model[0]
-    lm, a = run.lms[m], run.alignment
+    member, a = run.members[m], run.alignment
     sampled = run.contexts[m].generated_ids()
-    ids = lm.encode(text)
+    ids = member.encode(text)
     same = 0
     while same < min(len(ids), len(sampled)) and ids[same] == sampled[same]:
         same += 1
@@ -433,7 +427,7 @@ def _final_tokens(run: _Run, text: str, watermarked: RunResult) -> tuple[list[To
     records = []
     for j, i in enumerate(ids):
         u = int(a.to_union[m][i])
-        data = a.token_bytes(u) if u >= 0 else lm.tokenizer.decode([i]).encode("utf-8")
+        data = a.token_bytes(u) if u >= 0 else member.decode_id(i).encode("utf-8")
         piece = decoder.decode(data)
         if j < same:
             records.append(dataclasses.replace(watermarked.tokens[j], text=piece))
@@ -453,7 +447,7 @@ def _merged(*counters: dict) -> dict:
     return out
 
 
-def _final_result(method: RandomWalk, run: _Run, watermarked: RunResult, walk: _Walk, generation_s: float,
+def _final_result(method: RandomWalk, run: Generation, watermarked: RunResult, walk: _Walk, generation_s: float,
                   rewrite_s: float) -> RunResult:
     """The run's result for the FINAL text, with the walk's costs beside the generation's."""
     text = walk.text

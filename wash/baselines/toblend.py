@@ -83,27 +83,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, ClassVar, Iterator
 
 import torch
 
-from wash import parallel
-from wash.averaging import candidates, probs_at
-from wash.baselines import Baseline, register
-from wash.options import check_range
-from wash.config import MAX_NEW_TOKENS_CAP
-from wash.detection import LiveDetector
-from wash.ensemble import Event, _Run
+from wash.decode import Generation, Stepper, Strategy
 from wash.errors import WashInputError
-from wash.events import FinishedEvent, RunResult, StepEvent
-from wash.parallel import run_all
+from wash.events import RunResult, StepEvent
+from wash.members import side_by_side
+from wash.options import check_range
 from wash.sampling import sample, uniform_choice
+from wash.settings import MAX_NEW_TOKENS_CAP
 from wash.vocab import encode_bytes
 from wash.watermarks.hashing import derive_seed
-
-if TYPE_CHECKING:
-    from wash.config import GenerationConfig
-    from wash.providers import ProviderSet
 
 #: How each turn's provider is chosen (see the module docstring).
 SELECTIONS = ("random", "round-robin")
@@ -111,15 +102,16 @@ SELECTIONS = ("random", "round-robin")
 MAX_LOOKAHEAD = 64
 
 
-@register
-@dataclass(frozen=True)
-class ToBlend(Baseline):
-    """The providers take turns; each writes ``block`` tokens from its own watermarked distribution."""
+#: One line for help texts and the mode table.
+_SUMMARY = ("baseline ToBlend (Huang et al. 2024): the providers take turns, each writing a "
+            "fixed block of tokens from its own distribution, the context re-encoded at "
+            "every switch")
 
-    name: ClassVar[str] = "toblend"
-    summary: ClassVar[str] = ("ToBlend (Huang et al. 2024): the providers take turns, each writing a "
-                              "block of tokens from its own distribution; the context is re-encoded at "
-                              "every switch")
+
+@dataclass(frozen=True)
+class ToBlend(Strategy, name="toblend", routing=False, baseline=True,
+              summary=_SUMMARY):
+    """The providers take turns; each writes ``block`` tokens from its own watermarked distribution."""
 
     block: int = 1
     select: str = "random"
@@ -133,20 +125,8 @@ class ToBlend(Baseline):
                                  f"(accepted: {', '.join(SELECTIONS)})")
         check_range("mode 'toblend'", "lookahead", self.lookahead, 0, MAX_LOOKAHEAD)
 
-    def decode(self, config: "GenerationConfig", pset: "ProviderSet", load_s: float,
-               should_stop: Callable[[], bool]) -> Iterator[Event]:
-        run = _BlendRun(config, pset, self)
-        t_start = time.perf_counter()
-        while len(run.tokens) < config.max_new_tokens and run.finish == "length":
-            if should_stop():
-                run.finish = "stopped"
-                break
-            with parallel.caller_on_one_thread():
-                event = run.blend_step()
-            if event is None:
-                break  # end of text drawn, or a context is full
-            yield event
-        yield FinishedEvent(run.result(load_s, time.perf_counter() - t_start))
+    def start(self, run: Generation) -> Stepper:
+        return _BlendSteps(self, run)
 
 
 @dataclass
@@ -177,24 +157,26 @@ class _Costs:
                 "tokens_per_provider": list(self.tokens_per_provider)}
 
 
-class _BlendRun(_Run):
-    """The engine's run state (contexts, detectors, records), with turns instead of averaging."""
+class _BlendSteps(Stepper):
+    """Turns instead of averaging: the provider holding the turn draws from its own distribution."""
 
-    def __init__(self, config: "GenerationConfig", pset: "ProviderSet", method: ToBlend) -> None:
-        super().__init__(config, pset)
-        self.method = method
+    strategy: ToBlend
+
+    def __init__(self, strategy: ToBlend, run: Generation) -> None:
+        super().__init__(strategy, run)
+        self.method = strategy
         self.turns = torch.Generator()
-        self.turns.manual_seed(derive_seed("toblend-select", config.seed))
+        self.turns.manual_seed(derive_seed("toblend-select", run.config.seed))
         self.ahead = torch.Generator()
-        self.ahead.manual_seed(derive_seed("toblend-lookahead", config.seed))
+        self.ahead.manual_seed(derive_seed("toblend-lookahead", run.config.seed))
         self.turn: int | None = None  # the provider writing the current block
-        self.costs = _Costs(self.models, self.n)
+        self.costs = _Costs(run.models, run.n)
 
     # -- turns -----------------------------------------------------------------------
     def _next_provider(self) -> int:
         if self.method.select == "round-robin":
-            return self.costs.blocks % self.n
-        return uniform_choice(self.n, self.turns)
+            return self.costs.blocks % self.run.n
+        return uniform_choice(self.run.n, self.turns)
 
     def _start_block(self) -> None:
         """Hand the next block to a provider; a different provider re-encodes the context."""
@@ -203,12 +185,9 @@ class _BlendRun(_Run):
         k = self._next_provider()
         if self.turn is not None and k != self.turn:
             self.costs.switches += 1
-            self._reencode(self.prov_model[k])
+            self._reencode(self.run.prov_model[k])
         self.turn = k
         self.costs.blocks += 1
-
-    def _text_bytes(self) -> bytes:
-        return b"".join(self.alignment.token_bytes(t.union_id) for t in self.tokens)
 
     def _reencode(self, m: str) -> None:
         """Model ``m`` takes the text as text: re-tokenise it and encode the whole context anew.
@@ -218,70 +197,53 @@ class _BlendRun(_Run):
         ``m``'s own tokenizer. The cache is dropped and the forward that rebuilds it
         runs here, timed, and leaves the block's first logits cached for the step.
         """
-        ctx = self.contexts[m]
-        lm = self.lms[m]
-        new = ctx.ids[:ctx.prompt_len] + encode_bytes(self._text_bytes(), lm.encode, self.vocabs[m])
+        run = self.run
+        ctx, member = run.contexts[m], run.members[m]
+        new = ctx.ids[:ctx.prompt_len] + encode_bytes(run.text_bytes(), member.encode, member.vocab)
         changed = new != ctx.ids
-        ctx.truncate(0)
-        ctx.cache, ctx.n_cached = None, 0  # a fresh cache: the incoming provider holds none of this text
-        ctx.append(new)
+        ctx.restart(new)  # a fresh cache: the incoming provider holds none of this text
         calls, seconds = ctx.forward_calls, ctx.forward_s
-        run_all([(m, ctx.next_logits)], [lm.device])
+        side_by_side([(member, ctx.next_logits)])
         self.costs.reencoded_ids[m] += len(new)
         self.costs.reencode_forwards[m] += ctx.forward_calls - calls
         self.costs.reencode_s[m] += ctx.forward_s - seconds
         if changed:
-            self._restart_live(m)
-
-    def _restart_live(self, m: str) -> None:
-        """Re-tokenised ids replace what ``m``'s live detectors had seen: start them again on them."""
-        ctx = self.contexts[m]
-        for j, d in enumerate(self.live):
-            if d.provider.model == m:
-                fresh = LiveDetector(d.provider, ctx.ids[:ctx.prompt_len])
-                fresh.feed(ctx.ids[ctx.prompt_len:])
-                self.live[j] = fresh
-        self.fed[m] = len(ctx.ids)
+            run.restart_live(m)
 
     def _predict_ahead(self, k: int) -> None:
         """Provider ``k`` predicts ``lookahead`` tokens past its block; they are discarded."""
-        m = self.prov_model[k]
-        ctx = self.contexts[m]
-        lm = self.lms[m]
+        run = self.run
+        m = run.prov_model[k]
+        ctx, member = run.contexts[m], run.members[m]
         keep = len(ctx.ids)
-        eos = self.alignment.eos_index
+        eos = run.alignment.eos_index
         for _ in range(self.method.lookahead):
-            if len(ctx.ids) >= lm.max_context:
+            if len(ctx.ids) >= member.max_context:
                 break
 
             def work() -> int:
-                return sample(self._dist(k, self._logits(m)), self.ahead)
+                return sample(run.provider_dist(k, run.base_logits(m)), self.ahead)
 
-            row = run_all([(m, work)], [lm.device])[0]
-            if int(self.alignment.to_union[m][row]) == eos:
+            row = side_by_side([(member, work)])[0]
+            if int(run.alignment.to_union[m][row]) == eos:
                 break
             ctx.append([row])
             self.costs.lookahead_ids[m] += 1
         ctx.truncate(keep)
 
     # -- one token -------------------------------------------------------------------
-    def blend_step(self) -> StepEvent | None:
+    def step(self) -> StepEvent | None:
         """The provider holding the turn draws one token from its own distribution."""
         t0 = time.perf_counter()
-        if len(self.tokens) % self.method.block == 0:
+        if len(self.run.tokens) % self.method.block == 0:
             self._start_block()
         k = self.turn
         assert k is not None
-        dist, h = self._provider_union_dist(k)
-        x = sample(dist, self.gen)
-        if self._end_of_step(x):
-            return None
-        view = candidates([dist], self.config.view_k)
-        provider_probs = [probs_at(dist, view) if i == k else None for i in range(self.n)]
-        self.costs.tokens_per_provider[k] += 1
-        return self._commit_drawn(x, t0, k, view, provider_probs, None, None, h)
+        event = self.run.one_provider_step(k, t0)
+        if event is not None:
+            self.costs.tokens_per_provider[k] += 1
+        return event
 
-    def result(self, load_s: float, total_s: float) -> RunResult:
-        result = super().result(load_s, total_s)
+    def finish(self, result: RunResult) -> RunResult:
         result.settings["baseline"] = self.costs.as_dict(self.method)
         return result

@@ -95,7 +95,7 @@ class Config(ExperimentConfig):
                              f"{', '.join(ATTACKS)})")
         if self.n < 2:
             raise ValueError(f"experiment {NAME}: n must be at least 2, got {self.n}")
-        from wash.baselines import parse
+        from wash.modes import parse
 
         for attack in ATTACKS:  # refuse bad options before any job runs, and record them spelt out
             setattr(self, f"{attack}_options", str(parse(attack, getattr(self, f"{attack}_options"))))

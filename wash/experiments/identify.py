@@ -1,6 +1,6 @@
 """Model identification with Water-Probe (the paper's Table 1, very probably), calibrated.
 
-Per-text detection needs a provider's key; identification (``wash.identify``) asks,
+Per-text detection needs a provider's key; identification (``wash.identification``) asks,
 keyless, whether a served system is watermarked at all. The paper's headline table
 (single providers z 5 to 304, WASH N = 3 below 4 for all six schemes) is, by the
 evidence in the project's notes, this score rather than a per-text z. This
@@ -71,7 +71,7 @@ class Config(ExperimentConfig):
     #: is given for R = 3 and for all ``runs``.
     runs: int = 10
     min_count: int = 20
-    #: v2: token paths a run takes fewer times than this stop there (``wash.identify.Probe``).
+    #: v2: token paths a run takes fewer times than this stop there (``wash.identification.Probe``).
     min_path: int = 3
     include_unwatermarked: bool = True
     #: Runs of the unwatermarked system of each line-up (one model; each N of ``ns``) probed as
@@ -100,7 +100,7 @@ def probe_job(specs: list, mode: str, config_fields: dict, rows_dir: str | None 
     """Probe one system (or one line-up's null) and return its row (module-level: runs in a worker).
 
     ``rows_dir``: where base rows are kept on disk for every job and later run (scratch)."""
-    from wash.identify import SERVED_ROWS, Probe, identify
+    from wash.identification import SERVED_ROWS, Probe, identify
 
     SERVED_ROWS.use_directory(rows_dir)
     probe = Probe(**config_fields)

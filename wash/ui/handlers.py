@@ -15,8 +15,7 @@ from typing import Any, Callable, Iterator
 
 import gradio as gr
 
-from wash.cli import command_line
-from wash.config import PROFILES, profile_name
+from wash.config import PROFILES, command_line, profile_name
 from wash.errors import WashInputError
 from wash.events import ProviderDetection
 from wash.models import Preload

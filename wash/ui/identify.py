@@ -1,7 +1,7 @@
 """The Identify tab: "is this model watermarked?", asked of one provider, the WASH ensemble and no watermark.
 
 Per-text detection needs a provider's key; identification (Water-Probe, v1 with
-forced contexts, ``wash.identify``) needs none: it compares how a system ranks
+forced contexts, ``wash.identification``) needs none: it compares how a system ranks
 the tokens after the same answer prefix under two crafted prompts, and a keyed
 watermark makes those rankings agree more than an unwatermarked model does. The
 paper's Table 1 very probably reports this score (docs/RESULTS.md).
@@ -28,7 +28,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from wash.errors import WashInputError
-from wash.identify import Identification, Probe
+from wash.identification import Identification, Probe
 from wash.identify_stats import identified, null_p
 from wash.thresholds import ALPHA_IDENTIFY, Z_THRESHOLD
 from wash.ui.providers import rows_to_specs
@@ -65,7 +65,7 @@ class Probed:
 def run_identify(table: Any, systems: Sequence[str], probe_name: str, choices: list[str] | None = None,
                  progress: Callable[[float, str], None] | None = None) -> list[Probed]:
     """Probe each chosen system and its line-up's null; ``progress(fraction, what)`` after every context."""
-    from wash.identify import identify
+    from wash.identification import identify
     from wash.providers import build_providers
 
     if probe_name not in PROBES:

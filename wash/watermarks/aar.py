@@ -70,7 +70,8 @@ from typing import Any, Sequence
 
 import torch
 
-from wash.watermarks import hashing, register
+from wash.watermarks import hashing
+from wash.watermarks.registry import register
 from wash.watermarks.base import (BOOL, DETECTOR_VARIANTS, RACE_FORMS, Detection, Detector, WatermarkScheme,
                                   check_choice, check_range, race_law, softmax)
 from wash.watermarks.scoring import gamma_sum_p, mean_t_z

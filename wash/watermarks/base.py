@@ -36,6 +36,7 @@ from typing import Any, ClassVar, Hashable, Sequence
 import torch
 
 from wash.errors import WashInputError
+from wash.options import SCHEME_PARAMS, parse_params
 from wash.watermarks.scoring import p_from_z, z_from_p
 from wash.thresholds import Z_THRESHOLD
 
@@ -194,20 +195,8 @@ class WatermarkScheme(ABC):
         failure is a ``WashInputError``. A name in ``param_aliases`` (a parameter's
         former spelling) sets the field it stands for.
         """
-        fields = {f.name: f for f in dataclasses.fields(cls.Params)}
-        values: dict[str, Any] = {}
-        for given, text in raw.items():
-            name = cls.param_aliases.get(given, given)
-            if name != given and name in raw:
-                raise WashInputError(
-                    f"scheme '{cls.name}': give '{name}' or its former name '{given}', not both")
-            if name not in fields:
-                accepted = ", ".join(sorted(fields)) or "none"
-                raise WashInputError(
-                    f"scheme '{cls.name}' has no parameter '{name}' (accepted: {accepted})"
-                )
-            default = getattr(cls.Params(), name)
-            values[name] = _coerce(cls.name, name, text, default)
+        values = parse_params(cls.Params, f"scheme '{cls.name}'", raw, aliases=cls.param_aliases,
+                              dialect=SCHEME_PARAMS)
         return cls.Params(**values)
 
     # -- the two sides ------------------------------------------------------
@@ -241,27 +230,6 @@ class WatermarkScheme(ABC):
     def describe(self) -> str:
         values = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(self.params).items())
         return f"{self.name}(key={self.key}{', ' + values if values else ''})"
-
-
-def _coerce(scheme: str, name: str, text: str, default: Any) -> Any:
-    try:
-        if isinstance(default, bool):
-            low = str(text).lower()
-            if low in ("1", "true", "yes", "on"):
-                return True
-            if low in ("0", "false", "no", "off"):
-                return False
-            raise ValueError(text)
-        if isinstance(default, int):
-            return int(text)
-        if isinstance(default, float):
-            return float(text)
-        return type(default)(text) if default is not None else text
-    except (TypeError, ValueError):
-        kind = type(default).__name__
-        raise WashInputError(
-            f"parameter '{name}' of scheme '{scheme}' must be {kind}, got '{text}'"
-        ) from None
 
 
 def _scheme_of(params: Any) -> str:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wash.watermarks import register
+from wash.watermarks.registry import register
 from wash.watermarks.base import check_range
 from wash.watermarks.greenlist import check_fraction, check_skip_repeated
 from wash.watermarks.kgw import KGW

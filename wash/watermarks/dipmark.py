@@ -42,7 +42,8 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from wash.watermarks import hashing, register
+from wash.watermarks import hashing
+from wash.watermarks.registry import register
 from wash.watermarks.base import Detector, WatermarkScheme, check_range, softmax
 from wash.watermarks.greenlist import GreenCountDetector, check_fraction
 

@@ -42,7 +42,8 @@ from dataclasses import dataclass
 
 import torch
 
-from wash.watermarks import hashing, register
+from wash.watermarks import hashing
+from wash.watermarks.registry import register
 from wash.watermarks.base import RACE_FORMS, check_choice, race_law
 from wash.watermarks.keyseq import EditScheme
 

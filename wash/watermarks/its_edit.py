@@ -59,7 +59,8 @@ from typing import Sequence
 
 import torch
 
-from wash.watermarks import hashing, register
+from wash.watermarks import hashing
+from wash.watermarks.registry import register
 from wash.watermarks.base import Detection, check_choice
 from wash.watermarks.keyseq import EditScheme, release_detection, run_edit_test
 

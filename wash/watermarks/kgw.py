@@ -40,7 +40,8 @@ from typing import Any, Hashable, Sequence
 import numpy as np
 import torch
 
-from wash.watermarks import hashing, register
+from wash.watermarks import hashing
+from wash.watermarks.registry import register
 from wash.watermarks.base import check_choice, check_range
 from wash.watermarks.greenlist import GreenListScheme, check_fraction, check_skip_repeated
 

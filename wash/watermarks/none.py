@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 import torch
 
-from wash.watermarks import register
+from wash.watermarks.registry import register
 from wash.watermarks.base import Detection, Detector, WatermarkScheme, softmax
 
 

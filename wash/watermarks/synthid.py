@@ -51,7 +51,8 @@ from typing import Any, Sequence
 
 import torch
 
-from wash.watermarks import hashing, register
+from wash.watermarks import hashing
+from wash.watermarks.registry import register
 from wash.watermarks.base import Detection, Detector, WatermarkScheme, check_range, softmax
 
 #: Most tournament layers accepted: each layer is one pass over the support per step.

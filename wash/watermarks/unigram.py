@@ -31,7 +31,8 @@ from typing import Any, Hashable, Sequence
 
 import torch
 
-from wash.watermarks import hashing, register
+from wash.watermarks import hashing
+from wash.watermarks.registry import register
 from wash.watermarks.base import check_range
 from wash.watermarks.greenlist import GreenListScheme, check_fraction, check_skip_repeated
 

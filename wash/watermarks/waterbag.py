@@ -46,7 +46,8 @@ import numpy as np
 import torch
 from scipy import stats
 
-from wash.watermarks import hashing, register
+from wash.watermarks import hashing
+from wash.watermarks.registry import register
 from wash.watermarks.base import Detection, Detector, check_range
 from wash.watermarks.greenlist import GreenListScheme, check_fraction, check_skip_repeated, is_green
 from wash.watermarks.kgw import KGW, check_context

@@ -44,20 +44,19 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
-from wash.aggregation import Mean, parse as parse_aggregate
+from wash.aggregation import Rule, parse as parse_aggregate
 from wash.config import DEFAULT_PROFILE, MODE_TABLE, ProviderSpec, ServingProfile, profile
 from wash.errors import WashInputError
 from wash.identify_stats import (NULL_MEAN, TOP, TokenCounts, band, context_bootstrap, identification_z,
                                  matrix_score, pair_matrix)
+from wash.members import LocalMember
 from wash.providers import Provider, ProviderSet, build_providers
-from wash.resync import ModelContext
-from wash.sampling import process_logits
-from wash.watermarks.base import softmax
+from wash.served import ServedSystem
 from wash.watermarks.hashing import derive_seed
 
 LETTERS = tuple(chr(c) for c in range(ord("A"), ord("Z") + 1))
@@ -126,7 +125,7 @@ class _ServedRows:
     def __init__(self) -> None:
         self.rows: dict[tuple, tuple[torch.Tensor, list[int]]] = {}
         self.bytes = 0
-        self.contexts: dict[tuple[str, int], ModelContext] = {}
+        self.contexts: dict[tuple[str, int], Any] = {}
         self.forwards = 0
         self.directory: Path | None = None
 
@@ -142,12 +141,14 @@ class _ServedRows:
         digest = hashlib.sha1(f"{PROMPTS[prompt_index]}\0{text}".encode("utf-8")).hexdigest()[:24]
         return self.directory / model / f"{digest}.pt"
 
-    def get(self, lm, model: str, invalid: torch.Tensor, serving: ServingProfile, prompt_index: int,
+    def get(self, system: ServedSystem, model: str, prompt_index: int,
             text: str) -> tuple[torch.Tensor, list[int]]:
-        raw, ids = self.raw(lm, model, prompt_index, text)
-        return process_logits(raw, invalid, serving.temperature, serving.top_p, serving.top_k), ids
+        """``model``'s logits after prompt + ``text`` as ``system`` serves them, with the ids they follow."""
+        raw, ids = self.raw(system.members[model], prompt_index, text)
+        return system.serve(model, raw), ids
 
-    def raw(self, lm, model: str, prompt_index: int, text: str) -> tuple[torch.Tensor, list[int]]:
+    def raw(self, member: LocalMember, prompt_index: int, text: str) -> tuple[torch.Tensor, list[int]]:
+        model = member.name
         key = (model, prompt_index, text)
         cached = self.rows.get(key)
         if cached is not None:
@@ -159,9 +160,10 @@ class _ServedRows:
             self._keep(key, row)
             return row
         ctx = self.contexts.get((model, prompt_index))
-        if ctx is None or ctx.lm is not lm:
-            ctx = self.contexts[(model, prompt_index)] = ModelContext(lm, lm.encode_prompt(PROMPTS[prompt_index]))
-        ctx.sync_to(lm.encode_prompt(PROMPTS[prompt_index] + text))
+        if ctx is None or ctx.lm is not member.lm:
+            prompt_ids = member.encode_prompt(PROMPTS[prompt_index])
+            ctx = self.contexts[(model, prompt_index)] = member.context(prompt_ids)
+        ctx.sync_to(member.encode_prompt(PROMPTS[prompt_index] + text))
         self.forwards += 1
         row = (ctx.next_logits().to(torch.float32).clone(), list(ctx.ids))
         if path is not None:
@@ -281,29 +283,33 @@ class Identification:
 
 
 class _System:
-    """A served system's next-token law at a context: providers, models, serving."""
+    """A served system's next-token law at a context, probed: a ``served.ServedSystem`` on the probe's rows."""
 
-    def __init__(self, pset: ProviderSet, mode: str, serving: ServingProfile, aggregate: str = "mean") -> None:
+    def __init__(self, pset: ProviderSet, mode: str, serving: ServingProfile,
+                 aggregate: str | Rule = "mean") -> None:
         self.pset = pset
         self.mode = MODE_TABLE[mode]
         self.serving = serving
-        self.providers = pset.providers[:1] if self.mode.first_provider_only else pset.providers
-        self.models = list(dict.fromkeys(p.model for p in self.providers))
-        a = pset.alignment
-        self.invalid = {m: a.to_union[m] < 0 for m in self.models}
+        rule = aggregate if isinstance(aggregate, Rule) else parse_aggregate(aggregate)
+        providers = pset.providers[:1] if self.mode.first_provider_only else pset.providers
+        self.served = ServedSystem(pset, providers, self.mode.watermark, rule, serving.temperature,
+                                   serving.top_p, serving.top_k)
+        self.providers = self.served.providers
+        self.models = self.served.models
+        self.rule = rule
         # Under the mean a sample is "pick a provider, draw from it"; any other rule
         # needs every provider's law at once, so samples group by all their states.
-        self.rule = parse_aggregate(aggregate)
-        self.robust = self.rule.name != Mean.name and len(self.providers) > 1
-        self.present = (torch.stack([a.from_union[p.model] >= 0 for p in self.providers])
-                        if self.robust else None)
+        self.robust = self.served.robust
         self._prompt_lens: dict[tuple[int, str], int] = {}
-        self.distributions = 0
+
+    @property
+    def distributions(self) -> int:
+        """Provider distributions computed so far."""
+        return self.served.distributions
 
     def base_rows(self, prompt_index: int, context: str) -> dict[str, tuple[torch.Tensor, list[int]]]:
         """Each model's served base logits after prompt + context, with the ids they follow."""
-        return {m: SERVED_ROWS.get(self.pset.models[m], m, self.invalid[m], self.serving, prompt_index, context)
-                for m in self.models}
+        return {m: SERVED_ROWS.get(self.served, m, prompt_index, context) for m in self.models}
 
     def union_dist(self, provider: Provider, base: torch.Tensor, ids: list[int], state,
                    prompt_len: int | None = None) -> torch.Tensor:
@@ -311,26 +317,22 @@ class _System:
 
         ``prompt_len`` defaults to all of ``ids``: in v1 everything the probe gives is
         prompt and the counted token is the first one generated."""
-        probs = self.model_dist(provider, base, ids, state, len(ids) if prompt_len is None else prompt_len)
-        a = self.pset.alignment
-        out = torch.zeros(a.size + 1, dtype=torch.float64)
-        out.index_add_(0, a.scatter_index[provider.model], probs)
-        return out[: a.size]
+        return self.served.provider_union(self._index(provider), base, ids,
+                                          len(ids) if prompt_len is None else prompt_len, state)
+
+    def _index(self, provider: Provider) -> int:
+        return next(i for i, p in enumerate(self.providers) if p is provider)
 
     def _prompt_len(self, prompt_index: int, model: str) -> int:
         key = (prompt_index, model)
         if key not in self._prompt_lens:
-            self._prompt_lens[key] = len(self.pset.models[model].encode_prompt(PROMPTS[prompt_index]))
+            self._prompt_lens[key] = len(self.served.members[model].encode_prompt(PROMPTS[prompt_index]))
         return self._prompt_lens[key]
 
     def model_dist(self, provider: Provider, base: torch.Tensor, ids: list[int], state,
                    prompt_len: int) -> torch.Tensor:
         """One provider's served distribution under ``state``, in its model's own vocabulary."""
-        self.distributions += 1
-        if not self.mode.watermark:
-            return softmax(base)
-        provider.state = state
-        return provider.distribution(base, ids, prompt_len)
+        return self.served.provider_dist(self._index(provider), base, ids, prompt_len, state)
 
     def _states(self, picks: random.Random) -> tuple:
         """One fresh generation's provider states (``None`` for stateless schemes and no watermark)."""
@@ -433,7 +435,7 @@ class _System:
             base, ids = rows[p.model]
             union.append(self.union_dist(p, base, ids, state,
                                          None if forced else self._prompt_len(prompt_index, p.model)))
-        return self.rule(torch.stack(union), self.present)
+        return self.served.aggregate(union)
 
     def _robust_step(self, prompt_index: int, rows: dict, here: Counter,
                      gen: torch.Generator) -> dict[int, Counter]:

@@ -1,0 +1,158 @@
+"""Settings parsed once at the edge: typed objects, a validate() that changes nothing, the command line."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import shlex
+from pathlib import Path
+
+import pytest
+
+from wash import aggregation
+from wash.aggregation import Cap, MedianClip
+from wash.baselines.demark import DeMark
+from wash.baselines.toblend import ToBlend
+from wash.cli import build_parser
+from wash.config import GenerationConfig, ProviderSpec, command_line, from_command_line
+from wash.ensemble import Wash
+from wash.errors import WashInputError
+from wash.settings import Forwards
+
+ROOT = Path(__file__).resolve().parents[1]
+SPECS = [ProviderSpec.parse(s) for s in ("tiny-smollm2:kgw:1", "tiny-gemma3:kgw:2")]
+
+
+def config(**kw) -> GenerationConfig:
+    return GenerationConfig(providers=list(SPECS), prompt=kw.pop("prompt", "Hello there"), **kw)
+
+
+CONFIGS = [
+    dict(),
+    dict(aggregate=" median-clip ", seed="7"),
+    dict(mode="toblend", baseline_options=" select = round-robin "),
+    dict(mode="naive", forwards="lazy", top_k=10),
+    dict(mode="demark", baseline_options="k=4", temperature=0.7, top_p=0.9, max_new_tokens=12),
+    dict(mode="unwatermarked", aggregate="cap:xi=0.5"),
+]
+
+
+@pytest.mark.parametrize("fields", CONFIGS)
+def test_text_settings_are_typed_when_the_config_is_made_and_validate_changes_nothing(fields):
+    cfg = config(**fields)
+    before = dataclasses.asdict(cfg)
+    cfg.validate()
+    assert dataclasses.asdict(cfg) == before
+    assert isinstance(cfg.forwards, Forwards) and isinstance(cfg.seed, int)
+    assert cfg.aggregate == str(cfg.rule)
+    if cfg.spec.baseline:
+        assert cfg.baseline_options == str(cfg.strategy)
+
+
+def test_the_typed_objects():
+    cfg = config(aggregate="median-clip:xi=0.5", mode="toblend", baseline_options="block=2")
+    assert cfg.rule == MedianClip(xi=0.5) and cfg.aggregate == "median-clip:xi=0.5"
+    assert cfg.strategy == ToBlend(block=2) and cfg.forwards == Forwards.EAGER == "eager"
+    assert config().strategy == Wash()
+
+
+def test_setting_a_text_field_parses_it_again():
+    cfg = config()
+    cfg.aggregate = "cap"
+    assert cfg.rule == Cap() and cfg.aggregate == "cap:xi=1.0"
+    cfg.mode, cfg.baseline_options = "demark", "k=3"
+    assert cfg.strategy == DeMark(k=3) and cfg.baseline_options.startswith("k=3,access=gray")
+    cfg.forwards = "lazy"
+    assert cfg.forwards is Forwards.LAZY
+
+
+def test_text_that_does_not_parse_is_kept_for_validate():
+    cfg = config(aggregate="nope", forwards="sideways")
+    assert cfg.aggregate == "nope" and cfg.forwards == "sideways"
+    with pytest.raises(WashInputError, match="unknown forwards 'sideways'"):
+        cfg.validate()
+    with pytest.raises(WashInputError, match="unknown aggregate 'nope'"):
+        cfg.rule
+    with pytest.raises(WashInputError, match="unknown mode 'fastest'"):
+        config(mode="fastest").strategy
+
+
+def test_one_generation_parses_the_rule_once(monkeypatch):
+    from wash.ensemble import generate
+
+    built = []
+    post = aggregation.Rule.__post_init__
+    monkeypatch.setattr(aggregation.Rule, "__post_init__", lambda self: (built.append(self), post(self))[1])
+    cfg = config(aggregate="median-clip", max_new_tokens=2)
+    cfg.validate()
+    generate(cfg)
+    assert len(built) == 1
+
+
+@pytest.mark.parametrize("fields", CONFIGS)
+def test_the_command_line_reads_back_as_the_same_config(fields):
+    cfg = config(**fields, live_detection=False)
+    args = build_parser().parse_args(shlex.split(command_line(cfg))[3:])
+    assert from_command_line(args) == cfg
+
+
+def _imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return found
+
+
+def test_the_ui_does_not_import_the_cli():
+    for path in (ROOT / "wash" / "ui").glob("*.py"):
+        assert "wash.cli" not in _imports(path), path.name
+
+
+def test_no_module_of_the_package_imports_one_that_imports_it_back(root: Path = ROOT):
+    """Every import in wash/ (module level or in a function, TYPE_CHECKING blocks aside, a plug-in
+    loader's ``importlib.import_module(f"wash.pkg.{name}")`` of the names it spells) forms no cycle."""
+    package = root / "wash"
+    modules = {".".join(p.relative_to(root).with_suffix("").parts).removesuffix(".__init__"): p
+               for p in package.rglob("*.py")}
+
+    def owner(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    def edges(path: Path) -> set[str]:
+        tree = ast.parse(path.read_text())
+        skipped = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+                   and getattr(node.test, "id", getattr(node.test, "attr", "")) == "TYPE_CHECKING"
+                   for n in ast.walk(node)}
+        strings = {n.value for n in ast.walk(tree)
+                   if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        out = set()
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
+            loader = isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module"
+            if (loader and node.args and isinstance(node.args[0], ast.JoinedStr)
+                    and isinstance(node.args[0].values[0], ast.Constant)):
+                prefix = node.args[0].values[0].value
+                out.update(m for m in modules if m.startswith(prefix) and m[len(prefix):] in strings)
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for alias in node.names:
+                    out.add(owner(f"{node.module}.{alias.name}") if f"{node.module}.{alias.name}" in modules
+                            else owner(node.module))
+            elif isinstance(node, ast.Import):
+                out.update(owner(a.name) for a in node.names)
+        return {m for m in out if m}
+
+    graph = {m: edges(p) - {m} for m, p in modules.items()}
+    for start in graph:  # a path from a module's imports back to it is a cycle
+        seen, todo = set(), list(graph[start])
+        while todo:
+            m = todo.pop()
+            assert m != start, f"{start} imports a module that imports it back"
+            if m not in seen:
+                seen.add(m)
+                todo.extend(graph[m])
