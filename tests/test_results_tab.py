@@ -75,11 +75,12 @@ def test_detection_figure_draws_every_summary_cell_with_its_interval_and_the_pap
     assert [s.y0 for s in fig.layout.shapes] == [FPR_CALIBRATED]  # a detector at chance
 
 
-def test_identification_figure_draws_s_per_scheme_against_each_settings_null_and_the_verdict():
+def test_identification_figure_draws_s_per_scheme_against_each_settings_null_and_the_verdict(tmp_path):
     summary = pd.read_csv(IDENTIFY / "identify_summary.csv")
     full = summary[summary["samples"] == summary["samples"].max()]
-    # the headline run alone (its line-up); other line-ups' folders are tested in the line-up test below
-    fig = results.view(lineup="independent").identification_figure
+    # the headline run alone; the other committed folders (forms, line-ups) are tested in the line-up test below
+    _copy(tmp_path, rt.IDENTIFICATION_FOLDER)
+    fig = results.view(root=tmp_path).identification_figure
     traces = _traces(fig)
     null = traces["null: same base models unwatermarked (mean ± sd)"]
     assert null.type == "bar"
