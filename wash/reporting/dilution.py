@@ -52,7 +52,7 @@ class Fit:
 
 
 def _fit_row(measure: str, scheme: str, lineup: str, cells: pd.DataFrame, value: str, low: str, high: str,
-             baseline: pd.Series | float = 0.0, baseline_se: pd.Series | float = 0.0) -> Fit | None:
+             baseline: np.ndarray | float = 0.0, baseline_se: np.ndarray | float = 0.0) -> Fit | None:
     cells = cells.dropna(subset=[value, low, high])
     if cells["n"].nunique() < 2:
         return None

@@ -32,8 +32,7 @@ def _order(t: pd.DataFrame) -> pd.DataFrame:
     t = t[t.groupby(["scheme", "setting"])["setting"].transform("size") > 1]
     t["_s"] = t["scheme"].map(schemes).fillna(99)
     t["_n"] = t["setting"].map({s: i for i, s in enumerate(SETTINGS)})
-    t["_f"] = range(len(t))
-    return t.sort_values(["_s", "_n", "_f"]).drop(columns=["_s", "_n", "_f"])
+    return t.sort_values(["_s", "_n"], kind="stable").drop(columns=["_s", "_n"])  # stable: folder order kept
 
 
 def _several(t: pd.DataFrame) -> bool:
