@@ -219,3 +219,42 @@ def test_a_robust_rule_reins_in_a_point_mass_in_both_probes(tiny_smollm2):
     assert float(dist.max()) < 0.2
     v1 = robust.counts(0, " D seven tiger", 500, torch.Generator().manual_seed(0), random.Random(0), runs=2)
     assert [c.total for c in v1] == [500, 500]
+
+
+@pytest.mark.parametrize("size", [7, 49152, 262144])
+@pytest.mark.parametrize("m", [1, 2, 9])
+def test_a_point_mass_draw_is_the_multinomial_draw_with_its_random_stream(size, m):
+    """The one-hot shortcut returns what torch.multinomial returns and leaves the generator
+    where it would: every later draw of a probe is unchanged (and a non-one-hot law is drawn
+    for real)."""
+    import torch
+
+    from wash.identification import draw
+
+    one_hot = torch.zeros(size)
+    one_hot[size - 3] = 1.0
+    spread = torch.rand(size, generator=torch.Generator().manual_seed(size))
+    for probs in (one_hot, spread / spread.sum()):
+        ours, real = torch.Generator().manual_seed(7), torch.Generator().manual_seed(7)
+        got = draw(probs, m, ours)
+        want = torch.multinomial(probs, m, replacement=True, generator=real)
+        assert torch.equal(got, want)
+        assert torch.equal(ours.get_state(), real.get_state())
+        assert torch.equal(torch.rand(3, generator=ours), torch.rand(3, generator=real))
+
+
+def test_a_probe_keeps_a_keyed_sequence_whole(tiny_smollm2):
+    """An Edit scheme keeps 4 key rows for generation and its whole key while probed, where
+    every offset comes back at every node (the rows are the same either way)."""
+    from wash.config import profile
+    from wash.identification import _System
+    from wash.providers import build_providers
+
+    pset = build_providers([ProviderSpec.parse("tiny-smollm2:exp-edit:1:keylen=16")])
+    scheme = pset.providers[0].scheme
+    first = [scheme.row(k).clone() for k in range(16)]
+    assert len(scheme._rows) == 4
+    _System(pset, "single", profile("open"))
+    again = [scheme.row(k) for k in range(16)]
+    assert len(scheme._rows) == 16
+    assert all(a.equal(b) for a, b in zip(first, again))

@@ -58,6 +58,7 @@ from wash.members import LocalMember
 from wash.providers import Provider, ProviderSet, build_providers
 from wash.served import ServedSystem
 from wash.watermarks.hashing import derive_seed
+from wash.watermarks.keyseq import EditScheme
 
 LETTERS = tuple(chr(c) for c in range(ord("A"), ord("Z") + 1))
 NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
@@ -301,6 +302,11 @@ class _System:
         # needs every provider's law at once, so samples group by all their states.
         self.robust = self.served.robust
         self._prompt_lens: dict[tuple[int, str], int] = {}
+        # A probe serves hundreds of fresh generations at every node, so a keyed
+        # sequence is read at every offset again and again: keep the whole key.
+        for p in self.providers:
+            if isinstance(p.scheme, EditScheme):
+                p.scheme.keep_rows(p.scheme.params.keylen)
 
     @property
     def distributions(self) -> int:
@@ -421,8 +427,7 @@ class _System:
             probs = self.model_dist(p, base, ids, state, self._prompt_len(prompt_index, p.model))
             probs = probs.to(torch.float32).clamp_min(0)
             # One draw for all the members (iid), dealt out in order.
-            drawn = to_union[p.model][torch.multinomial(probs, sum(mk for _, mk in members), replacement=True,
-                                                        generator=gen)].numpy()
+            drawn = to_union[p.model][draw(probs, sum(mk for _, mk in members), gen)].numpy()
             _deal(drawn, members, children)
         return children
 
@@ -445,7 +450,7 @@ class _System:
         children: dict[int, Counter] = {}
         for states, members in by_states.items():
             dist = self.robust_dist(prompt_index, rows, states).to(torch.float32).clamp_min(0)
-            drawn = torch.multinomial(dist, sum(m for _, m in members), replacement=True, generator=gen).numpy()
+            drawn = draw(dist, sum(m for _, m in members), gen).numpy()
             _deal(drawn, members, children)
         return children
 
@@ -479,14 +484,62 @@ class _System:
                 p = self.providers[k]
                 base, ids = rows[p.model]
                 dist = self.union_dist(p, base, ids, state)
-            drawn = torch.multinomial(dist.to(torch.float32).clamp_min(0), sum(per_run.values()), replacement=True,
-                                      generator=gen).numpy()
+            drawn = draw(dist.to(torch.float32).clamp_min(0), sum(per_run.values()), gen).numpy()
             at = 0
             for run in sorted(per_run):
                 drawn_by_run[run].append(drawn[at:at + per_run[run]])
                 at += per_run[run]
         return [TokenCounts.from_tokens(np.concatenate(d) if d else np.zeros(0, np.int64), size)
                 for d in drawn_by_run]
+
+
+def draw(probs: torch.Tensor, m: int, gen: torch.Generator) -> torch.Tensor:
+    """``m`` iid draws from ``probs``: ``torch.multinomial``'s draws, generator stream included.
+
+    Why: the point-mass schemes (EXP-Edit, ITS-Edit, AAR in their original forms)
+    make most of a probe's distributions one-hot, and ``torch.multinomial`` still
+    pays a pass over the whole vocabulary for them (a single draw fills an
+    exponential per entry: 10 ms at Gemma-3's 262k). A one-hot law has one outcome,
+    so it is returned directly, and the generator is advanced by exactly what the
+    multinomial would have consumed (``_advance``), so every later draw, and so every
+    probe's counts, stay the same as before this shortcut.
+    """
+    if m > 0 and int(torch.count_nonzero(probs)) == 1 and _advance(gen, probs.numel(), m):
+        return torch.full((m,), int(torch.argmax(probs)), dtype=torch.long)
+    return torch.multinomial(probs, m, replacement=True, generator=gen)
+
+
+#: Per (vocabulary size, single draw): whether ``_advance`` matches torch.multinomial's consumption.
+_ADVANCE_CHECKED: dict[tuple[int, bool], bool] = {}
+
+
+def _consume(gen: torch.Generator, size: int, m: int) -> None:
+    # torch.multinomial (CPU, replacement) draws one double per sample, except for a
+    # single sample, where it races exponentials over the whole row (one 64-bit draw each)
+    if m == 1:
+        torch.empty(size, dtype=torch.int64).random_(generator=gen)
+    else:
+        torch.rand(m, dtype=torch.float64, generator=gen)
+
+
+def _advance(gen: torch.Generator, size: int, m: int) -> bool:
+    """Advance ``gen`` as ``torch.multinomial`` of ``m`` samples over ``size`` entries would.
+
+    Checked once per (size, m == 1) against the real call on a throwaway generator;
+    where torch consumes differently (another version), returns False and advances
+    nothing, and the caller draws for real."""
+    key = (size, m == 1)
+    ok = _ADVANCE_CHECKED.get(key)
+    if ok is None:
+        one_hot = torch.zeros(size)
+        one_hot[size // 2] = 1.0
+        real, ours = torch.Generator().manual_seed(12345), torch.Generator().manual_seed(12345)
+        torch.multinomial(one_hot, m if m > 1 else 1, replacement=True, generator=real)
+        _consume(ours, size, m)
+        ok = _ADVANCE_CHECKED[key] = bool(torch.equal(real.get_state(), ours.get_state()))
+    if ok:
+        _consume(gen, size, m)
+    return ok
 
 
 def _deal(drawn: np.ndarray, members: list[tuple[tuple, int]], children: dict[int, Counter]) -> None:

@@ -133,6 +133,7 @@ class EditScheme(WatermarkScheme):
     def __init__(self, key: int, vocab_size: int, params: "EditScheme.Params | None" = None) -> None:
         super().__init__(key, vocab_size, params)
         self._rows: OrderedDict[int, torch.Tensor] = OrderedDict()
+        self._row_cache = _ROW_CACHE
         self._columns: dict[int, torch.Tensor] = {}
         # generation and (live or final) detection may run in different threads
         self._lock = threading.Lock()
@@ -149,8 +150,19 @@ class EditScheme(WatermarkScheme):
     def _row_values(self, row: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """What the detector needs of row ``row`` for each of ``tokens`` (float)."""
 
+    def keep_rows(self, count: int) -> None:
+        """Keep up to ``count`` key elements drawn (default 4).
+
+        Generation walks k upwards and needs only the last few; a probe that serves
+        hundreds of fresh generations at once (``wash.identification``) visits every
+        offset at every node and would draw each row again and again. A row costs
+        4 bytes per vocabulary entry (1 MB for Gemma-3), so the whole key is at most
+        ``keylen`` of them."""
+        with self._lock:
+            self._row_cache = max(1, int(count))
+
     def row(self, k: int) -> torch.Tensor:
-        """Key element k, from a small LRU cache (generation walks k upwards)."""
+        """Key element k, from an LRU cache (see ``keep_rows``)."""
         with self._lock:
             hit = self._rows.get(k)
             if hit is not None:
@@ -158,7 +170,7 @@ class EditScheme(WatermarkScheme):
                 return hit
             value = self._draw_row(k)
             self._rows[k] = value
-            if len(self._rows) > _ROW_CACHE:
+            if len(self._rows) > self._row_cache:
                 self._rows.popitem(last=False)
             return value
 
