@@ -90,6 +90,9 @@ IDENTIFY_CASES: dict[str, tuple[list[str], str, dict[str, Any]]] = {
                                                                seed=4, serving="paper")),
     "identify-v2-cap": (SCHEMES, "wash", dict(version="v2", samples=30, runs=2, min_count=1, seed=6,
                                               aggregate="cap:xi=0.5")),
+    # per-generation states: keyed point masses (read per state) beside a sampled stateful law
+    "identify-v2-stateful": (["tiny-smollm2:exp-edit:21", "tiny-gemma3:its-edit:22", "tiny-smollm2:waterbag:23"],
+                             "wash", dict(version="v2", samples=40, runs=2, min_count=1, seed=7)),
 }
 
 #: Keys of a result's settings (and a baseline's counts) that depend on the clock or the

@@ -258,3 +258,39 @@ def test_a_probe_keeps_a_keyed_sequence_whole(tiny_smollm2):
     again = [scheme.row(k) for k in range(16)]
     assert len(scheme._rows) == 16
     assert all(a.equal(b) for a, b in zip(first, again))
+
+
+@pytest.mark.parametrize("spec", ["tiny-gemma3:exp-edit:3:keylen=32", "tiny-gemma3:its-edit:4:keylen=32",
+                                  "tiny-smollm2:its-edit:5:keylen=32+permutation=shared"])
+def test_a_keyed_point_mass_picks_the_token_its_law_puts_its_mass_on(spec):
+    """``picks`` (one base law, one read per key element) gives, for every state, the token the
+    scheme's own served law is one-hot on, so a probe's counts keep the system's law."""
+    import torch
+
+    from wash.watermarks.keyseq import EditState
+    from wash.watermarks.registry import build_scheme
+
+    scheme_name, key, params = spec.split(":")[1], int(spec.split(":")[2]), spec.split(":")[3]
+    parsed = dict(kv.split("=") for kv in params.split("+"))
+    parsed = {k: (int(v) if v.isdigit() else v) for k, v in parsed.items()}
+    vocab = 262144 if "gemma" in spec else 49152
+    scheme = build_scheme(scheme_name, key, vocab, parsed)
+    logits = torch.randn(vocab, generator=torch.Generator().manual_seed(key)) * 3
+    ids, prompt_len = list(range(12)), 9
+    states = [EditState(offset=o) for o in (0, 5, 5, 31, 40, 7)]
+    tokens, read = scheme.picks(logits, ids, prompt_len, states)
+    assert read == len({(s.offset + 3) % 32 for s in states})
+    for state, token in zip(states, tokens):
+        law = scheme.distribution(logits, ids, prompt_len, state)
+        assert float(law[token]) == 1.0 and float(law.sum()) == 1.0
+
+
+def test_picks_refuses_a_sampled_form():
+    import torch
+
+    from wash.watermarks.keyseq import EditState
+    from wash.watermarks.registry import build_scheme
+
+    scheme = build_scheme("exp-edit", 1, 100, {"form": "soft", "keylen": 8})
+    with pytest.raises(ValueError, match="point-mass"):
+        scheme.picks(torch.zeros(100), [1, 2], 1, [EditState(0)])

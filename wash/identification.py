@@ -307,6 +307,12 @@ class _System:
         for p in self.providers:
             if isinstance(p.scheme, EditScheme):
                 p.scheme.keep_rows(p.scheme.params.keylen)
+        #: Providers whose law is a keyed point mass (EXP-Edit, ITS-Edit): v2 reads their
+        #: token per state (``EditScheme.picks``) instead of building and drawing from a
+        #: one-hot law per state, which took most of a stateful ensemble's probe.
+        self._keyed_points = {k for k, p in enumerate(self.providers)
+                              if self.mode.watermark and p.space is None
+                              and isinstance(p.scheme, EditScheme) and p.scheme.point_mass}
 
     @property
     def distributions(self) -> int:
@@ -421,14 +427,29 @@ class _System:
                     draws.setdefault((k, states[k]), []).append((key, mk))
         to_union = self.pset.alignment.to_union
         children: dict[int, Counter] = {}
+        points: dict[int, list[tuple[object, list[tuple[tuple, int]]]]] = {}
         for (k, state), members in draws.items():
             p = self.providers[k]
+            if k in self._keyed_points:
+                points.setdefault(k, []).append((state, members))
+                continue
             base, ids = rows[p.model]
             probs = self.model_dist(p, base, ids, state, self._prompt_len(prompt_index, p.model))
             probs = probs.to(torch.float32).clamp_min(0)
             # One draw for all the members (iid), dealt out in order.
             drawn = to_union[p.model][draw(probs, sum(mk for _, mk in members), gen)].numpy()
             _deal(drawn, members, children)
+        # A keyed point mass has one outcome per state: every sample of a group takes it.
+        for k, groups in points.items():
+            p = self.providers[k]
+            base, ids = rows[p.model]
+            tokens, read = p.scheme.picks(base, ids, self._prompt_len(prompt_index, p.model),
+                                          [state for state, _ in groups])
+            self.served.distributions += read
+            for token, (_, members) in zip(tokens, groups):
+                child = children.setdefault(int(to_union[p.model][token]), Counter())
+                for key, mk in members:
+                    child[key] += mk
         return children
 
     def robust_dist(self, prompt_index: int, rows: dict, states: tuple, forced: bool = False) -> torch.Tensor:

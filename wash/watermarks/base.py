@@ -313,6 +313,15 @@ RACE_FORMS = ("gumbel", "soft")
 DETECTOR_VARIANTS = ("ours", "release")
 
 
+def _race_scores(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    return torch.log(u.to(torch.float64)) / probs
+
+
+def race_winner(probs: torch.Tensor, u: torch.Tensor) -> int:
+    """The token the ``gumbel`` form of the race puts its mass on (``race_law``'s point)."""
+    return int(torch.argmax(_race_scores(probs, u)))
+
+
 def race_law(probs: torch.Tensor, u: torch.Tensor, form: str) -> torch.Tensor:
     """The next-token law of a keyed exponential race with uniforms ``u`` over ``probs``.
 
@@ -324,7 +333,7 @@ def race_law(probs: torch.Tensor, u: torch.Tensor, form: str) -> torch.Tensor:
     term can underflow to 0). If every score is ``-inf`` (the only candidates drew
     u = 0, a 0/0 law) the soft form falls back to ``probs``.
     """
-    scores = torch.log(u.to(torch.float64)) / probs
+    scores = _race_scores(probs, u)
     if form == "gumbel":
         out = torch.zeros_like(probs)
         out[int(torch.argmax(scores))] = 1.0

@@ -44,7 +44,7 @@ import torch
 
 from wash.watermarks import hashing
 from wash.watermarks.registry import register
-from wash.watermarks.base import RACE_FORMS, check_choice, race_law
+from wash.watermarks.base import RACE_FORMS, check_choice, race_law, race_winner
 from wash.watermarks.keyseq import EditScheme
 
 
@@ -82,6 +82,9 @@ class EXPEdit(EditScheme):
 
     def _law(self, probs: torch.Tensor, k: int) -> torch.Tensor:
         return race_law(probs, self.row(k), self.params.form)
+
+    def _pick(self, probs: torch.Tensor, k: int) -> int:
+        return race_winner(probs, self.row(k))
 
     def observed_cost(self, unique_tokens: torch.Tensor) -> torch.Tensor:
         return torch.log1p(-self.key_values(unique_tokens.tolist()))

@@ -216,6 +216,34 @@ class EditScheme(WatermarkScheme):
                              f"scheme expects {self.vocab_size}")
         return self._law(softmax(logits), self.key_index(ids, prompt_len, state))
 
+    def _pick(self, probs: torch.Tensor, k: int) -> int:
+        """The token a point-mass law (``point_mass``) puts its mass on, with key element k."""
+        return int(torch.argmax(self._law(probs, k)))
+
+    def picks(self, logits: torch.Tensor, ids: Sequence[int], prompt_len: int,
+              states: Sequence[Any]) -> tuple[list[int], int]:
+        """The token each of ``states`` serves after ``ids``, for a point-mass law.
+
+        Why: a probe (``wash.identification``) serves hundreds of fresh generations at
+        one context, and their states differ only in which key element the next token
+        reads. The law is one token per key element, so the base law is computed once
+        and each distinct element is read once, with no distribution built. Returns the
+        tokens and how many distinct key elements were read."""
+        if not self.point_mass:
+            raise ValueError(f"{self.name}: picks() needs a point-mass law (this form samples)")
+        if logits.shape[-1] != self.vocab_size:
+            raise ValueError(f"{self.name}: logits have {logits.shape[-1]} entries, "
+                             f"scheme expects {self.vocab_size}")
+        probs = softmax(logits)
+        by_index: dict[int, int] = {}
+        out = []
+        for state in states:
+            k = self.key_index(ids, prompt_len, state)
+            if k not in by_index:
+                by_index[k] = self._pick(probs, k)
+            out.append(by_index[k])
+        return out, len(by_index)
+
     # -- detection ----------------------------------------------------------
     @abstractmethod
     def observed_cost(self, unique_tokens: torch.Tensor) -> torch.Tensor:
