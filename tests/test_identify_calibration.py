@@ -205,3 +205,21 @@ def test_the_summary_reads_null_rows_back_from_csv(tmp_path):
     summary = experiment.summarize(read_rows(path), experiment.Config.from_preset("tiny"))
     assert list(summary["mode"]) == ["wash"] and summary["null_runs"].iloc[0] == 5
     assert summary["p"].iloc[0] == pytest.approx(1 / 11)  # above all C(5, 3) = 10 null means
+
+
+def test_a_results_table_keeps_words_pandas_would_call_missing(tmp_path):
+    """A resumed run re-reads its CSV and writes it back: a null's mode "null" (and a
+    scheme "None") must survive the round trip, an empty cell stays missing."""
+    import math
+
+    from wash.experiments.jobs import Job
+    from wash.experiments.table import ResultTable
+
+    path = tmp_path / "identify_runs.csv"
+    table = ResultTable(path)
+    table.add(Job({"mode": "null", "n": 3}, print, ()), [{"scheme": "None", "z": math.nan}])
+    again = ResultTable(path)
+    again.add(Job({"mode": "wash", "n": 3}, print, ()), [{"scheme": "kgw", "z": 1.5}])
+    rows = ResultTable(path).frame
+    assert list(rows["mode"]) == ["null", "wash"] and list(rows["scheme"]) == ["None", "kgw"]
+    assert math.isnan(rows["z"].iloc[0]) and rows["z"].iloc[1] == 1.5

@@ -64,5 +64,7 @@ class ResultTable:
 def read_rows(path: Path) -> pd.DataFrame:
     """A results CSV, or an empty frame with its ``job`` column when there is none yet."""
     if path.exists() and path.stat().st_size:
-        return pd.read_csv(path, keep_default_na=True)
+        # only an empty cell is missing: pandas' default list would read a job's mode
+        # "null" (an identification null) or a scheme "None" as NaN and write it back empty
+        return pd.read_csv(path, keep_default_na=False, na_values=[""])
     return pd.DataFrame({"job": pd.Series(dtype=str)})
