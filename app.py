@@ -20,11 +20,11 @@ from typing import Callable
 
 import gradio as gr
 
-from wash.config import DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_TOP_K, MODES, PROFILES
-from wash.aggregation import RULES
-from wash.models import Preload
+from wash.engine.config import DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_TOP_K, MODES, PROFILES
+from wash.engine.aggregation import RULES
+from wash.ui.preload import Preload
 from wash.presets import DEMO_TOKENS, description as preset_description, preset_names
-from wash.thresholds import Z_THRESHOLD
+from wash.detection.thresholds import Z_THRESHOLD
 from wash.ui import handlers, plots, results, tables, texts
 from wash.ui.providers import HEADERS, preset_rows
 from wash.ui.identify import NULL_RUNS as IDENTIFY_NULL_RUNS, PROBES as IDENTIFY_PROBES, SYSTEMS as IDENTIFY_SYSTEMS

@@ -1,6 +1,6 @@
 """Shared fixtures: real tokenizers inside tiny random models, and the real offline models.
 
-Every fixture goes through ``wash.models.load_model``, so tests exercise the same
+Every fixture goes through ``wash.engine.models.load_model``, so tests exercise the same
 loading, caching and one-copy-per-process code the app uses.
 """
 
@@ -16,28 +16,28 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 @pytest.fixture(scope="session")
 def tiny_smollm2():
-    from wash.models import load_model
+    from wash.engine.models import load_model
 
     return load_model("tiny-smollm2")
 
 
 @pytest.fixture(scope="session")
 def tiny_gemma3():
-    from wash.models import load_model
+    from wash.engine.models import load_model
 
     return load_model("tiny-gemma3")
 
 
 @pytest.fixture(scope="session")
 def smollm2():
-    from wash.models import load_model
+    from wash.engine.models import load_model
 
     return load_model("smollm2")
 
 
 @pytest.fixture(scope="session")
 def gemma3():
-    from wash.models import load_model
+    from wash.engine.models import load_model
 
     return load_model("gemma3")
 

@@ -12,7 +12,7 @@ every hash. Three hashes per case:
   (per-model ids, token records, spans, detection, finish reason, recorded settings
   and a baseline's counts); wall-clock times and machine settings are left out;
 * ``draws``: every full distribution a token was drawn from (the cumulative sums
-  ``wash.sampling.sample`` searches, and any scheme's own ``torch.searchsorted``
+  ``wash.engine.sampling.sample`` searches, and any scheme's own ``torch.searchsorted``
   over a CDF), each hashed bit for bit; as a sorted multiset, since the eager
   step's models compute on their own threads in no fixed order.
 
@@ -78,7 +78,7 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, str]]] = {
                    {}),
 }
 
-#: name -> (providers, probe mode, ``wash.identification.Probe`` fields): identification under every
+#: name -> (providers, probe mode, ``wash.detection.identification.Probe`` fields): identification under every
 #: probe mode, both procedures, the mean and a robust rule, across the two tokenizers.
 IDENTIFY_CASES: dict[str, tuple[list[str], str, dict[str, Any]]] = {
     "identify-v1-wash": (SCHEMES, "wash", dict(contexts=4, samples=40, runs=2, seed=5)),
@@ -154,9 +154,9 @@ class _Draws:
 
 def run_case(name: str) -> dict[str, str]:
     """One case's three hashes (see the module docstring)."""
-    from wash.config import GenerationConfig, ProviderSpec
-    from wash.ensemble import generate_stream
-    from wash.events import FinishedEvent, LoadEvent
+    from wash.engine.config import GenerationConfig, ProviderSpec
+    from wash.engine.ensemble import generate_stream
+    from wash.engine.events import FinishedEvent, LoadEvent
 
     fields, env = CASES[name]
     fields = dict(fields, providers=[ProviderSpec.parse(s) for s in fields["providers"]], prompt=PROMPT)
@@ -185,8 +185,8 @@ def run_case(name: str) -> dict[str, str]:
 
 def run_identify_case(name: str) -> dict[str, str]:
     """One identification's hash: everything it reports but its time and its count of fresh forwards."""
-    from wash.config import ProviderSpec
-    from wash.identification import Probe, identify
+    from wash.engine.config import ProviderSpec
+    from wash.detection.identification import Probe, identify
 
     specs, mode, probe = IDENTIFY_CASES[name]
     found = identify([ProviderSpec.parse(s) for s in specs], mode, Probe(**probe)).to_dict()

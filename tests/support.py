@@ -1,7 +1,7 @@
 """Helpers shared by test files: watermarked generations, and the app served for a browser.
 
 Power and interoperability tests need a fixed-length (200-token) watermarked text
-per scheme; ``wash.ensemble.generate`` in mode ``single`` with
+per scheme; ``wash.engine.ensemble.generate`` in mode ``single`` with
 ``min_new_tokens = max_new_tokens`` provides exactly that, through the same code
 path the app and the CLI use. Memoised so power and interop tests share one run.
 
@@ -27,8 +27,8 @@ PROMPT = ("The old lighthouse keeper climbed the stairs one last time, and as th
 def watermarked_tokens(model_name: str, scheme_name: str, key: int, n_new: int, seed: int,
                        params: str = "") -> tuple[int, ...]:
     """The ids a single watermarked provider generates after ``PROMPT`` (exactly ``n_new``)."""
-    from wash.config import GenerationConfig, ProviderSpec
-    from wash.ensemble import generate
+    from wash.engine.config import GenerationConfig, ProviderSpec
+    from wash.engine.ensemble import generate
 
     spec = ProviderSpec.parse(f"{model_name}:{scheme_name}:{key}" + (f":{params}" if params else ""))
     cfg = GenerationConfig(providers=[spec], prompt=PROMPT, mode="single", max_new_tokens=n_new,

@@ -1,4 +1,4 @@
-"""Aggregation rules (``wash.aggregation``) and their wiring into config, engine, CLI and experiments.
+"""Aggregation rules (``wash.engine.aggregation``) and their wiring into config, engine, CLI and experiments.
 
 The rules are checked on small hand-made stacks (a point mass among smooth
 providers, tokens missing from some vocabularies), then once through the engine
@@ -13,8 +13,8 @@ import shlex
 import pytest
 import torch
 
-from wash.aggregation import RULES, Mean, MedianClip, canonical, parse
-from wash.config import GenerationConfig, ProviderSpec
+from wash.engine.aggregation import RULES, Mean, MedianClip, canonical, parse
+from wash.engine.config import GenerationConfig, ProviderSpec
 from wash.errors import WashInputError
 
 #: Every rule, with default and non-default parameters.
@@ -235,8 +235,8 @@ def test_cli_refuses_lazy_with_a_robust_rule(capsys):
 
 # -- the engine -----------------------------------------------------------------------------
 def test_engine_draws_from_a_robust_rule_deterministically(tiny_smollm2, tiny_gemma3):
-    from wash.ensemble import generate_stream
-    from wash.events import StepEvent
+    from wash.engine.ensemble import generate_stream
+    from wash.engine.events import StepEvent
 
     def run(**kw):
         events = list(generate_stream(_config(seed=5, **kw)))
@@ -262,7 +262,7 @@ def test_engine_draws_from_a_robust_rule_deterministically(tiny_smollm2, tiny_ge
 
 def test_engine_rule_over_identical_providers_makes_the_means_text(tiny_smollm2):
     """Unwatermarked providers of one model are identical: every rule must give the mean's text."""
-    from wash.ensemble import generate
+    from wash.engine.ensemble import generate
 
     specs = [ProviderSpec.parse("tiny-smollm2:kgw:1"), ProviderSpec.parse("tiny-smollm2:kgw:2")]
     texts = {rule: generate(GenerationConfig(providers=specs, prompt=PROMPT, mode="unwatermarked",
@@ -273,7 +273,7 @@ def test_engine_rule_over_identical_providers_makes_the_means_text(tiny_smollm2)
 
 
 def test_engine_refuses_lazy_with_a_robust_rule_before_loading():
-    from wash.ensemble import generate_stream
+    from wash.engine.ensemble import generate_stream
 
     with pytest.raises(WashInputError, match="needs --forwards eager"):
         next(generate_stream(_config(aggregate="cap", forwards="lazy")))
@@ -326,14 +326,14 @@ def test_experiment_rule_reaches_the_engine_the_rows_the_store_and_the_meta(tmp_
 
     import pandas as pd
 
-    import wash.ensemble
+    import wash.engine.ensemble
     from wash.cli import main
     from wash.version import engine_sources
 
     assert any(p.name == "aggregation.py" for p in engine_sources())  # a rule's code determines the text
     seen = []
-    real = wash.ensemble.generate
-    monkeypatch.setattr(wash.ensemble, "generate", lambda c, *a, **k: seen.append(c) or real(c, *a, **k))
+    real = wash.engine.ensemble.generate
+    monkeypatch.setattr(wash.engine.ensemble, "generate", lambda c, *a, **k: seen.append(c) or real(c, *a, **k))
     out = tmp_path / "decay"
     assert main(["experiment", "decay", "--tiny", "--out", str(out), "--aggregate", "median-clip:xi=0.5",
                  "--schemes", "kgw", "--set", "n_values=2", "--set", "settings=mixed"]) == 0

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import wash
-from wash.events import FinishedEvent, StepEvent
+from wash.engine.events import FinishedEvent, StepEvent
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 TINY = ["tiny-smollm2:kgw:1", "tiny-gemma3:aar:2", "tiny-smollm2:dipmark:3"]
@@ -59,8 +59,8 @@ def test_import_wash_loads_no_torch():
 
 
 def test_generate_is_the_engine_run_of_the_same_config():
-    from wash.config import GenerationConfig, ProviderSpec
-    from wash.ensemble import generate
+    from wash.engine.config import GenerationConfig, ProviderSpec
+    from wash.engine.ensemble import generate
 
     config = GenerationConfig(providers=[ProviderSpec.parse(s) for s in TINY], prompt=PROMPT,
                               max_new_tokens=12, seed=4)

@@ -115,8 +115,8 @@ def _api_generate(url: str, prompt: str, seed: int, max_new: int = 10, rows=TINY
 
 def _engine_generate(prompt: str, seed: int, max_new: int = 10, rows=TINY_ROWS, mode: str = "wash",
                      forwards: str = "eager"):
-    from wash.config import GenerationConfig, ProviderSpec
-    from wash.ensemble import generate
+    from wash.engine.config import GenerationConfig, ProviderSpec
+    from wash.engine.ensemble import generate
 
     specs = [ProviderSpec.parse(f"{m}:{s}:{k}") for m, s, k, _ in rows]
     return generate(GenerationConfig(providers=specs, prompt=prompt, mode=mode, max_new_tokens=max_new,
@@ -370,7 +370,7 @@ def held_app(tiny_smollm2, tiny_gemma3, monkeypatch) -> Iterator[HeldApp]:
     """``app.build_demo`` served in this process; its preload says 'loading' until ``gate`` opens."""
     monkeypatch.setenv("WASH_APP_MODELS", ",".join(TINY))
     monkeypatch.setenv("GRADIO_ANALYTICS_ENABLED", "False")
-    from wash.models import Preload
+    from wash.ui.preload import Preload
 
     gate = threading.Event()
 
@@ -549,7 +549,7 @@ def test_browser_compare_switch_shows_both_traces(tiny_app, browser):
     assert names[4] == "expected for P1: alone / 3"  # the 1/N law, drawn from the comparison run
     assert "single (P1 alone)" in _table_text(page, "detection-table")
     # the preset tour script reads the same table cell by cell: 3 WASH rows, then P1 alone
-    from wash.ui.preset_tour import CONDITIONS, detection_rows
+    from tools.preset_tour import CONDITIONS, detection_rows
 
     rows = detection_rows(page)
     assert [row["run"] for row in rows] == ["wash"] * 3 + ["single (P1 alone)"]

@@ -15,10 +15,10 @@ import threading
 
 import pytest
 
-from wash.config import MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MODE_TABLE, ProviderSpec
+from wash.engine.config import MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MODE_TABLE, ProviderSpec
 from wash.errors import WashInputError
-from wash.events import (ProviderDetection, RoutingSummary, RunResult, StepEvent, Timing)
-from wash.models import Preload
+from wash.engine.events import (ProviderDetection, RoutingSummary, RunResult, StepEvent, Timing)
+from wash.ui.preload import Preload
 from wash.ui import handlers, plots, tables, texts, theory, tokens
 from wash.ui import providers as ui_providers
 from wash.presets import PRESETS, preset_names
@@ -271,8 +271,8 @@ def test_unwatermarked_text_is_not_coloured_as_marked(scheme, tiny_smollm2):
     """Real detectors on a random-token text: the mean colour stays near 0 for every scheme."""
     import random
 
-    from wash.providers import build_providers
-    from wash.detection import detect_ids
+    from wash.engine.providers import build_providers
+    from wash.detection.per_text import detect_ids
 
     provider = build_providers([ProviderSpec.parse(f"tiny-smollm2:{scheme}:5")]).providers[0]
     rng = random.Random(3)
@@ -330,7 +330,7 @@ def _config(max_new: int = 10, mode: str = "wash"):
 
 
 def test_drive_matches_the_engine_and_records_every_event(tiny_smollm2, tiny_gemma3):
-    from wash.ensemble import generate
+    from wash.engine.ensemble import generate
 
     config = _config()
     views = list(drive(config, compare=True, stop=threading.Event()))
@@ -349,7 +349,7 @@ def test_drive_matches_the_engine_and_records_every_event(tiny_smollm2, tiny_gem
 
 
 def test_comparison_switch_runs_a_baseline_beside_wash(tiny_smollm2, tiny_gemma3):
-    from wash.ensemble import generate
+    from wash.engine.ensemble import generate
 
     config = _config(max_new=5)
     record = list(drive(config, compare="toblend", stop=threading.Event()))[-1].record
@@ -366,7 +366,7 @@ def test_comparison_switch_runs_a_baseline_beside_wash(tiny_smollm2, tiny_gemma3
 
 
 def test_drive_lazy_forwards_draw_from_one_provider_per_step(tiny_smollm2, tiny_gemma3):
-    from wash.ensemble import generate
+    from wash.engine.ensemble import generate
 
     config = build_config(ROWS, "The lighthouse keeper", 8, 1.0, 3, "wash", TINY, forwards="lazy")
     record = list(drive(config, compare=False, stop=threading.Event()))[-1].record
@@ -390,7 +390,7 @@ def test_drive_stops_within_one_step(tiny_smollm2, tiny_gemma3):
 
 
 def test_drive_reports_bad_input_found_by_the_engine(tiny_smollm2):
-    from wash.config import GenerationConfig
+    from wash.engine.config import GenerationConfig
 
     # Past the app's own character cap: the engine's token-level check must still surface.
     config = GenerationConfig(providers=rows_to_specs([ROWS[0]], TINY), prompt="word " * 3000,
@@ -431,7 +431,7 @@ def test_preload_keeps_its_error():
 
 
 def test_drive_waits_for_a_running_preload_then_generates(tiny_smollm2, tiny_gemma3):
-    from wash.ensemble import generate
+    from wash.engine.ensemble import generate
 
     gate = threading.Event()
     preload = _held_preload(gate).start()
@@ -501,7 +501,7 @@ def test_text_a_tokenizer_cannot_encode_is_refused_by_name():
         build_config(ROWS, "broken \udcff bytes", 4, 1.0, 0, "wash", TINY)
     with pytest.raises(WashInputError, match="seed must be an integer from"):
         build_config(ROWS, "Hello", 4, 1.0, 10**30, "wash", TINY)
-    from wash.detection import detect_text
+    from wash.detection.per_text import detect_text
 
     with pytest.raises(WashInputError, match="the text to score is not valid Unicode"):
         detect_text([], "bad \udcff")

@@ -27,14 +27,14 @@ import pytest
 import torch
 
 from wash.baselines import demark
-from wash.modes import parse
+from wash.engine.modes import parse
 from wash.baselines.demark import (DeMark, Prober, ProbeCosts, calibration_words, context_width, estimate_green,
                                    pair_scores, strength)
-from wash.config import GenerationConfig, ProviderSpec
-from wash.ensemble import generate_stream
+from wash.engine.config import GenerationConfig, ProviderSpec
+from wash.engine.ensemble import generate_stream
 from wash.errors import WashInputError
-from wash.events import FinishedEvent, LoadEvent, StepEvent
-from wash.providers import build_providers
+from wash.engine.events import FinishedEvent, LoadEvent, StepEvent
+from wash.engine.providers import build_providers
 from wash.watermarks import build_scheme
 
 PROMPT = "The committee met on Tuesday to discuss"

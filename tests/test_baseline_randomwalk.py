@@ -16,15 +16,15 @@ import threading
 import pytest
 import torch
 
-from wash.modes import parse
+from wash.engine.modes import parse
 from wash.baselines.randomwalk import RandomWalk
-from wash.config import GenerationConfig, ProviderSpec
-from wash.detection import detect_text
-from wash.ensemble import generate, generate_stream
+from wash.engine.config import GenerationConfig, ProviderSpec
+from wash.detection.per_text import detect_text
+from wash.engine.ensemble import generate, generate_stream
 from wash.errors import WashInputError
-from wash.events import FinishedEvent, LoadEvent, RewriteEvent, StepEvent
-from wash.models import load_model
-from wash.providers import build_providers
+from wash.engine.events import FinishedEvent, LoadEvent, RewriteEvent, StepEvent
+from wash.engine.models import load_model
+from wash.engine.providers import build_providers
 
 PROVIDER = "tiny-smollm2:kgw:1"
 PROMPT = "The committee met on Tuesday to discuss"

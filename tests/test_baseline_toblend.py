@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import pytest
 
-from wash.modes import parse
+from wash.engine.modes import parse
 from wash.baselines.toblend import ToBlend
-from wash.config import GenerationConfig, ProviderSpec
-from wash.ensemble import generate_stream
+from wash.engine.config import GenerationConfig, ProviderSpec
+from wash.engine.ensemble import generate_stream
 from wash.errors import WashInputError
-from wash.events import FinishedEvent, StepEvent
-from wash.models import load_model
-from wash.providers import build_providers
-from wash.vocab import model_vocab
+from wash.engine.events import FinishedEvent, StepEvent
+from wash.engine.models import load_model
+from wash.engine.providers import build_providers
+from wash.engine.vocab import model_vocab
 
 TWO = ["tiny-smollm2:kgw:1", "tiny-gemma3:kgw:2"]
 #: Two providers share SmolLM2: a turn passing between them is still a switch.

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from wash import aggregation
-from wash.aggregation import Cap, MedianClip
+from wash.engine import aggregation
+from wash.engine.aggregation import Cap, MedianClip
 from wash.baselines.demark import DeMark
 from wash.baselines.toblend import ToBlend
 from wash.cli import build_parser
-from wash.config import GenerationConfig, ProviderSpec, command_line, from_command_line
-from wash.ensemble import Wash
+from wash.engine.config import GenerationConfig, ProviderSpec, command_line, from_command_line
+from wash.engine.ensemble import Wash
 from wash.errors import WashInputError
-from wash.settings import Forwards
+from wash.engine.settings import Forwards
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = [ProviderSpec.parse(s) for s in ("tiny-smollm2:kgw:1", "tiny-gemma3:kgw:2")]
@@ -78,7 +78,7 @@ def test_text_that_does_not_parse_is_kept_for_validate():
 
 
 def test_one_generation_parses_the_rule_once(monkeypatch):
-    from wash.ensemble import generate
+    from wash.engine.ensemble import generate
 
     built = []
     post = aggregation.Rule.__post_init__

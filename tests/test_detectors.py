@@ -6,7 +6,7 @@ What is checked, and why it could fail:
 * looping text: small models loop, and a detector that scores a repeated (context,
   token) pair again counts a copy of evidence it already has. For EVERY registered
   scheme, natural English spans (the real SmolLM2 tokenizer) repeated back to back
-  (``wash.detector_null.LOOPS``: 40 tokens x 5, 12 x 16, 100 x 2), each of 100
+  (``wash.detection.null.LOOPS``: 40 tokens x 5, 12 x 16, 100 x 2), each of 100
   spans scored with its own key (fixed seeds): at most 1 of 100 above z = 4 and a
   null sd under 1.35 per construction. Before the shared ``skip_repeated`` rule
   KGW had 19 of 100 above z = 4 on the 12-token loop (sd 3.9), Water-Bag 82; the
@@ -35,7 +35,7 @@ import numpy as np
 import pytest
 import torch
 
-from wash.detector_null import LOOPS, Loop, Row, english_ids, looping_texts, null_zs, registered_schemes
+from wash.detection.null import LOOPS, Loop, Row, english_ids, looping_texts, null_zs, registered_schemes
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -49,7 +49,7 @@ TEXT = ("The old lighthouse keeper climbed the stairs one last time, and as the 
 # -- looping text --------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def loops() -> tuple[int, dict]:
-    from wash.models import load_tokenizer
+    from wash.engine.models import load_tokenizer
 
     ids = english_ids("smollm2")
     return len(load_tokenizer("smollm2")), {loop: looping_texts(ids, loop, KEYS) for loop in LOOPS}
@@ -140,7 +140,7 @@ def test_coordinated_z_does_not_depend_on_the_providers_named(capsys, tiny_smoll
 
 
 def _coordinated_config():
-    from wash.config import GenerationConfig, ProviderSpec
+    from wash.engine.config import GenerationConfig, ProviderSpec
 
     return GenerationConfig(providers=[ProviderSpec.parse(SMOL), ProviderSpec.parse(GEMMA)],
                             prompt="Once upon a time", mode="wash", max_new_tokens=24, min_new_tokens=24,
@@ -150,7 +150,7 @@ def _coordinated_config():
 @pytest.fixture(scope="module")
 def coordinated_result(tiny_smollm2, tiny_gemma3):
     """A WASH run over both tiny models with two coordinated providers."""
-    from wash.ensemble import generate
+    from wash.engine.ensemble import generate
 
     return generate(_coordinated_config())
 
@@ -177,7 +177,7 @@ def test_detect_run_uses_the_generations_model_set(capsys, tmp_path: Path, coord
 
 
 def test_recorded_run_reads_the_cli_json_and_the_app_download(coordinated_run: dict) -> None:
-    from wash.detection import recorded_run
+    from wash.detection.per_text import recorded_run
     from wash.errors import WashInputError
 
     run = recorded_run(coordinated_run)
@@ -222,7 +222,7 @@ def test_send_to_detect_passes_the_generations_models(coordinated_result) -> Non
 # -- the biased experiment shares one list -----------------------------------------------------
 def _green_by_text(provider) -> dict[bytes, bool]:
     """Each token string the provider's model spells -> whether the provider's list promotes it."""
-    from wash.vocab import model_vocab
+    from wash.engine.vocab import model_vocab
 
     vocab = model_vocab(provider.lm)
     ids = list(range(vocab.size))
@@ -240,7 +240,7 @@ def _agreement(providers) -> tuple[float, int]:
 
 def test_biased_experiment_providers_share_one_list(tiny_smollm2, tiny_gemma3) -> None:
     from wash.experiments import biased
-    from wash.providers import build_providers
+    from wash.engine.providers import build_providers
 
     models = ("tiny-smollm2", "tiny-gemma3")
     specs = biased._specs("wash", 4.0, models, biased.Config(), 0, 0)

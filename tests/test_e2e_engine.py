@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from wash.config import GenerationConfig, ProviderSpec
-from wash.ensemble import generate
-from wash.vocab import model_vocab
+from wash.engine.config import GenerationConfig, ProviderSpec
+from wash.engine.ensemble import generate
+from wash.engine.vocab import model_vocab
 
 pytestmark = pytest.mark.e2e
 

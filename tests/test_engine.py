@@ -12,15 +12,15 @@ import pytest
 import torch
 from scipy import stats
 
-from wash.averaging import mixture, to_union
-from wash.config import GenerationConfig, ProviderSpec
-from wash.ensemble import generate, generate_stream
-from wash.vocab import model_vocab
+from wash.engine.averaging import mixture, to_union
+from wash.engine.config import GenerationConfig, ProviderSpec
+from wash.engine.ensemble import generate, generate_stream
+from wash.engine.vocab import model_vocab
 from wash.errors import WashInputError
-from wash.events import FinishedEvent, ResyncEvent, StepEvent
-from wash.members import ModelContext
-from wash.routing import pick_specialist, starts_new_word
-from wash.vocab import align
+from wash.engine.events import FinishedEvent, ResyncEvent, StepEvent
+from wash.engine.members import ModelContext
+from wash.engine.routing import pick_specialist, starts_new_word
+from wash.engine.vocab import align
 
 MIXED = ["tiny-smollm2:kgw:1", "tiny-gemma3:kgw:2", "tiny-smollm2:unigram:3"]
 PROMPT = "The committee met on Tuesday to discuss"
@@ -176,7 +176,7 @@ def test_unwatermarked_mode_routes_and_reports_real_detector_z():
 def test_context_guard_counts_each_models_own_ids(monkeypatch):
     """A byte-level model can need several ids per union token: the run ends, cleanly, when
     any model's OWN context is full, not after a count of union tokens."""
-    from wash.models import load_model
+    from wash.engine.models import load_model
 
     lm = load_model("tiny-smollm2")
     prompt_len = len(lm.encode_prompt(PROMPT))
@@ -194,7 +194,7 @@ def test_watermarked_average_differs_from_consensus():
 # -- KV caches -------------------------------------------------------------------------
 @pytest.mark.parametrize("name", ["tiny-smollm2", "tiny-gemma3"])
 def test_incremental_forward_equals_from_scratch(name):
-    from wash.models import load_model
+    from wash.engine.models import load_model
 
     lm = load_model(name)
     prompt = lm.encode_prompt("A short prompt about the weather")
@@ -242,7 +242,7 @@ def _register_always_end() -> None:
         name = "test-eos"
 
         def distribution(self, logits, ids, prompt_len, state):
-            from wash.models import load_model
+            from wash.engine.models import load_model
 
             eos = min(load_model("tiny-smollm2").eos_ids)
             if not torch.isfinite(logits[eos]):

@@ -16,12 +16,12 @@ import pandas as pd
 import pytest
 import torch
 
-from wash.config import GenerationConfig, ProviderSpec
-from wash.ensemble import generate, generate_stream
-from wash.events import FinishedEvent, StepEvent
+from wash.engine.config import GenerationConfig, ProviderSpec
+from wash.engine.ensemble import generate, generate_stream
+from wash.engine.events import FinishedEvent, StepEvent
 from wash.experiments import load
 from wash.experiments.driver import execute
-from wash.vocab import align, model_vocab
+from wash.engine.vocab import align, model_vocab
 
 PROMPT = "The committee met on Tuesday to discuss"
 MIXED = ["tiny-smollm2:kgw:1", "tiny-gemma3:kgw:2", "tiny-smollm2:aar:3"]
@@ -139,14 +139,14 @@ def test_grid_settings_reach_the_key_the_engine_and_the_store(tiny_run):
 
 
 def test_a_stored_generation_without_entropy_is_made_again(tmp_path, monkeypatch, tiny_smollm2, tiny_gemma3):
-    import wash.ensemble
+    import wash.engine.ensemble
     from wash.experiments.ensembles import make_ensemble
     from wash.experiments.generation import generated
     from wash.experiments.store import GenerationStore, store_of
 
     calls = []
-    real = wash.ensemble.generate
-    monkeypatch.setattr(wash.ensemble, "generate", lambda c, *a, **k: calls.append(1) or real(c, *a, **k))
+    real = wash.engine.ensemble.generate
+    monkeypatch.setattr(wash.engine.ensemble, "generate", lambda c, *a, **k: calls.append(1) or real(c, *a, **k))
     config = load("entropy").Config.from_preset("tiny", out=tmp_path / "entropy")
     specs = make_ensemble(1, config.models, ["kgw"], seed=0)
     store = store_of(config)

@@ -500,19 +500,19 @@ def test_experiments_default_to_lazy_forwards_unless_they_measure_eager(outputs)
 @pytest.mark.parametrize("forwards", ["lazy", "eager"])
 def test_forwards_option_reaches_the_engine_and_the_meta(forwards, tmp_path, monkeypatch, capsys, tiny_smollm2,
                                                          tiny_gemma3):
-    import wash.ensemble
+    import wash.engine.ensemble
     from wash.cli import main
     from wash.version import engine_fingerprint
 
     seen = []
-    real = wash.ensemble.generate
+    real = wash.engine.ensemble.generate
 
     def spy(config, *args, **kwargs):
         result = real(config, *args, **kwargs)
         seen.append((config.forwards, result))
         return result
 
-    monkeypatch.setattr(wash.ensemble, "generate", spy)
+    monkeypatch.setattr(wash.engine.ensemble, "generate", spy)
     out = tmp_path / "decay"
     assert main(["experiment", "decay", "--tiny", "--out", str(out), "--forwards", forwards, "--schemes", "kgw",
                  "--set", "n_values=2", "--set", "settings=mixed"]) == 0
@@ -533,15 +533,15 @@ def test_forwards_option_reaches_the_engine_and_the_meta(forwards, tmp_path, mon
 
 
 def test_generation_store_reuses_only_texts_of_the_same_engine(tmp_path, monkeypatch, tiny_smollm2, tiny_gemma3):
-    import wash.ensemble
+    import wash.engine.ensemble
     from wash.experiments import store as store_module
     from wash.experiments.ensembles import make_ensemble, prompt_set
     from wash.experiments.generation import generated
     from wash.experiments.store import store_of
 
     calls = []
-    real = wash.ensemble.generate
-    monkeypatch.setattr(wash.ensemble, "generate", lambda config, *a, **k: calls.append(1) or real(config, *a, **k))
+    real = wash.engine.ensemble.generate
+    monkeypatch.setattr(wash.engine.ensemble, "generate", lambda config, *a, **k: calls.append(1) or real(config, *a, **k))
     decay = load("decay")
     config = decay.Config.from_preset("tiny", out=tmp_path / "decay")
     specs = make_ensemble(2, config.models, ["kgw"], seed=0)
@@ -583,7 +583,7 @@ def test_engine_fingerprint_covers_the_engine_sources(tmp_path):
     for module in ("ensemble", "routing", "resync", "averaging", "sampling", "vocab", "models", "providers",
                    "config", "parallel", "watermarks/kgw", "watermarks/base", "watermarks/synthid"):
         assert f"wash/{module}.py" in names
-    assert "wash/events.py" not in names and not any(n.startswith("wash/experiments/") for n in names)
+    assert "wash/engine/events.py" not in names and not any(n.startswith("wash/experiments/") for n in names)
     fp = version.engine_fingerprint()
     assert len(fp) == 12 and fp == version.engine_fingerprint()
     a, b = tmp_path / "a.py", tmp_path / "b.py"
@@ -598,12 +598,12 @@ def test_engine_fingerprint_covers_the_engine_sources(tmp_path):
 # -- serving profiles ---------------------------------------------------------------------
 def test_profile_reaches_the_engine_the_rows_the_store_and_the_meta(tmp_path, monkeypatch, capsys,
                                                                      tiny_smollm2, tiny_gemma3):
-    import wash.ensemble
+    import wash.engine.ensemble
     from wash.cli import main
 
     seen = []
-    real = wash.ensemble.generate
-    monkeypatch.setattr(wash.ensemble, "generate", lambda c, *a, **k: seen.append(c) or real(c, *a, **k))
+    real = wash.engine.ensemble.generate
+    monkeypatch.setattr(wash.engine.ensemble, "generate", lambda c, *a, **k: seen.append(c) or real(c, *a, **k))
     out = tmp_path / "decay"
     assert main(["experiment", "decay", "--preset", "tiny", "--out", str(out), "--profile", "paper",
                  "--schemes", "kgw", "--set", "n_values=2", "--set", "settings=mixed"]) == 0

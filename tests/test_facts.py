@@ -17,7 +17,7 @@ def test_each_generated_block_is_what_the_code_says(name):
 
 
 def test_the_tables_list_every_scheme_and_mode():
-    from wash.modes import STRATEGIES
+    from wash.engine.modes import STRATEGIES
     from wash.watermarks import SCHEMES
 
     for name, cls in SCHEMES.items():

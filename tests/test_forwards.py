@@ -11,12 +11,12 @@ import pytest
 import torch
 from scipy import stats
 
-from wash.config import GenerationConfig, ProviderSpec
-from wash.decode import Generation
-from wash.ensemble import LazySteps, generate, generate_stream
-from wash.events import StepEvent
-from wash.providers import build_providers
-from wash.members import ModelContext
+from wash.engine.config import GenerationConfig, ProviderSpec
+from wash.engine.decode import Generation
+from wash.engine.ensemble import LazySteps, generate, generate_stream
+from wash.engine.events import StepEvent
+from wash.engine.providers import build_providers
+from wash.engine.members import ModelContext
 
 MIXED = ["tiny-smollm2:kgw:1", "tiny-gemma3:aar:2", "tiny-smollm2:unigram:3"]
 PROMPT = "The committee met on Tuesday to discuss"
@@ -33,7 +33,7 @@ def steps(cfg):
 
 # -- parallel forwards -------------------------------------------------------------------
 def test_parallel_and_sequential_forwards_give_equal_logits(tiny_smollm2, tiny_gemma3):
-    from wash.parallel import run_all
+    from wash.engine.parallel import run_all
 
     lms = [tiny_smollm2, tiny_gemma3]
     par = [ModelContext(lm, lm.encode_prompt(PROMPT)) for lm in lms]
@@ -64,7 +64,7 @@ def test_lazy_background_catch_up_does_not_depend_on_timing(monkeypatch):
     text and the same per-step distributions however late each forward runs."""
     import time
 
-    import wash.members as members
+    import wash.engine.members as members
 
     monkeypatch.setenv("WASH_THREADS_PER_MODEL", "1")
     first = steps(config(n=30, seed=7, forwards="lazy"))

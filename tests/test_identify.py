@@ -12,9 +12,9 @@ import math
 import numpy as np
 import pytest
 
-from wash.config import ProviderSpec
-from wash.identification import PROMPTS, Probe, forced_contexts, identify
-from wash.identify_stats import band, identification_z, pair_score, ranks, run_score, top_tokens
+from wash.engine.config import ProviderSpec
+from wash.detection.identification import PROMPTS, Probe, forced_contexts, identify
+from wash.detection.identify_stats import band, identification_z, pair_score, ranks, run_score, top_tokens
 
 
 def a(*values: int) -> np.ndarray:
@@ -112,7 +112,7 @@ def test_real_smollm2_is_identified_with_kgw_and_not_without(smollm2):
     The verdict is the calibrated p against 30 null runs of the unwatermarked model
     (probed with another seed); Water-Probe's z of the same unwatermarked system can pass 4
     on three runs, which is why it is not the verdict."""
-    from wash.identify_stats import identified, null_p
+    from wash.detection.identify_stats import identified, null_p
 
     spec = [ProviderSpec.parse("smollm2:kgw:15485863")]
     probe = Probe(contexts=20, samples=200, runs=3, seed=0)
@@ -132,9 +132,9 @@ def test_v2_accounts_for_every_sample(tiny_smollm2):
 
     import torch
 
-    from wash.config import profile
-    from wash.identification import ALL_CONTEXTS, _System
-    from wash.providers import build_providers
+    from wash.engine.config import profile
+    from wash.detection.identification import ALL_CONTEXTS, _System
+    from wash.engine.providers import build_providers
 
     pset = build_providers([ProviderSpec.parse("tiny-smollm2:kgw:1")])
     system = _System(pset, "single", profile("open"))
@@ -170,9 +170,9 @@ def test_v2_node_draws_follow_the_average_of_the_providers(tiny_smollm2):
 
     import torch
 
-    from wash.config import profile
-    from wash.identification import _System
-    from wash.providers import build_providers
+    from wash.engine.config import profile
+    from wash.detection.identification import _System
+    from wash.engine.providers import build_providers
 
     pset = build_providers([ProviderSpec.parse("tiny-smollm2:aar:1"), ProviderSpec.parse("tiny-smollm2:aar:2")])
     system = _System(pset, "wash", profile("open"))
@@ -198,9 +198,9 @@ def test_a_robust_rule_reins_in_a_point_mass_in_both_probes(tiny_smollm2):
 
     import torch
 
-    from wash.config import profile
-    from wash.identification import _System
-    from wash.providers import build_providers
+    from wash.engine.config import profile
+    from wash.detection.identification import _System
+    from wash.engine.providers import build_providers
 
     specs = [ProviderSpec.parse(s) for s in ("tiny-smollm2:aar:1", "tiny-smollm2:kgw:2", "tiny-smollm2:kgw:3")]
     pset = build_providers(specs)
@@ -229,7 +229,7 @@ def test_a_point_mass_draw_is_the_multinomial_draw_with_its_random_stream(size, 
     for real)."""
     import torch
 
-    from wash.identification import draw
+    from wash.detection.identification import draw
 
     one_hot = torch.zeros(size)
     one_hot[size - 3] = 1.0
@@ -246,9 +246,9 @@ def test_a_point_mass_draw_is_the_multinomial_draw_with_its_random_stream(size, 
 def test_a_probe_keeps_a_keyed_sequence_whole(tiny_smollm2):
     """An Edit scheme keeps 4 key rows for generation and its whole key while probed, where
     every offset comes back at every node (the rows are the same either way)."""
-    from wash.config import profile
-    from wash.identification import _System
-    from wash.providers import build_providers
+    from wash.engine.config import profile
+    from wash.detection.identification import _System
+    from wash.engine.providers import build_providers
 
     pset = build_providers([ProviderSpec.parse("tiny-smollm2:exp-edit:1:keylen=16")])
     scheme = pset.providers[0].scheme

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import pytest
 
-from wash.identify_stats import (TokenCounts, context_bootstrap, identified, matrix_score, null_means, null_p,
+from wash.detection.identify_stats import (TokenCounts, context_bootstrap, identified, matrix_score, null_means, null_p,
                                  pair_matrix, pair_score, ranks, resampled_score)
 
 
@@ -125,8 +125,8 @@ def test_null_means_sample_subsets_when_there_are_too_many():
 # -- on the tiny models ------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def tiny_null(tiny_smollm2):
-    from wash.config import ProviderSpec
-    from wash.identification import Probe, identify
+    from wash.engine.config import ProviderSpec
+    from wash.detection.identification import Probe, identify
 
     spec = [ProviderSpec.parse("tiny-smollm2:kgw:1:delta=4")]
     return spec, identify(spec, "unwatermarked", Probe(contexts=12, samples=100, runs=40, seed=1000,
@@ -137,7 +137,7 @@ def test_an_unwatermarked_system_is_not_identified_against_its_null(tiny_null):
     """Its p over several seeds looks uniform: a loose bound (8 seeds, fixed)."""
     from scipy import stats
 
-    from wash.identification import Probe, identify
+    from wash.detection.identification import Probe, identify
 
     spec, null = tiny_null
     ps = [null_p(identify(spec, "unwatermarked", Probe(contexts=12, samples=100, runs=3, seed=seed,
@@ -149,8 +149,8 @@ def test_an_unwatermarked_system_is_not_identified_against_its_null(tiny_null):
 
 
 def test_a_point_mass_system_gets_a_small_finite_p(tiny_null):
-    from wash.config import ProviderSpec
-    from wash.identification import Probe, identify
+    from wash.engine.config import ProviderSpec
+    from wash.detection.identification import Probe, identify
 
     _spec, null = tiny_null
     aar = identify([ProviderSpec.parse("tiny-smollm2:aar:1")], "single", Probe(contexts=12, samples=100, runs=3))
@@ -161,8 +161,8 @@ def test_a_point_mass_system_gets_a_small_finite_p(tiny_null):
 
 def test_rows_kept_on_disk_serve_a_later_process_bit_for_bit(tiny_smollm2, tmp_path):
     """A null of many runs walks a tree too large for memory; rows on disk are read back exactly."""
-    from wash.config import ProviderSpec
-    from wash.identification import SERVED_ROWS, Probe, identify
+    from wash.engine.config import ProviderSpec
+    from wash.detection.identification import SERVED_ROWS, Probe, identify
 
     spec = [ProviderSpec.parse("tiny-smollm2:kgw:1")]
     probe = Probe(version="v2", samples=60, runs=2, min_count=1, seed=4)

@@ -100,8 +100,8 @@ def _markllm_its_text(markllm, prompt: str) -> str:
 
 
 def _our_text(model: str, spec: str, n_new: int, prompt: str = STORY, seed: int = 3) -> str:
-    from wash.config import GenerationConfig, ProviderSpec
-    from wash.ensemble import generate
+    from wash.engine.config import GenerationConfig, ProviderSpec
+    from wash.engine.ensemble import generate
 
     config = GenerationConfig(providers=[ProviderSpec.parse(f"{model}:{spec}")], prompt=prompt, mode="single",
                               max_new_tokens=n_new, min_new_tokens=n_new, seed=seed, live_detection=False)

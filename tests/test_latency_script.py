@@ -1,6 +1,6 @@
 """The app latency benchmark script runs against the app as it is today.
 
-``python -m wash.ui.latency`` talks to the app's API positionally, so a change to
+``python -m tools.latency`` talks to the app's API positionally, so a change to
 ``/generate``'s or ``/identify``'s inputs can break it silently (it once sent
 ``False`` for the comparison after the page had stopped accepting booleans). This
 runs it end to end on the tiny models; the real-model figures are in
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_latency_script_times_a_click_and_the_identify_tab_on_the_tiny_models():
     env = dict(os.environ, WASH_APP_MODELS="tiny-smollm2,tiny-gemma3")
-    done = subprocess.run([sys.executable, "-m", "wash.ui.latency", "--repeats", "2", "--identify", "1",
+    done = subprocess.run([sys.executable, "-m", "tools.latency", "--repeats", "2", "--identify", "1",
                            "--timeout", "300"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=420)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)

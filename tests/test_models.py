@@ -6,18 +6,18 @@ import threading
 
 import pytest
 
-from wash import models
+from wash.engine import catalog, models
 from wash.errors import WashInputError
 
 
 def test_unknown_and_external_names(monkeypatch):
     with pytest.raises(WashInputError, match="unknown model 'gpt-9'.*accepted: smollm2, gemma3"):
-        models.check_model_name("gpt-9")
-    monkeypatch.delenv(models.ALLOW_EXTERNAL_ENV, raising=False)
+        catalog.check_model_name("gpt-9")
+    monkeypatch.delenv(catalog.ALLOW_EXTERNAL_ENV, raising=False)
     with pytest.raises(WashInputError, match="WASH_ALLOW_EXTERNAL_MODELS"):
-        models.check_model_name("Qwen/Qwen2.5-0.5B-Instruct")
-    monkeypatch.setenv(models.ALLOW_EXTERNAL_ENV, "1")
-    assert models.check_model_name("Qwen/Qwen2.5-0.5B-Instruct") == "Qwen/Qwen2.5-0.5B-Instruct"
+        catalog.check_model_name("Qwen/Qwen2.5-0.5B-Instruct")
+    monkeypatch.setenv(catalog.ALLOW_EXTERNAL_ENV, "1")
+    assert catalog.check_model_name("Qwen/Qwen2.5-0.5B-Instruct") == "Qwen/Qwen2.5-0.5B-Instruct"
 
 
 def test_concurrent_loads_share_one_copy():

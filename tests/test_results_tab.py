@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from wash import results_tables as rt
-from wash.thresholds import FPR_CALIBRATED
+from wash.detection.thresholds import FPR_CALIBRATED
 from wash.ui import results
 
 TPR = rt.RESULTS_ROOT / rt.DETECTION_FOLDER
@@ -228,10 +228,10 @@ def test_a_missing_results_folder_says_so_and_draws_nothing(tmp_path):
 
 def test_sentences_hold_no_typed_number_only_the_datas():
     """Without a WASH row the prose holds only the calibrated FPR level and the identification level (both
-    from wash.thresholds), the intervals' 95% and the paper's table names; with them, the numbers it adds
+    from wash.detection.thresholds), the intervals' 95% and the paper's table names; with them, the numbers it adds
     are cells of the tables."""
     from wash.reporting.fmt import FPR_LEVEL
-    from wash.thresholds import ALPHA_IDENTIFY
+    from wash.detection.thresholds import ALPHA_IDENTIFY
 
     def typed(text: str) -> list[str]:
         for quoted in ("95%", FPR_LEVEL, f"{ALPHA_IDENTIFY:g}", "Table 2"):
@@ -260,7 +260,7 @@ def test_the_app_places_the_results_tab_after_identify_and_its_handler_answers_a
     import gradio as gr
 
     from support import ROOT
-    from wash.models import Preload
+    from wash.ui.preload import Preload
     from wash.ui import handlers
 
     spec = importlib.util.spec_from_file_location("wash_app_for_tabs", ROOT / "app.py")

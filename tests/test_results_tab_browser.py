@@ -34,7 +34,7 @@ _FIGURE = ("(id) => { const gd = document.querySelector('#' + id + ' .js-plotly-
 
 @pytest.fixture(scope="module")
 def results_url() -> str:
-    from wash.models import Preload
+    from wash.ui.preload import Preload
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("WASH_APP_MODELS", "tiny-smollm2,tiny-gemma3")

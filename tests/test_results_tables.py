@@ -136,7 +136,7 @@ def test_unmeasured_schemes_are_the_planned_ones_without_rows():
 def test_the_charts_guide_line_is_justified_by_the_measured_null():
     """Z_WASHED is drawn as "unwatermarked texts rarely pass it": on the committed negatives at most the
     calibrated FPR of the scores exceed it, and none reach the detection line."""
-    from wash.thresholds import FPR_CALIBRATED, Z_THRESHOLD, Z_WASHED
+    from wash.detection.thresholds import FPR_CALIBRATED, Z_THRESHOLD, Z_WASHED
 
     runs = pd.read_csv(TPR / "tpr_runs.csv", usecols=["role", "z"])
     negatives = runs.loc[runs["role"] == "negative", "z"].dropna()

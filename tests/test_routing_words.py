@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from wash.config import MAX_ROUTED_SPAN
-from wash.routing import is_unspaced_char, starts_new_word, word_complete
+from wash.engine.config import MAX_ROUTED_SPAN
+from wash.engine.routing import is_unspaced_char, starts_new_word, word_complete
 
 MODELS = ("smollm2", "gemma3")
 
@@ -27,8 +27,8 @@ UNSPACED_TEXTS = {"zh": ZH, "ja": JA, "th": TH, "mixed": MIXED}
 @pytest.fixture(scope="module")
 def tokenisers():
     """name -> (tokenizer, ModelVocab) of the real tokenizers (read once per module)."""
-    from wash.models import load_tokenizer
-    from wash.vocab import build_model_vocab
+    from wash.engine.models import load_tokenizer
+    from wash.engine.vocab import build_model_vocab
 
     out = {}
     for name in MODELS:

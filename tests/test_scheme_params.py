@@ -23,7 +23,7 @@ import sys
 import pytest
 
 from wash.cli import main
-from wash.config import ProviderSpec
+from wash.engine.config import ProviderSpec
 from wash.errors import WashInputError
 from wash.watermarks import SCHEMES as _REGISTRY
 from wash.watermarks import build_scheme
@@ -258,14 +258,14 @@ def test_release_forms_round_trip_through_the_spec(text: str) -> None:
 
 
 def test_cli_reports_a_bad_parameter_in_one_line_without_loading_a_model(capsys, monkeypatch) -> None:
-    import wash.ensemble  # noqa: F401 - imported (and so patched and restored below) before the CLI runs:
-    import wash.models    # a module first imported under the patch would keep no_load for the session
+    import wash.engine.ensemble  # noqa: F401 - imported (and so patched and restored below) before the CLI runs:
+    import wash.engine.models    # a module first imported under the patch would keep no_load for the session
 
     def no_load(*args, **kwargs):
         raise AssertionError("a model was loaded for a spec that should have been refused")
 
     # Modules imported later bind the patched function; ones already imported are patched too.
-    original = wash.models.load_model
+    original = wash.engine.models.load_model
     for module in [m for n, m in sys.modules.items() if n == "wash" or n.startswith("wash.")]:
         if getattr(module, "load_model", None) is original:
             monkeypatch.setattr(module, "load_model", no_load)

@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from wash.cli import build_parser, command_line
-from wash.config import PROFILES, GenerationConfig, ProviderSpec, profile_name
-from wash.ensemble import generate, generate_stream
+from wash.engine.config import PROFILES, GenerationConfig, ProviderSpec, profile_name
+from wash.engine.ensemble import generate, generate_stream
 from wash.errors import WashInputError
-from wash.events import StepEvent
-from wash.sampling import process_logits
+from wash.engine.events import StepEvent
+from wash.engine.sampling import process_logits
 
 PROMPT = "The committee met on Tuesday to discuss"
 

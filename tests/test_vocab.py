@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from wash.vocab import model_vocab
-from wash.vocab import align, encode_bytes
+from wash.engine.vocab import model_vocab
+from wash.engine.vocab import align, encode_bytes
 
 TEXTS = [
     "Hello world, the négligent Bedrooms: 2.5-car garage!",
@@ -71,7 +71,7 @@ def test_round_trip_through_the_union(pair):
 
 
 def test_logits_wider_than_the_tokenizer_are_not_text(tiny_smollm2):
-    from wash.vocab import build_model_vocab
+    from wash.engine.vocab import build_model_vocab
 
     vocab = build_model_vocab("padded", tiny_smollm2.tokenizer, len(tiny_smollm2.tokenizer) + 64,
                               tiny_smollm2.eos_ids)

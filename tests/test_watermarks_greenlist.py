@@ -283,7 +283,7 @@ def english_windows() -> list[list[int]]:
     """500 disjoint 50-token windows of English prose (Python's own help topics)."""
     from pydoc_data.topics import topics
 
-    from wash.models import load_tokenizer
+    from wash.engine.models import load_tokenizer
 
     tokenizer = load_tokenizer("smollm2")
     text = "\n\n".join(topics[k] for k in sorted(topics))

@@ -16,7 +16,7 @@ What is checked, and why each check can fail:
   the real SmolLM2 tokenizer: mean z ~ 0, sd ~ 1, z > 4 in under 0.5 % of them. The
   edit schemes use 24-token texts and T = 99 random keys there to stay affordable, and
   their p-value (a Gumbel tail fitted to the null statistics) must be < 0.05 for ~5 %.
-* power (e2e, real SmolLM2-135M through ``wash.ensemble.generate`` mode "single"):
+* power (e2e, real SmolLM2-135M through ``wash.engine.ensemble.generate`` mode "single"):
   200 watermarked tokens give z > 4 for every scheme, on the ids and on the text.
 """
 
@@ -375,12 +375,12 @@ def test_real_vocabulary_sizes(name: str) -> None:
 # -- power on the real model (e2e) ----------------------------------------------------------
 @lru_cache(maxsize=16)
 def single_provider_run(model: str, name: str, key: int, n_new: int = 200, seed: int = 1, params: str = ""):
-    """One watermarked provider alone (``wash.ensemble.generate`` mode "single"), memoised so
+    """One watermarked provider alone (``wash.engine.ensemble.generate`` mode "single"), memoised so
     the interop tests reuse the generation; ``params`` are the spec's ``name=value,...``.
     Returns (RunResult, prompt ids, seconds)."""
-    from wash.config import GenerationConfig, ProviderSpec
-    from wash.ensemble import generate
-    from wash.models import load_model
+    from wash.engine.config import GenerationConfig, ProviderSpec
+    from wash.engine.ensemble import generate
+    from wash.engine.models import load_model
 
     spec = f"{model}:{name}:{key}" + (f":{params}" if params else "")
     config = GenerationConfig(providers=[ProviderSpec.parse(spec)], prompt=PROMPT,

@@ -21,13 +21,13 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, Union
 
-from wash.config import DEFAULT_PROFILE, GenerationConfig, ProviderSpec
+from wash.engine.config import DEFAULT_PROFILE, GenerationConfig, ProviderSpec
 from wash.errors import WashInputError
-from wash.thresholds import Z_THRESHOLD
+from wash.detection.thresholds import Z_THRESHOLD
 
 if TYPE_CHECKING:
-    from wash.events import LoadEvent, ProviderDetection, RunResult
-    from wash.identification import Identification
+    from wash.engine.events import LoadEvent, ProviderDetection, RunResult
+    from wash.detection.identification import Identification
 
 #: One watermarked provider: a base model served with a scheme and a secret key
 #: (``Provider("smollm2", "kgw", 42)`` or ``Provider.parse("smollm2:kgw:42:gamma=0.25")``).
@@ -82,7 +82,7 @@ def generate(prompt: str | GenerationConfig, providers: Sequence[ProviderLike] |
     on the text and the settings the text depends on. ``on_load`` receives model
     loading progress; ``should_stop`` is polled before every token.
     """
-    from wash.ensemble import generate as run
+    from wash.engine.ensemble import generate as run
 
     return run(make_config(prompt, providers, profile, **settings), should_stop, on_load)
 
@@ -90,11 +90,11 @@ def generate(prompt: str | GenerationConfig, providers: Sequence[ProviderLike] |
 def stream(prompt: str | GenerationConfig, providers: Sequence[ProviderLike] | ProviderLike = (), *,
            profile: str | None = None, on_load: Callable[["LoadEvent"], None] | None = None,
            should_stop: Callable[[], bool] | None = None, **settings: Any) -> Iterator[Any]:
-    """``generate``, one event at a time (``wash.events``): loading messages (unless
+    """``generate``, one event at a time (``wash.engine.events``): loading messages (unless
     ``on_load`` takes them), one ``StepEvent`` per token with every provider's
     distribution on its candidates, a ``ResyncEvent`` after each routed span, and a
     final ``FinishedEvent`` whose ``result`` is what ``generate`` returns."""
-    from wash.ensemble import generate_stream
+    from wash.engine.ensemble import generate_stream
 
     yield from generate_stream(make_config(prompt, providers, profile, **settings), should_stop, on_load)
 
@@ -109,9 +109,9 @@ def detect(text: "str | RunResult", providers: Sequence[ProviderLike] | Provider
     models). Returns one ``ProviderDetection`` per provider: ``z``, ``p``,
     ``tokens_scored`` and ``detected`` (z above ``threshold``).
     """
-    from wash.detection import detect_text, recorded_run
-    from wash.events import RunResult
-    from wash.providers import build_providers
+    from wash.detection.per_text import detect_text, recorded_run
+    from wash.engine.events import RunResult
+    from wash.engine.providers import build_providers
 
     if isinstance(text, RunResult):
         run = recorded_run(text.to_dict())
@@ -129,12 +129,12 @@ def identify(providers: Sequence[ProviderLike] | ProviderLike, mode: str = "wash
     """Ask whether the system made of ``providers`` is watermarked at all, with no key (Water-Probe).
 
     ``mode``: ``single`` (provider 1 alone), ``wash`` (the average) or
-    ``unwatermarked``. ``probe`` sets ``wash.identification.Probe`` fields by name
+    ``unwatermarked``. ``probe`` sets ``wash.detection.identification.Probe`` fields by name
     (``version``, ``contexts``, ``samples``, ``runs``, ``seed``, ``serving``,
     ``aggregate``, ...). The result's ``s`` (mean pair score, with ``s_low`` and
     ``s_high``) and Water-Probe's ``z`` and ``band`` say how watermarked it looks.
     """
-    from wash.identification import Probe, identify as run
+    from wash.detection.identification import Probe, identify as run
 
     try:
         settings = Probe(**probe)

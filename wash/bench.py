@@ -37,7 +37,7 @@ from datetime import datetime, timezone
 
 import torch
 
-from wash.parallel import settings as forward_settings
+from wash.engine.parallel import settings as forward_settings
 
 PROMPT = ("The committee published its annual report on the state of the regional railways, and the "
           "first chapter explains")
@@ -49,8 +49,8 @@ def _median_ms(samples: list[float]) -> float:
 
 def plain_decode_ms(name: str, tokens: int) -> float:
     """Median per-token latency of one model decoding alone (greedy, KV cache)."""
-    from wash.models import load_model
-    from wash.members import ModelContext
+    from wash.engine.models import load_model
+    from wash.engine.members import ModelContext
 
     lm = load_model(name)
     ctx = ModelContext(lm, lm.encode_prompt(PROMPT))
@@ -66,8 +66,8 @@ def plain_decode_ms(name: str, tokens: int) -> float:
 def wash_ms(specs: list[str], tokens: int, reencode: bool = False, forwards: str = "eager", seed: int = 0) -> dict:
     import os
 
-    from wash.config import GenerationConfig, ProviderSpec
-    from wash.ensemble import generate
+    from wash.engine.config import GenerationConfig, ProviderSpec
+    from wash.engine.ensemble import generate
 
     cfg = GenerationConfig(providers=[ProviderSpec.parse(s) for s in specs], prompt=PROMPT,
                            max_new_tokens=tokens, seed=seed, live_detection=False,
@@ -102,7 +102,7 @@ def _child_rss(code: str) -> float:
 
 
 def peak_rss_mb(models: tuple[str, str], tokens: int) -> dict:
-    load = (f"import resource\nfrom wash.models import load_model\n"
+    load = (f"import resource\nfrom wash.engine.models import load_model\n"
             f"[load_model(m) for m in {list(models)!r}]\n"
             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
     run = (f"import resource\nfrom wash.bench import wash_ms, providers_for\n"
@@ -131,7 +131,7 @@ def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int, rounds
     and lazy, then again), and reported as the median over rounds: on a shared machine one
     model's speed drifts by 10-15% within minutes, and interleaving spreads that drift over
     every number alike, so the ratios are taken between numbers measured side by side."""
-    from wash.models import load_model
+    from wash.engine.models import load_model
 
     for m in models:
         load_model(m)

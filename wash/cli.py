@@ -11,10 +11,10 @@ import json
 import sys
 from typing import Sequence
 
-from wash.config import ProviderSpec, add_generate_arguments, command_line, from_command_line
+from wash.engine.config import ProviderSpec, add_generate_arguments, command_line, from_command_line
 # command_line is re-exported: callers of the CLI have always found it here
 from wash.errors import WashInputError
-from wash.thresholds import Z_THRESHOLD
+from wash.detection.thresholds import Z_THRESHOLD
 
 def _progress(message: str) -> None:
     print(f"[wash] {message}", file=sys.stderr, flush=True)
@@ -25,7 +25,7 @@ def _specs(values: Sequence[str] | None) -> list[ProviderSpec]:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from wash.ensemble import generate
+    from wash.engine.ensemble import generate
 
     config = from_command_line(args)
     config.validate()
@@ -71,9 +71,9 @@ def cmd_detect(args: argparse.Namespace) -> int:
     vocabulary coordinated providers hash in, so their z does not depend on which
     providers this call happens to name.
     """
-    from wash.detection import detect_text, parse_models, read_run
-    from wash.models import check_model_name
-    from wash.providers import build_providers
+    from wash.detection.per_text import detect_text, parse_models, read_run
+    from wash.engine.catalog import check_model_name
+    from wash.engine.providers import build_providers
 
     run = read_run(args.run) if args.run is not None else None
     specs = _specs(args.provider) or (run.specs if run else [])

@@ -52,7 +52,7 @@ def schemes() -> str:
 
 def modes() -> str:
     """The README's mode table."""
-    from wash.modes import STRATEGIES
+    from wash.engine.modes import STRATEGIES
 
     rows = ["| mode | providers | watermarks | routing | parameters (`--baseline-options`) | what it does |",
             "|---|---|---|---|---|---|"]

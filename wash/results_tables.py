@@ -282,7 +282,7 @@ def identification_table(root: Path = RESULTS_ROOT, folder_name: str = IDENTIFIC
     """"Is this model watermarked?": one row per probed system of ``identify-calibrated``.
 
     ``identified`` is the calibrated verdict (p of the system's mean S against the
-    unwatermarked line-up's null, below ``wash.thresholds.ALPHA_IDENTIFY``); ``p_floor``
+    unwatermarked line-up's null, below ``wash.detection.thresholds.ALPHA_IDENTIFY``); ``p_floor``
     the smallest p the null's runs can give; ``s_low``/``s_high`` S's 95% interval over
     contexts; ``z_waterprobe`` Water-Probe's own z over the first three runs, the number
     comparable with the paper's Table 1 (``paper_z``: its Llama-3.1-8B value;

@@ -142,23 +142,23 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
 import torch
 
-from wash.decode import Generation, Stepper, Strategy
+from wash.engine.decode import Generation, Stepper, Strategy
 from wash.errors import WashInputError
-from wash.events import LoadEvent, RunResult, StepEvent
-from wash.members import FeedCost, LocalMember, side_by_side
-from wash.options import check_range
-from wash.averaging import candidates, probs_at
-from wash.sampling import entropy, process_logits, sample
-from wash.vocab import model_vocab
+from wash.engine.events import LoadEvent, RunResult, StepEvent
+from wash.engine.members import FeedCost, LocalMember, side_by_side
+from wash.engine.options import check_range
+from wash.engine.averaging import candidates, probs_at
+from wash.engine.sampling import entropy, process_logits, sample
+from wash.engine.vocab import model_vocab
 from wash.watermarks import SCHEMES
 from wash.watermarks.dipmark import DiPMark
 from wash.watermarks.greenlist import GreenListScheme
 from wash.watermarks.hashing import derive_seed
 
 if TYPE_CHECKING:
-    from wash.config import GenerationConfig
-    from wash.models import LoadedModel
-    from wash.providers import Provider, ProviderSet
+    from wash.engine.config import GenerationConfig
+    from wash.engine.models import LoadedModel
+    from wash.engine.providers import Provider, ProviderSet
 
 #: What each probe answer reveals: probabilities (gray-box) or sampled answers (black-box).
 ACCESS = ("gray", "black")

@@ -67,7 +67,7 @@ from the authors' release (github.com/hlzhang109/impossibility-watermark,
   ``backtrack_patience=40``, a revert once ``patience > backtrack_patience``); 0
   never steps back. 0 to 5000.
 * ``rewriter`` (default ``smollm2``) and ``judge`` (default ``gemma3``): catalog
-  model names (``wash.models.CATALOG``; the tests use ``tiny-smollm2`` and
+  model names (``wash.engine.models.CATALOG``; the tests use ``tiny-smollm2`` and
   ``tiny-gemma3``). The release fills spans with T5-v1.1-XL and judges with the
   OpenAssistant DeBERTa-v3-large reward model; neither is available offline here.
 
@@ -126,23 +126,24 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 import torch
 
-from wash import parallel
-from wash.decode import Generation, Stepper, Strategy
-from wash.detection import detect_text
-from wash.ensemble import EagerSteps, LazySteps
+from wash.engine import parallel
+from wash.engine.decode import Generation, Stepper, Strategy
+from wash.detection.per_text import detect_text
+from wash.engine.ensemble import EagerSteps, LazySteps
 from wash.errors import WashInputError
-from wash.events import LoadEvent, RewriteEvent, RoutingSummary, RunResult, StepEvent, Timing, TokenRecord
-from wash.members import LocalMember, side_by_side
-from wash.models import check_model_name, load_model
-from wash.options import check_range
-from wash.sampling import process_logits, sample
-from wash.settings import Forwards
+from wash.engine.events import LoadEvent, RewriteEvent, RoutingSummary, RunResult, StepEvent, Timing, TokenRecord
+from wash.engine.members import LocalMember, side_by_side
+from wash.engine.catalog import check_model_name
+from wash.engine.models import load_model
+from wash.engine.options import check_range
+from wash.engine.sampling import process_logits, sample
+from wash.engine.settings import Forwards
 from wash.watermarks.base import softmax
 from wash.watermarks.hashing import derive_seed
 
 if TYPE_CHECKING:
-    from wash.config import GenerationConfig
-    from wash.providers import ProviderSet
+    from wash.engine.config import GenerationConfig
+    from wash.engine.providers import ProviderSet
 
 #: What each candidate's judge score is compared with (see the module docstring).
 REFERENCES = ("original", "current")

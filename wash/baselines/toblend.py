@@ -86,14 +86,14 @@ from dataclasses import dataclass, field
 
 import torch
 
-from wash.decode import Generation, Stepper, Strategy
+from wash.engine.decode import Generation, Stepper, Strategy
 from wash.errors import WashInputError
-from wash.events import RunResult, StepEvent
-from wash.members import side_by_side
-from wash.options import check_range
-from wash.sampling import sample, uniform_choice
-from wash.settings import MAX_NEW_TOKENS_CAP
-from wash.vocab import encode_bytes
+from wash.engine.events import RunResult, StepEvent
+from wash.engine.members import side_by_side
+from wash.engine.options import check_range
+from wash.engine.sampling import sample, uniform_choice
+from wash.engine.settings import MAX_NEW_TOKENS_CAP
+from wash.engine.vocab import encode_bytes
 from wash.watermarks.hashing import derive_seed
 
 #: How each turn's provider is chosen (see the module docstring).

@@ -42,7 +42,7 @@ from typing import ClassVar, Sequence
 
 import pandas as pd
 
-from wash.config import ProviderSpec
+from wash.engine.config import ProviderSpec
 from wash.experiments.config import ExperimentConfig
 from wash.experiments.ensembles import make_ensemble, prompt_set, specs_text
 from wash.experiments.generation import generation_job
@@ -52,7 +52,7 @@ from wash.experiments.rules import mean_perplexity
 from wash.experiments.scoring import as_bool, first_per_job
 from wash.experiments.stats import (NOMINAL_Z_5PCT, ScoredTexts, group_summary, prompt_bootstrap_interval,
                                     rate_above, tpr_at_fpr)
-from wash.thresholds import FPR_CALIBRATED
+from wash.detection.thresholds import FPR_CALIBRATED
 
 NAME = "baselines"
 SINGLE, WASH, UNWATERMARKED = "single", "wash", "unwatermarked"
@@ -95,7 +95,7 @@ class Config(ExperimentConfig):
                              f"{', '.join(ATTACKS)})")
         if self.n < 2:
             raise ValueError(f"experiment {NAME}: n must be at least 2, got {self.n}")
-        from wash.modes import parse
+        from wash.engine.modes import parse
 
         for attack in ATTACKS:  # refuse bad options before any job runs, and record them spelt out
             setattr(self, f"{attack}_options", str(parse(attack, getattr(self, f"{attack}_options"))))

@@ -24,8 +24,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wash.aggregation import canonical, describe as describe_rules
-from wash.config import DEFAULT_PROFILE, FORWARDS, PROFILES
+from wash.engine.aggregation import canonical, describe as describe_rules
+from wash.engine.config import DEFAULT_PROFILE, FORWARDS, PROFILES
 from wash.errors import WashInputError
 from wash.experiments import EXPERIMENTS, load
 from wash.experiments.ensembles import LINEUPS, scheme_variant
@@ -142,8 +142,8 @@ def build_config(args: argparse.Namespace):
 
 def validate(config) -> None:
     """Check models, schemes and sizes up front: one clear line instead of a failure mid-run."""
-    from wash.config import MAX_NEW_TOKENS_CAP, profile
-    from wash.models import check_model_name
+    from wash.engine.config import MAX_NEW_TOKENS_CAP, profile
+    from wash.engine.catalog import check_model_name
     from wash.watermarks import scheme_class
 
     for m in config.models:

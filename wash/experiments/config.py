@@ -2,7 +2,7 @@
 
 Each experiment subclasses ``ExperimentConfig`` with its own fields and ``quick`` /
 ``tiny`` presets. The serving settings (temperature, top-k, top-p) are not free
-fields: they come from one named profile of ``wash.config.PROFILES`` (``open`` by
+fields: they come from one named profile of ``wash.engine.config.PROFILES`` (``open`` by
 default, ``paper`` for the paper release's top-k 10), so a result's sampling is
 one recorded word and every generation of a run is served alike.
 """
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from wash.config import DEFAULT_PROFILE, ServingProfile, profile as serving_profile
-from wash.thresholds import Z_THRESHOLD
+from wash.engine.config import DEFAULT_PROFILE, ServingProfile, profile as serving_profile
+from wash.detection.thresholds import Z_THRESHOLD
 
 Scalar = str | int | float | bool
 
@@ -37,15 +37,15 @@ class ExperimentConfig:
     tokens: int = 200
     seeds: tuple[int, ...] = (0,)
     schemes: tuple[str, ...] = ALL_SCHEMES
-    #: Serving profile (``wash.config.PROFILES``): every provider's temperature, top-k, top-p.
+    #: Serving profile (``wash.engine.config.PROFILES``): every provider's temperature, top-k, top-p.
     profile: str = DEFAULT_PROFILE
     z_threshold: float = Z_THRESHOLD
     #: Reuse stored generations (see ``store_root`` and ``wash.experiments.store``).
     cache: bool = True
-    #: ``eager`` or ``lazy`` forwards for every generation (``wash.config.FORWARDS``); each
+    #: ``eager`` or ``lazy`` forwards for every generation (``wash.engine.config.FORWARDS``); each
     #: experiment sets its own default (lazy where only the final texts are read).
     forwards: str = "eager"
-    #: Aggregation rule of every generation (``wash.aggregation``): ``mean`` (the paper's) or a
+    #: Aggregation rule of every generation (``wash.engine.aggregation``): ``mean`` (the paper's) or a
     #: robust variant such as ``median-clip:xi=0.5``, which needs eager forwards.
     aggregate: str = "mean"
     #: How the ensembles' providers are watermarked (``wash.experiments.ensembles.LINEUPS``):
@@ -128,7 +128,7 @@ class ExperimentConfig:
 
 def aggregate_key(aggregate: str) -> dict[str, str]:
     """``{"aggregate": canonical rule}``, or nothing for ``mean`` (keys made before the choice stay valid)."""
-    from wash.aggregation import canonical
+    from wash.engine.aggregation import canonical
 
     rule = canonical(aggregate)
     return {} if rule == "mean" else {"aggregate": rule}

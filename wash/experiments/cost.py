@@ -5,7 +5,7 @@ interleave the variants so that load on a shared machine hits them alike):
 
 * ``unwatermarked`` / ``single``: ``models[0]`` alone, without / with its watermark;
 * ``wash-par``: WASH over N providers with every base model resident and the
-  parallel forwards of ``wash/parallel.py``: each eager step runs the distinct
+  parallel forwards of ``wash/engine/parallel.py``: each eager step runs the distinct
   base models' KV-cached forwards concurrently, one executor thread each (the paper's
   WASH-Par.; a step costs about the slowest model's forward, not the sum). Its
   subprocess runs with ``WASH_PARALLEL_FORWARDS=1`` whatever the environment says;
@@ -217,8 +217,8 @@ def measure(variant: str, config: Config) -> list[dict]:
     """Measure one variant: load, (offload), warm up, then generate every prompt under a RSS sampler."""
     import torch
 
-    from wash.models import load_model
-    from wash.parallel import parallel_enabled
+    from wash.engine.models import load_model
+    from wash.engine.parallel import parallel_enabled
 
     baseline = rss_bytes()
     prompts = prompt_set(config)

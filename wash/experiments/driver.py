@@ -22,7 +22,7 @@ nearly K times sooner (two on 2 cores: about 1.8x, docs/BENCHMARKS.md). The two
 kinds of parallelism multiply, so only one of them spreads a run over the cores:
 
 * one process (``workers=1``): the engine's per-model forward threads
-  (``wash/parallel.py``) run an eager step's base models side by side with
+  (``wash/engine/parallel.py``) run an eager step's base models side by side with
   ``WASH_THREADS_PER_MODEL`` torch threads each; the environment's ``WASH_*``
   settings apply;
 * K worker processes: the jobs are the parallelism. Each worker's initializer sets
@@ -124,14 +124,14 @@ def init_worker(env: dict[str, str]) -> None:
 def forward_settings(workers: int = 1) -> dict[str, Any]:
     """How the generations' forwards ran: parallel or not, torch threads per model.
 
-    With one worker these are this process's (``wash.parallel``'s defaults or the
+    With one worker these are this process's (``wash.engine.parallel``'s defaults or the
     ``WASH_*`` environment); with several, what ``forward_env`` gives each worker.
     """
     if workers > 1:
         env = forward_env(workers)
         return {"parallel": env["WASH_PARALLEL_FORWARDS"] != "0",
                 "threads_per_model": int(env["WASH_THREADS_PER_MODEL"])}
-    from wash.parallel import settings
+    from wash.engine.parallel import settings
 
     return settings()
 

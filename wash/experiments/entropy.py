@@ -16,7 +16,7 @@ N of ``n_values``. N providers serve the base models in turn (decay's ``mixed``
 setting, ``ensembles.make_ensemble``), every one carrying the row's scheme with its
 own key; N = 1 is ``models[0]`` alone, the watermarked baseline. Each row is one
 provider's own detector on one text (decay's row layout); ``mean_entropy`` is the
-text's mean served base entropy per token (nats, ``wash.events.StepEvent.entropy``):
+text's mean served base entropy per token (nats, ``wash.engine.events.StepEvent.entropy``):
 the entropy of softmax of the base logits after temperature and top-k, before the
 watermark, of the distribution each token was drawn from.
 

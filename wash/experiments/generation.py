@@ -1,6 +1,6 @@
 """Generating a text for a job: through the engine's public API, or from the generation store.
 
-Every generation goes through ``wash.ensemble.generate`` with live detection off
+Every generation goes through ``wash.engine.ensemble.generate`` with live detection off
 (faster; texts are scored afterwards), the config's ``forwards`` and ``aggregate``
 and the serving settings of the config's profile (``ExperimentConfig.serving``). A job may
 override any engine setting (quality's arithmetic sets its own temperature); the
@@ -18,8 +18,8 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from wash.config import GenerationConfig, ProviderSpec
-from wash.events import ProviderDetection, RunResult
+from wash.engine.config import GenerationConfig, ProviderSpec
+from wash.engine.events import ProviderDetection, RunResult
 from wash.experiments.config import ExperimentConfig
 from wash.experiments.jobs import JobOutput
 from wash.experiments.scoring import detect, detection_rows, perplexity_fields
@@ -40,7 +40,7 @@ def engine_settings(config: ExperimentConfig, seed: int, max_new_tokens: int | N
 def generate_run(specs: Sequence[ProviderSpec], prompt: str, mode: str, config: ExperimentConfig, seed: int,
                  max_new_tokens: int | None = None, **overrides: Any) -> RunResult:
     """One generation through the engine's public API."""
-    from wash.ensemble import generate
+    from wash.engine.ensemble import generate
 
     return generate(GenerationConfig(providers=list(specs), prompt=prompt, mode=mode,
                                      **engine_settings(config, seed, max_new_tokens, **overrides)))

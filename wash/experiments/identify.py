@@ -1,6 +1,6 @@
 """Model identification with Water-Probe (the paper's Table 1, very probably), calibrated.
 
-Per-text detection needs a provider's key; identification (``wash.identification``) asks,
+Per-text detection needs a provider's key; identification (``wash.detection.identification``) asks,
 keyless, whether a served system is watermarked at all. The paper's headline table
 (single providers z 5 to 304, WASH N = 3 below 4 for all six schemes) is, by the
 evidence in the project's notes, this score rather than a per-text z. This
@@ -9,7 +9,7 @@ over N providers of that scheme with independent keys and base models cycling ov
 ``models`` (``wash``, N in ``ns``), and the base models with every watermark off
 (``unwatermarked``).
 
-The verdict is calibrated (``wash.identify_stats``): for every line-up probed (one
+The verdict is calibrated (``wash.detection.identify_stats``): for every line-up probed (one
 model; each N) the unwatermarked system is probed ``null_runs`` times (50) at the
 same budget, serving and prompts, with an independent seed (rows of mode ``null``);
 a system's p is its mean-of-R S against the null's mean-of-R law, for R = 3 (the
@@ -28,7 +28,7 @@ are mostly ties); ``--profile paper`` runs the same probe under the paper's serv
 The full preset runs v2 (the system samples its own answer prefixes, 20,000 samples
 per prompt and run: the only version that sees the Edit schemes and Water-Bag); the
 quick and tiny presets run v1 (forced prefixes). ``--aggregate`` probes the ensembles
-under another aggregation rule (``wash.aggregation``). Base rows are computed once
+under another aggregation rule (``wash.engine.aggregation``). Base rows are computed once
 per process and shared by every system and null on the same models, so one worker
 (``--workers 1``) is the cheap way to run it.
 
@@ -46,7 +46,7 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from wash.aggregation import canonical
+from wash.engine.aggregation import canonical
 from wash.experiments.config import ExperimentConfig
 from wash.experiments.ensembles import LINEUPS, make_ensemble, scheme_variant, specs_text
 from wash.experiments.jobs import Job
@@ -71,7 +71,7 @@ class Config(ExperimentConfig):
     #: is given for R = 3 and for all ``runs``.
     runs: int = 10
     min_count: int = 20
-    #: v2: token paths a run takes fewer times than this stop there (``wash.identification.Probe``).
+    #: v2: token paths a run takes fewer times than this stop there (``wash.detection.identification.Probe``).
     min_path: int = 3
     include_unwatermarked: bool = True
     #: Runs of the unwatermarked system of each line-up (one model; each N of ``ns``) probed as
@@ -100,7 +100,7 @@ def probe_job(specs: list, mode: str, config_fields: dict, rows_dir: str | None 
     """Probe one system (or one line-up's null) and return its row (module-level: runs in a worker).
 
     ``rows_dir``: where base rows are kept on disk for every job and later run (scratch)."""
-    from wash.identification import SERVED_ROWS, Probe, identify
+    from wash.detection.identification import SERVED_ROWS, Probe, identify
 
     SERVED_ROWS.use_directory(rows_dir)
     probe = Probe(**config_fields)
@@ -180,7 +180,7 @@ COLUMNS = ["mode", "scheme", "n", "aggregate", "samples", "z", "band", "s", "s_l
 
 def p_floor(null_runs: int, runs: int) -> float:
     """The smallest p the null can give a mean over ``runs`` runs: 1 / (1 + its number of null means)."""
-    from wash.identify_stats import NULL_DRAWS
+    from wash.detection.identify_stats import NULL_DRAWS
 
     if runs < 1 or null_runs < runs:
         return math.nan
@@ -201,7 +201,7 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
     run without any context pair). Several
     seeds of one system (rare) give one row each.
     """
-    from wash.identify_stats import identified, null_p
+    from wash.detection.identify_stats import identified, null_p
 
     if rows.empty:
         return pd.DataFrame(columns=COLUMNS)

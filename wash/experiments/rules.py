@@ -1,7 +1,7 @@
 """Aggregation rules screened against every scheme and quality: does a robust rule beat the mean?
 
 The paper's WASH draws each token from the mean of the providers' distributions
-(``wash.aggregation``); sampling-based schemes (AAR's point mass) keep a signal under
+(``wash.engine.aggregation``); sampling-based schemes (AAR's point mass) keep a signal under
 it. Each rule of ``rules`` (the mean, the median and clipped variants at several
 strengths xi) generates texts with N providers cycling through the base models
 (decay's ``mixed`` setting), every provider carrying the row's scheme with its own key.
@@ -40,8 +40,8 @@ from typing import ClassVar, Sequence
 
 import pandas as pd
 
-from wash.aggregation import canonical, parse
-from wash.config import ProviderSpec
+from wash.engine.aggregation import canonical, parse
+from wash.engine.config import ProviderSpec
 from wash.experiments.config import ExperimentConfig
 from wash.experiments.ensembles import make_ensemble, prompt_set, specs_text
 from wash.experiments.generation import generation_job
@@ -70,7 +70,7 @@ class Config(ExperimentConfig):
     prompts: int = 10
     tokens: int = 100
     schemes: tuple[str, ...] = ("kgw", "aar", "dipmark", "synthid")
-    #: Aggregation rules (``wash.aggregation``), one WASH generation per (rule, scheme, prompt, seed).
+    #: Aggregation rules (``wash.engine.aggregation``), one WASH generation per (rule, scheme, prompt, seed).
     rules: tuple[str, ...] = DEFAULT_RULES
     #: Provider i of a ``mix`` ensemble carries ``mix_schemes[i % len]``: by default the
     #: line-up on which the median and leave-one-out clipping first failed (smollm2/kgw,

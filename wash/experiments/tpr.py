@@ -55,7 +55,7 @@ from typing import ClassVar
 
 import pandas as pd
 
-from wash.config import ProviderSpec
+from wash.engine.config import ProviderSpec
 from wash.experiments.config import ExperimentConfig
 from wash.experiments.ensembles import LINEUPS, make_ensemble, prompt_set, specs_text
 from wash.experiments.generation import generation_job
@@ -64,7 +64,7 @@ from wash.experiments.plots import FigureSpec, Panel, Series
 from wash.experiments.stats import (NOMINAL_Z_5PCT, HeldOutSplit, ScoredTexts, flagged_share,
                                     held_out_detection, split_half_by_prompt)
 from wash.prompts import Prompt, load_prompts
-from wash.thresholds import FPR_CALIBRATED
+from wash.detection.thresholds import FPR_CALIBRATED
 
 NAME = "tpr"
 UNWATERMARKED = "unwatermarked"

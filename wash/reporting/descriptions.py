@@ -53,7 +53,7 @@ EXPERIMENTS = {
         "the mean of the two unwatermarked models' perplexities; `cost_ratio` is seconds per text over the "
         "single model's in the same run."),
     "rules": (
-        "Aggregation rules beyond the mean (`wash/aggregation.py`, README \"Aggregation rules\"): each "
+        "Aggregation rules beyond the mean (`wash/engine/aggregation.py`, README \"Aggregation rules\"): each "
         "rule's provider z and perplexity per scheme. `beats_mean` says whether a rule's z is below the "
         "mean rule's, `beats_mean_every_scheme` whether it is for every scheme. A screen: few prompts, "
         "short texts, wide intervals; it says which rules to measure properly, not how well they work."),
@@ -78,7 +78,7 @@ EXPERIMENTS = {
         "The app's presets run as the page runs them, over several seeds: the z range each preset's "
         "description quotes comes from here."),
     "tour": (
-        "The app's presets clicked in headless Chromium (`python -m wash.ui.preset_tour`): the z each page "
+        "The app's presets clicked in headless Chromium (`python -m tools.preset_tour`): the z each page "
         "showed, per preset, condition and provider, to check that the page shows what `presets` measured."),
 }
 

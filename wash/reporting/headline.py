@@ -16,7 +16,7 @@ import pandas as pd
 from wash import results_tables as rt
 from wash.reporting.data import Folder
 from wash.reporting.fmt import FPR_LEVEL, integer, num, num_ci, paper_pct, pct, pct_ci, pval
-from wash.thresholds import Z_THRESHOLD
+from wash.detection.thresholds import Z_THRESHOLD
 
 #: The folders the headline quotes; ``HEADLINE_SOURCES`` are the files its numbers come from.
 HEADLINE_FOLDERS = ("decay-kgw-paper", "decay-mix-paper", "tpr-paper", "identify-calibrated",

@@ -16,10 +16,10 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from wash.errors import WashInputError
-from wash.events import ProviderDetection, RunResult
+from wash.engine.events import ProviderDetection, RunResult
 from wash.ui.providers import rows_to_specs
 from wash.ui.settings import MAX_DETECT_CHARS, check_app_model
-from wash.thresholds import Z_THRESHOLD
+from wash.detection.thresholds import Z_THRESHOLD
 
 
 def detect(text: str, table: Any, threshold: float = Z_THRESHOLD, choices: list[str] | None = None,
@@ -29,8 +29,8 @@ def detect(text: str, table: Any, threshold: float = Z_THRESHOLD, choices: list[
     ``models``: the generation's model set (a list or ``"m1,m2"``); empty or None
     means the providers' own models.
     """
-    from wash.detection import detect_text, parse_models
-    from wash.providers import build_providers
+    from wash.detection.per_text import detect_text, parse_models
+    from wash.engine.providers import build_providers
 
     if not text or not text.strip():
         raise WashInputError("the text to score is empty")
@@ -55,7 +55,7 @@ def detect(text: str, table: Any, threshold: float = Z_THRESHOLD, choices: list[
 
 def result_models(result: RunResult | None) -> list[str]:
     """The model set of a finished generation (for the Detect tab's field); [] when none."""
-    from wash.detection import generation_models
+    from wash.detection.per_text import generation_models
 
     if result is None:
         return []

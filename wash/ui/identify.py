@@ -1,7 +1,7 @@
 """The Identify tab: "is this model watermarked?", asked of one provider, the WASH ensemble and no watermark.
 
 Per-text detection needs a provider's key; identification (Water-Probe, v1 with
-forced contexts, ``wash.identification``) needs none: it compares how a system ranks
+forced contexts, ``wash.detection.identification``) needs none: it compares how a system ranks
 the tokens after the same answer prefix under two crafted prompts, and a keyed
 watermark makes those rankings agree more than an unwatermarked model does. The
 paper's Table 1 very probably reports this score (docs/RESULTS.md).
@@ -11,7 +11,7 @@ contexts and seeds: provider 1 alone, the WASH ensemble of every provider, and t
 same base models without watermarks. The verdict is calibrated: each system's
 line-up (its base models) is also probed ``NULL_RUNS`` times without watermarks,
 with another seed, and a system is called watermarked when its p against that null
-is below ``ALPHA_IDENTIFY`` (``wash.identify_stats.null_p``). The null costs no
+is below ``ALPHA_IDENTIFY`` (``wash.detection.identify_stats.null_p``). The null costs no
 forwards (the base rows are those the systems already computed), only sampling.
 Water-Probe's z is shown beside the verdict for comparison with the paper, never
 as the verdict.
@@ -28,9 +28,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from wash.errors import WashInputError
-from wash.identification import Identification, Probe
-from wash.identify_stats import identified, null_p
-from wash.thresholds import ALPHA_IDENTIFY, Z_THRESHOLD
+from wash.detection.identification import Identification, Probe
+from wash.detection.identify_stats import identified, null_p
+from wash.detection.thresholds import ALPHA_IDENTIFY, Z_THRESHOLD
 from wash.ui.providers import rows_to_specs
 
 #: System name on the page -> the probe mode and which providers it serves.
@@ -65,8 +65,8 @@ class Probed:
 def run_identify(table: Any, systems: Sequence[str], probe_name: str, choices: list[str] | None = None,
                  progress: Callable[[float, str], None] | None = None) -> list[Probed]:
     """Probe each chosen system and its line-up's null; ``progress(fraction, what)`` after every context."""
-    from wash.identification import identify
-    from wash.providers import build_providers
+    from wash.detection.identification import identify
+    from wash.engine.providers import build_providers
 
     if probe_name not in PROBES:
         raise WashInputError(f"unknown probe '{probe_name}' (accepted: {', '.join(PROBES)})")

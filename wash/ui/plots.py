@@ -15,8 +15,8 @@ from typing import Sequence
 
 import plotly.graph_objects as go
 
-from wash.events import StepEvent
-from wash.thresholds import Z_THRESHOLD, Z_WASHED
+from wash.engine.events import StepEvent
+from wash.detection.thresholds import Z_THRESHOLD, Z_WASHED
 
 PALETTE = ("#2563eb", "#16a34a", "#dc2626", "#9333ea", "#0891b2", "#db2777", "#65a30d", "#ea580c")
 AVERAGE_COLOUR = "#111827"

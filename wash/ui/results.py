@@ -37,7 +37,7 @@ import plotly.graph_objects as go
 from wash import results_tables as rt
 from wash.reporting.fmt import FPR_LEVEL, integer, num, num_ci, paper_pct, pct_ci, pval
 from wash.reporting.headline import name, names
-from wash.thresholds import ALPHA_IDENTIFY, FPR_CALIBRATED
+from wash.detection.thresholds import ALPHA_IDENTIFY, FPR_CALIBRATED
 from wash.ui.plots import PALETTE, empty_figure
 
 #: The selector value that keeps every row.

@@ -1,7 +1,7 @@
 """Driving a generation for the app: preload, worker thread, stop flag, throttled views.
 
 The app loads its models ahead of the first click (``start_preload``: a
-``wash.models.Preload`` thread, then a warm-up that builds the union vocabulary
+``wash.engine.models.Preload`` thread, then a warm-up that builds the union vocabulary
 and runs the default preset for one token, so the first click costs one step).
 A click during that load waits for it, relaying its progress to the status line.
 
@@ -27,10 +27,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
-from wash.config import MODE_TABLE, GenerationConfig
+from wash.engine.config import MODE_TABLE, GenerationConfig
 from wash.errors import WashInputError
-from wash.events import FinishedEvent, LoadEvent, ResyncEvent, RunResult, StepEvent
-from wash.models import Preload, Progress
+from wash.engine.events import FinishedEvent, LoadEvent, ResyncEvent, RunResult, StepEvent
+from wash.engine.cache import Progress
+from wash.ui.preload import Preload
 
 WASH, SINGLE = "wash", "single"
 SINGLE_LABEL_SUFFIX = " alone (single mode)"
@@ -104,12 +105,12 @@ def warm_up(models: Sequence[str], say: Progress) -> None:
     own (single mode, one-model presets, the Detect tab), then runs that preset for
     one token so every model has run a first forward (the slowest of all).
     """
-    from wash.ensemble import generate
-    from wash.models import load_model
+    from wash.engine.ensemble import generate
+    from wash.engine.models import load_model
     from wash.presets import preset_names
     from wash.ui.providers import build_config, preset_rows
     from wash.ui.texts import example_prompts
-    from wash.vocab import align, model_vocab
+    from wash.engine.vocab import align, model_vocab
 
     rows, mode = preset_rows(preset_names()[0], list(models))
     config = build_config(rows, example_prompts(1)[0], 1, 1.0, 0, mode, list(models))
@@ -269,7 +270,7 @@ def _wait_for_preload(preload: Preload, stop: threading.Event, out: queue.Queue,
 
 def _worker(config: GenerationConfig, compare: str | None, stop: threading.Event, out: queue.Queue,
             preload: Preload | None) -> None:
-    from wash.ensemble import generate_stream
+    from wash.engine.ensemble import generate_stream
 
     try:
         if preload is not None and preload.started and not preload.done:

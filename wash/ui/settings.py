@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 from wash.errors import WashInputError
-from wash.models import ALLOW_EXTERNAL_ENV, CATALOG, OFFLINE_DEFAULTS, check_model_name
+from wash.engine.catalog import ALLOW_EXTERNAL_ENV, CATALOG, OFFLINE_DEFAULTS, check_model_name
 
 APP_MODELS_ENV = "WASH_APP_MODELS"
 CONCURRENCY_ENV = "WASH_APP_CONCURRENCY"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from wash.thresholds import Z_THRESHOLD, Z_WASHED
+from wash.detection.thresholds import Z_THRESHOLD, Z_WASHED
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 FALLBACK_EXAMPLES = ASSETS / "examples.json"
@@ -27,7 +27,7 @@ def scheme_lines() -> list[str]:
     return [f"- **{name}**: {cls.explain()}" for name, cls in SCHEMES.items()]
 
 
-#: What each ``forwards`` setting does (``wash.config.FORWARDS``), for the page.
+#: What each ``forwards`` setting does (``wash.engine.config.FORWARDS``), for the page.
 FORWARDS_LINES = {
     "eager": "every base model runs its forward each step; the token is drawn from the average p̄, "
              "and the distribution view shows every p_i, p̄ and p*.",
@@ -40,20 +40,20 @@ FORWARDS_LINES = {
 
 def mode_lines() -> list[str]:
     """One markdown bullet per mode, from the engine's own ``MODE_TABLE``."""
-    from wash.config import MODE_TABLE
+    from wash.engine.config import MODE_TABLE
 
     return [f"- **{m.name}**: {m.description}." for m in MODE_TABLE.values()]
 
 
 def forwards_lines() -> list[str]:
-    from wash.config import FORWARDS
+    from wash.engine.config import FORWARDS
 
     return [f"- **{f}**: {FORWARDS_LINES.get(f, '')}" for f in FORWARDS]
 
 
 def mode_info(mode: str | None, forwards: str | None) -> str:
     """The line under the mode and forwards radios: what the chosen pair does."""
-    from wash.config import MODE_TABLE
+    from wash.engine.config import MODE_TABLE
 
     spec = MODE_TABLE.get(mode or "")
     what = f"**{spec.name}**: {spec.description}." if spec else ""

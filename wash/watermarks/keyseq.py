@@ -154,7 +154,7 @@ class EditScheme(WatermarkScheme):
         """Keep up to ``count`` key elements drawn (default 4).
 
         Generation walks k upwards and needs only the last few; a probe that serves
-        hundreds of fresh generations at once (``wash.identification``) visits every
+        hundreds of fresh generations at once (``wash.detection.identification``) visits every
         offset at every node and would draw each row again and again. A row costs
         4 bytes per vocabulary entry (1 MB for Gemma-3), so the whole key is at most
         ``keylen`` of them."""
@@ -224,7 +224,7 @@ class EditScheme(WatermarkScheme):
               states: Sequence[Any]) -> tuple[list[int], int]:
         """The token each of ``states`` serves after ``ids``, for a point-mass law.
 
-        Why: a probe (``wash.identification``) serves hundreds of fresh generations at
+        Why: a probe (``wash.detection.identification``) serves hundreds of fresh generations at
         one context, and their states differ only in which key element the next token
         reads. The law is one token per key element, so the base law is computed once
         and each distinct element is read once, with no distribution built. Returns the

@@ -1,9 +1,9 @@
 """Measure the app's start-up and click-to-first-token latency (a script, not a test).
 
-    python -m wash.ui.latency                     # the real models, the user's model cache
-    python -m wash.ui.latency --fresh             # an empty WASH_CACHE_DIR: a first-ever start
-    WASH_APP_MODELS=tiny-smollm2,tiny-gemma3 python -m wash.ui.latency --repeats 3   # quick check
-    python -m wash.ui.latency --repeats 0 --identify 3   # the Identify tab's "fast" probe, 3 times
+    python -m tools.latency                     # the real models, the user's model cache
+    python -m tools.latency --fresh             # an empty WASH_CACHE_DIR: a first-ever start
+    WASH_APP_MODELS=tiny-smollm2,tiny-gemma3 python -m tools.latency --repeats 3   # quick check
+    python -m tools.latency --repeats 0 --identify 3   # the Identify tab's "fast" probe, 3 times
 
 It starts ``app.py`` in a subprocess on a free localhost port, polls the app's
 ``/status`` API endpoint until the model preload reports ready (``start_to_ready_s``
@@ -33,7 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def free_port() -> int:
@@ -177,7 +177,7 @@ def measure(args: argparse.Namespace) -> dict:
             if cache is not None:
                 cache.cleanup()
     return {
-        "command": shlex.join([Path(sys.executable).name, "-m", "wash.ui.latency", *sys.argv[1:]]),
+        "command": shlex.join([Path(sys.executable).name, "-m", "tools.latency", *sys.argv[1:]]),
         "env": {k: os.environ[k] for k in ("WASH_APP_MODELS", "WASH_CACHE_DIR", "WASH_APP_CONCURRENCY")
                 if k in os.environ},
         "app_command": shlex.join(command),
@@ -202,7 +202,7 @@ def measure(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m wash.ui.latency", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.latency", description=__doc__.split("\n\n")[0])
     parser.add_argument("--fresh", action="store_true",
                         help="point WASH_CACHE_DIR at an empty temporary directory (a first-ever start, "
                              "which dequantises the GGUF files)")

@@ -204,7 +204,7 @@ _VOCABS: dict[str, ModelVocab] = {}
 
 
 def model_vocab(lm) -> ModelVocab:
-    """Token bytes of a loaded model (``wash.models.LoadedModel``), computed once per process.
+    """Token bytes of a loaded model (``wash.engine.models.LoadedModel``), computed once per process.
 
     Reading 262k token strings takes about a second; every generation and detector
     of the process shares the result, keyed by the model's name.

@@ -25,7 +25,7 @@ word begins, i.e. at whitespace. Here, a span ends when
    token may be missing elsewhere): pass the bytes generated before the span as
    ``before`` so that its first token can already complete the character;
 3. or, as the last resort, the span reaches ``MAX_ROUTED_SPAN`` tokens
-   (``wash.config``).
+   (``wash.engine.config``).
 
 Why rule 2: Chinese, Japanese, Thai... put no spaces between words, so rule 1
 alone waits for a space that never comes and one specialist writes a whole clause
@@ -71,7 +71,7 @@ from typing import Sequence
 
 import torch
 
-from wash.sampling import uniform_choice
+from wash.engine.sampling import uniform_choice
 
 #: Inclusive code-point blocks of scripts written without spaces between words.
 _UNSPACED_BLOCKS: tuple[tuple[int, int, str], ...] = (

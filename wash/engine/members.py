@@ -30,9 +30,9 @@ from typing import Any, Callable, Protocol, Sequence, TypeVar
 
 import torch
 
-from wash import parallel
-from wash.models import LoadedModel
-from wash.vocab import ModelVocab, model_vocab
+from wash.engine import parallel
+from wash.engine.models import LoadedModel
+from wash.engine.vocab import ModelVocab, model_vocab
 
 T = TypeVar("T")
 

@@ -33,24 +33,24 @@ from typing import TYPE_CHECKING, Callable, ClassVar, Iterator
 
 import torch
 
-from wash import parallel
-from wash.averaging import candidates, linf, probs_at
-from wash.detection import LiveDetector, detect_text
+from wash.engine import parallel
+from wash.engine.averaging import candidates, linf, probs_at
+from wash.detection.per_text import LiveDetector, detect_text
 from wash.errors import WashInputError
-from wash.events import (FinishedEvent, LoadEvent, ResyncEvent, RewriteEvent, RoutingSummary, RunResult,
+from wash.engine.events import (FinishedEvent, LoadEvent, ResyncEvent, RewriteEvent, RoutingSummary, RunResult,
                          SpanRecord, StepEvent, Timing, TokenRecord)
-from wash.members import side_by_side
-from wash.options import params_text
-from wash.resync import resynchronise
-from wash.routing import pick_specialist, specialists, starts_new_word, word_complete
-from wash.sampling import entropy, sample
-from wash.served import ModelPart, ServedSystem
+from wash.engine.members import side_by_side
+from wash.engine.options import params_text
+from wash.engine.resync import resynchronise
+from wash.engine.routing import pick_specialist, specialists, starts_new_word, word_complete
+from wash.engine.sampling import entropy, sample
+from wash.engine.served import ModelPart, ServedSystem
 from wash.version import code_version
-from wash.vocab import encode_bytes
+from wash.engine.vocab import encode_bytes
 
 if TYPE_CHECKING:
-    from wash.config import GenerationConfig
-    from wash.providers import ProviderSet
+    from wash.engine.config import GenerationConfig
+    from wash.engine.providers import ProviderSet
 
 Event = LoadEvent | StepEvent | ResyncEvent | RewriteEvent | FinishedEvent
 ShouldStop = Callable[[], bool]

@@ -12,10 +12,10 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from wash.members import LocalMember
-from wash.models import LoadedModel, load_model
-from wash.settings import ProviderSpec
-from wash.vocab import VocabAlignment, align, model_vocab
+from wash.engine.members import LocalMember
+from wash.engine.models import LoadedModel, load_model
+from wash.engine.settings import ProviderSpec
+from wash.engine.vocab import VocabAlignment, align, model_vocab
 from wash.watermarks import build_scheme
 from wash.watermarks.base import Detector, WatermarkScheme
 from wash.watermarks.coordinated import UnionSpace

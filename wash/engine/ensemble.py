@@ -48,18 +48,18 @@ from typing import TYPE_CHECKING, Callable, Iterator
 
 import torch
 
-from wash import parallel
-from wash.averaging import candidates, model_probs_at
-from wash.decode import Event, Generation, Stepper, Strategy, decode
-from wash.events import FinishedEvent, LoadEvent, RunResult, StepEvent
-from wash.members import side_by_side
-from wash.providers import build_providers
-from wash.sampling import sample, uniform_choice
-from wash.settings import Forwards
+from wash.engine import parallel
+from wash.engine.averaging import candidates, model_probs_at
+from wash.engine.decode import Event, Generation, Stepper, Strategy, decode
+from wash.engine.events import FinishedEvent, LoadEvent, RunResult, StepEvent
+from wash.engine.members import side_by_side
+from wash.engine.providers import build_providers
+from wash.engine.sampling import sample, uniform_choice
+from wash.engine.settings import Forwards
 from wash.watermarks.hashing import derive_seed
 
 if TYPE_CHECKING:
-    from wash.config import GenerationConfig
+    from wash.engine.config import GenerationConfig
 
 LoadCallback = Callable[[LoadEvent], None]
 

@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
-from wash.aggregation import Mean, Rule
-from wash.averaging import average, to_union
-from wash.providers import OWN_STATE
-from wash.sampling import entropy, process_logits
+from wash.engine.aggregation import Mean, Rule
+from wash.engine.averaging import average, to_union
+from wash.engine.providers import OWN_STATE
+from wash.engine.sampling import entropy, process_logits
 from wash.watermarks.base import softmax
 
 if TYPE_CHECKING:
-    from wash.providers import Provider, ProviderSet
+    from wash.engine.providers import Provider, ProviderSet
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""Null test of every detector on looping text (``python -m wash.detector_null``).
+"""Null test of every detector on looping text (``python -m wash.detection.null``).
 
 Why: small models loop. A detector that counts a repeated (context, token) pair
 again adds a copy of evidence it already has, so on looping text its z-score
@@ -34,7 +34,7 @@ from functools import lru_cache
 from typing import Callable, Sequence
 
 import numpy as np
-from wash.thresholds import Z_THRESHOLD
+from wash.detection.thresholds import Z_THRESHOLD
 
 #: Keys scored per loop construction are KEY_BASE, KEY_BASE + 1, ...
 KEY_BASE = 7_000_001
@@ -76,7 +76,7 @@ def english_ids(tokenizer: str = "smollm2") -> tuple[int, ...]:
     """The pydoc topics (real English prose, always installed) tokenised by ``tokenizer``."""
     from pydoc_data.topics import topics
 
-    from wash.models import load_tokenizer
+    from wash.engine.models import load_tokenizer
 
     text = "\n\n".join(topics[k] for k in sorted(topics))
     return tuple(load_tokenizer(tokenizer).encode(text, add_special_tokens=False))
@@ -147,7 +147,7 @@ def measure(schemes: Sequence[str], loops: Sequence[Loop], keys: int, tokenizer:
             overrides: dict[str, dict[str, str]] | None = None, permutations: int | None = None,
             echo: Callable[[str], None] | None = None) -> list[Row]:
     """Every (scheme, loop) row, then one pooled row per scheme (loop ``all``)."""
-    from wash.models import load_tokenizer
+    from wash.engine.models import load_tokenizer
 
     vocab_size = len(load_tokenizer(tokenizer))
     ids = english_ids(tokenizer)
@@ -198,7 +198,7 @@ def _overrides(values: Sequence[str]) -> dict[str, dict[str, str]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m wash.detector_null", description=(
+    parser = argparse.ArgumentParser(prog="python -m wash.detection.null", description=(
         "Each detector's z on unwatermarked looping text (natural spans repeated), many keys."))
     parser.add_argument("--keys", type=int, default=100, help="keys (and texts) per scheme and loop")
     parser.add_argument("--schemes", default="", help="comma-separated schemes (default: all registered)")
@@ -241,7 +241,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(format_row(r))
     if args.out:
         given = list(argv) if argv is not None else sys.argv[1:]
-        doc = {"command": "python -m wash.detector_null " + " ".join(given),
+        doc = {"command": "python -m wash.detection.null " + " ".join(given),
                "date": started.strftime("%Y-%m-%d %H:%M UTC"), "tokenizer": args.tokenizer,
                "loops": [loop.label for loop in loops], "keys": args.keys, "key_base": KEY_BASE,
                "loop_seed": LOOP_SEED, "z_line": Z_LINE, "rows": [asdict(r) for r in rows]}

@@ -136,7 +136,7 @@ def caller_on_one_thread() -> Iterator[None]:
     small, but with its default thread count every such op opens an OpenMP team
     whose second thread must wait for a core the models hold, and a 2 MB copy then
     took milliseconds. On one thread this work is 2-3 ms a step
-    (``python -m wash.bench_profile``). The caller's setting is restored on exit
+    (``python -m tools.bench_profile``). The caller's setting is restored on exit
     (thread counts are per thread).
     """
     before = torch.get_num_threads()

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Mapping
 
-from wash.vocab import encode_bytes
+from wash.engine.vocab import encode_bytes
 
 if TYPE_CHECKING:
-    from wash.members import Member, MemberContext
+    from wash.engine.members import Member, MemberContext
 
 
 def resynchronise(span: bytes, contexts: Mapping[str, "MemberContext"], starts: Mapping[str, int],

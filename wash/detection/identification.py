@@ -49,14 +49,14 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
-from wash.aggregation import Rule, parse as parse_aggregate
-from wash.config import DEFAULT_PROFILE, MODE_TABLE, ProviderSpec, ServingProfile, profile
+from wash.engine.aggregation import Rule, parse as parse_aggregate
+from wash.engine.config import DEFAULT_PROFILE, MODE_TABLE, ProviderSpec, ServingProfile, profile
 from wash.errors import WashInputError
-from wash.identify_stats import (NULL_MEAN, TOP, TokenCounts, band, context_bootstrap, identification_z,
+from wash.detection.identify_stats import (NULL_MEAN, TOP, TokenCounts, band, context_bootstrap, identification_z,
                                  matrix_score, pair_matrix)
-from wash.members import LocalMember
-from wash.providers import Provider, ProviderSet, build_providers
-from wash.served import ServedSystem
+from wash.engine.members import LocalMember
+from wash.engine.providers import Provider, ProviderSet, build_providers
+from wash.engine.served import ServedSystem
 from wash.watermarks.hashing import derive_seed
 from wash.watermarks.keyseq import EditScheme
 
@@ -221,7 +221,7 @@ class Probe:
     #: the prefix tree of a many-run null, which otherwise grows with every rare
     #: tokenisation its 10^6 samples find (see ``_System.sampled_counts``).
     min_path: int = 3
-    #: How an ensemble combines its providers (``wash.aggregation``; the paper's is the mean).
+    #: How an ensemble combines its providers (``wash.engine.aggregation``; the paper's is the mean).
     aggregate: str = "mean"
     #: Compute S's bootstrap interval over contexts (a few seconds; off for null runs, which
     #: only need their run scores).

@@ -53,7 +53,7 @@ from functools import cached_property
 from typing import Mapping, Sequence
 
 import numpy as np
-from wash.thresholds import ALPHA_IDENTIFY, Z_HIGH, Z_THRESHOLD
+from wash.detection.thresholds import ALPHA_IDENTIFY, Z_HIGH, Z_THRESHOLD
 
 #: Water-Probe's choices: tokens compared per context, the unwatermarked mean, the bands.
 TOP = 50

@@ -1,6 +1,6 @@
 """Click every preset in a real browser, over several seeds, and record the z the page shows.
 
-    python -m wash.ui.preset_tour --seeds 0,1,2 --out results/presets-browser
+    python -m tools.preset_tour --seeds 0,1,2 --out results/presets-browser
 
 The page's preset descriptions quote ``experiment presets``, which runs the same
 line-ups through the engine. This script checks that claim the way a newcomer
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from wash.ui.latency import ROOT, app_env, free_port, stop_app
+from tools.latency import ROOT, app_env, free_port, stop_app
 
 CHROMIUM = "/usr/bin/chromium"
 #: The run names the detection table uses for the comparison run and the engine CSV's conditions.
@@ -155,7 +155,7 @@ def tour(args: argparse.Namespace) -> dict:
                .agg(["count", "min", "max", "mean"]).reset_index())
     summary.to_csv(out / "tour_summary.csv", index=False)
     meta = {
-        "command": shlex.join([Path(sys.executable).name, "-m", "wash.ui.preset_tour", *sys.argv[1:]]),
+        "command": shlex.join([Path(sys.executable).name, "-m", "tools.preset_tour", *sys.argv[1:]]),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "env": {k: os.environ[k] for k in ("WASH_APP_MODELS",) if k in os.environ},
         "browser": CHROMIUM, "seeds": seeds, "runs": runs_meta,
@@ -167,7 +167,7 @@ def tour(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m wash.ui.preset_tour", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.preset_tour", description=__doc__.split("\n\n")[0])
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds (default 0,1,2)")
     parser.add_argument("--presets", default="", help="comma-separated preset indices (default: all)")
     parser.add_argument("--out", default="runs/presets-browser", help="output folder")

@@ -1,6 +1,6 @@
 """The event stream: what the engine tells its consumers (the app, the CLI, experiments).
 
-``wash.ensemble.generate_stream`` yields these dataclasses in order: ``LoadEvent``
+``wash.engine.ensemble.generate_stream`` yields these dataclasses in order: ``LoadEvent``
 while models load, one ``StepEvent`` per committed token, a ``ResyncEvent`` after
 each routed span, and a final ``FinishedEvent`` carrying the ``RunResult``. A
 final-text rewrite attack (``wash.baselines.randomwalk``) adds one ``RewriteEvent``

@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from wash.baselines.demark import DeMark
 from wash.baselines.randomwalk import RandomWalk
 from wash.baselines.toblend import ToBlend
-from wash.decode import Strategy
-from wash.ensemble import Naive, Single, Unwatermarked, Wash
+from wash.engine.decode import Strategy
+from wash.engine.ensemble import Naive, Single, Unwatermarked, Wash
 from wash.errors import WashInputError
-from wash.options import parse_params
+from wash.engine.options import parse_params
 
 #: Every mode's strategy by name, in the order users see.
 STRATEGIES: dict[str, type[Strategy]] = {cls.name: cls for cls in (

@@ -1,4 +1,4 @@
-"""Where an eager step's time goes (``python -m wash.bench_profile``): the figures behind
+"""Where an eager step's time goes (``python -m tools.bench_profile``): the figures behind
 the explanations in docs/BENCHMARKS.md, printed as JSON.
 
 * ``forward_cost``: one model's cached forward, 1 torch thread, median ms, for one new id
@@ -56,9 +56,9 @@ def forward_cost(lms: dict) -> dict:
 
 
 def eager_step(specs: list[str], tokens: int = 40) -> dict:
-    import wash.ensemble as engine
-    from wash.config import GenerationConfig, ProviderSpec
-    from wash.decode import Generation
+    import wash.engine.ensemble as engine
+    from wash.engine.config import GenerationConfig, ProviderSpec
+    from wash.engine.decode import Generation
 
     spans: dict[str, list[float]] = {"gemma3_task": [], "gemma3_forward": [], "parallel_part": []}
     model_step, run_all = Generation.model_part, engine.side_by_side
@@ -93,10 +93,10 @@ def eager_step(specs: list[str], tokens: int = 40) -> dict:
 def main() -> None:
     from datetime import datetime, timezone
 
-    from wash.models import load_model
+    from wash.engine.models import load_model
 
     lms = {m: load_model(m) for m in ("smollm2", "gemma3")}
-    report = {"command": "python -m wash.bench_profile",
+    report = {"command": "python -m tools.bench_profile",
               "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "load_average_at_start": list(os.getloadavg()),
               "eager_step": {"gemma3 alone": eager_step(["gemma3:kgw:1"]),

@@ -19,11 +19,11 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from wash.settings import ProviderSpec, check_text
+from wash.engine.settings import ProviderSpec, check_text
 from wash.errors import WashInputError
-from wash.events import ProviderDetection
-from wash.providers import Provider
-from wash.thresholds import Z_THRESHOLD
+from wash.engine.events import ProviderDetection
+from wash.engine.providers import Provider
+from wash.detection.thresholds import Z_THRESHOLD
 
 #: Permutation-test schemes refresh their live z every this many tokens.
 SLOW_REFRESH = 16

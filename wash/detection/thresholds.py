@@ -15,7 +15,7 @@ on the committed unwatermarked texts of ``results/tpr-paper`` no more than
 so a provider below it is within the range of unwatermarked text.
 ``ALPHA_IDENTIFY`` is the level of the identification verdict: a system is called
 watermarked when its p against the measured unwatermarked null is below it
-(``wash.identify_stats.null_p``); Water-Probe's z bands are shown beside it, never
+(``wash.detection.identify_stats.null_p``); Water-Probe's z bands are shown beside it, never
 as the verdict.
 """
 from __future__ import annotations

@@ -19,14 +19,14 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from wash.aggregation import Mean, Rule, describe as describe_rules, parse as parse_rule
-from wash.decode import Strategy
+from wash.engine.aggregation import Mean, Rule, describe as describe_rules, parse as parse_rule
+from wash.engine.decode import Strategy
 from wash.errors import WashInputError
-from wash.modes import BASELINES, MODE_TABLE, MODES, STRATEGIES, Mode, parse as parse_mode
-from wash.settings import (DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MAX_ROUTED_SPAN,
+from wash.engine.modes import BASELINES, MODE_TABLE, MODES, STRATEGIES, Mode, parse as parse_mode
+from wash.engine.settings import (DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MAX_ROUTED_SPAN,
                            MAX_TOP_K, PROFILES, PROVIDER_OPTIONS, SEED_MAX, SEED_MIN, Forwards, ProviderSpec,
                            ServingProfile, check_text, profile, profile_name)
-from wash.thresholds import Z_THRESHOLD
+from wash.detection.thresholds import Z_THRESHOLD
 
 __all__ = ["GenerationConfig", "command_line", "add_generate_arguments", "from_command_line", "Mode",
            "MODE_TABLE", "MODES", "BASELINES", "STRATEGIES", "DEFAULT_PROFILE", "FORWARDS", "Forwards",
@@ -50,7 +50,7 @@ class GenerationConfig:
     them is set): ``forwards`` becomes a ``Forwards``, ``aggregate`` and a baseline's
     ``baseline_options`` their canonical spelling (every parameter written out, as
     runs record it), and the typed objects the engine runs are ``rule`` (a
-    ``wash.aggregation.Rule``) and ``strategy`` (the mode's ``decode.Strategy``, its
+    ``wash.engine.aggregation.Rule``) and ``strategy`` (the mode's ``decode.Strategy``, its
     options applied). Text that does not parse is kept as given and ``validate``
     reports it; ``validate`` only checks, it changes nothing.
     """
@@ -76,7 +76,7 @@ class GenerationConfig:
     reencode_every_step: bool = False
     #: ``eager`` or ``lazy`` (``settings.Forwards``; text is read as one).
     forwards: Forwards | str = Forwards.EAGER
-    #: How the providers' distributions are combined, ``NAME[:param=value,...]`` (``wash.aggregation``):
+    #: How the providers' distributions are combined, ``NAME[:param=value,...]`` (``wash.engine.aggregation``):
     #: ``mean`` (the paper's average) or a robust variant, which needs eager forwards.
     aggregate: str = "mean"
     #: A baseline mode's parameters, ``param=value,...`` (``wash.baselines``; empty: its paper's defaults).
@@ -179,7 +179,7 @@ class GenerationConfig:
             raise WashInputError("no provider given (add at least one MODEL:SCHEME:KEY)")
         if len(self.providers) > MAX_PROVIDERS:
             raise WashInputError(f"{len(self.providers)} providers given; at most {MAX_PROVIDERS} are supported")
-        from wash.models import check_model_name
+        from wash.engine.catalog import check_model_name
 
         for spec in self.providers:
             check_model_name(spec.model)

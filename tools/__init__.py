@@ -1,0 +1,9 @@
+"""Developer tools that measure the project from outside the package, run from the repository root.
+
+* ``python -m tools.bench_profile``: where one eager WASH step's time goes;
+* ``python -m tools.latency``: the app's click-to-first-token and tab latencies, through its API;
+* ``python -m tools.preset_tour``: every preset clicked in headless Chromium.
+
+``python -m wash bench`` stays in the package: it is a user's command (per-token cost on
+their machine, any backend). Results go to ``docs/BENCHMARKS.md`` and ``results/``.
+"""

