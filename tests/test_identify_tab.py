@@ -20,7 +20,7 @@ def test_identify_probes_each_system_and_reports_calibrated_verdicts(tiny_smollm
     assert [p.name for p in results] == list(identify_ui.SYSTEMS)
     alone, wash, clean = (p.result for p in results)
     assert alone.mode == "single" and alone.providers == ["tiny-smollm2:kgw:1"]
-    assert wash.mode == "wash" and len(wash.engine.providers) == 3 and clean.mode == "unwatermarked"
+    assert wash.mode == "wash" and len(wash.providers) == 3 and clean.mode == "unwatermarked"
     for p in results:
         r = p.result
         assert len(r.scores) == 3 and r.contexts == 20 and r.samples == 200

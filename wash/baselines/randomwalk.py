@@ -67,7 +67,7 @@ from the authors' release (github.com/hlzhang109/impossibility-watermark,
   ``backtrack_patience=40``, a revert once ``patience > backtrack_patience``); 0
   never steps back. 0 to 5000.
 * ``rewriter`` (default ``smollm2``) and ``judge`` (default ``gemma3``): catalog
-  model names (``wash.engine.models.CATALOG``; the tests use ``tiny-smollm2`` and
+  model names (``wash.engine.catalog.CATALOG``; the tests use ``tiny-smollm2`` and
   ``tiny-gemma3``). The release fills spans with T5-v1.1-XL and judges with the
   OpenAssistant DeBERTa-v3-large reward model; neither is available offline here.
 

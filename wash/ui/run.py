@@ -1,7 +1,7 @@
 """Driving a generation for the app: preload, worker thread, stop flag, throttled views.
 
 The app loads its models ahead of the first click (``start_preload``: a
-``wash.engine.models.Preload`` thread, then a warm-up that builds the union vocabulary
+``wash.ui.preload.Preload`` thread, then a warm-up that builds the union vocabulary
 and runs the default preset for one token, so the first click costs one step).
 A click during that load waits for it, relaying its progress to the status line.
 
