@@ -25,7 +25,8 @@ from wash.errors import WashInputError
 from wash.engine.modes import BASELINES, MODE_TABLE, MODES, STRATEGIES, Mode, parse as parse_mode
 from wash.engine.settings import (BACKENDS, DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MAX_ROUTED_SPAN,
                            MAX_TOP_K, PROFILES, PROVIDER_OPTIONS, SEED_MAX, SEED_MIN, Backend, Forwards,
-                           ProviderSpec, ServingProfile, check_text, default_backend, profile, profile_name)
+                           ProviderSpec, ServingProfile, check_text, default_backend, parse_backend, profile,
+                           profile_name)
 from wash.detection.thresholds import Z_THRESHOLD
 
 __all__ = ["GenerationConfig", "command_line", "add_generate_arguments", "from_command_line", "Mode",
@@ -171,7 +172,7 @@ class GenerationConfig:
         if not isinstance(self.forwards, Forwards):
             raise WashInputError(f"unknown forwards '{self.forwards}' (accepted: {', '.join(FORWARDS)})")
         if not isinstance(self.backend, Backend):
-            raise WashInputError(f"unknown backend '{self.backend}' (accepted: {', '.join(BACKENDS)})")
+            parse_backend(self.backend)  # raises: the text is no backend
         lazy = self.forwards == Forwards.LAZY
         if lazy and self.reencode_every_step:
             raise WashInputError("lazy forwards need KV caches; they cannot re-encode every step")

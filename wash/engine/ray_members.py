@@ -229,14 +229,19 @@ class RayMember(TokenizerSide):
         self.lost = True
         _forget(self)
         if kill:
-            try:
-                import ray
-
-                ray.kill(self.actor, no_restart=True)
-            except Exception:  # already gone: nothing left to stop
-                pass
+            _kill(self.actor)
         raise MemberError(f"member {self.name} (Ray actor, pid {self.pid}) {what}; this run is ended, "
                           "the next run starts a fresh actor")
+
+
+def _kill(actor: Any) -> None:
+    """Stop an actor that no longer answers (it holds its model and its reserved resources)."""
+    import ray
+
+    try:
+        ray.kill(actor, no_restart=True)
+    except Exception:  # already gone: nothing left to stop
+        pass
 
 
 def _first_line(err: BaseException) -> str:
@@ -342,6 +347,8 @@ def _close(member: RayMember, cid: int) -> None:
 # -- the cluster, and one actor per model -----------------------------------------------
 _GUARD = threading.Lock()
 _MEMBERS: dict[str, RayMember] = {}
+#: How long a known actor may take to answer a ping before a run replaces it.
+PING_TIMEOUT_S = 30.0
 
 
 def _forget(member: RayMember) -> None:
@@ -397,8 +404,12 @@ def _start(name: str, progress: Callable[[str], None]) -> RayMember:
     from wash.engine.catalog import external_allowed
 
     gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
-    options: dict[str, Any] = {"num_cpus": 1, "num_gpus": gpus, "max_concurrency": 1, "max_restarts": 0,
-                               "max_task_retries": 0}
+    # On CPUs a member reserves no core (spread over the nodes instead): a small cluster then
+    # never waits forever to place its second model; the lane pins the model's torch threads.
+    options: dict[str, Any] = {"num_cpus": 1 if gpus else 0, "num_gpus": gpus, "max_concurrency": 1,
+                               "max_restarts": 0, "max_task_retries": 0}
+    if not gpus:
+        options["scheduling_strategy"] = "SPREAD"
     threads = os.environ.get("WASH_THREADS_PER_MODEL")
     if threads:  # a pinned thread count travels with the actor (the fingerprint tests pin one)
         options["runtime_env"] = {"env_vars": {"WASH_THREADS_PER_MODEL": threads}}
@@ -425,12 +436,13 @@ def ray_member(name: str, progress: Callable[[str], None] | None = None) -> RayM
         member = _MEMBERS.get(name)
     if member is not None:
         try:
-            ray.get(member.actor.ping.remote(), timeout=min(30.0, call_timeout_s()))
+            ray.get(member.actor.ping.remote(), timeout=PING_TIMEOUT_S)
             return member
         except Exception:  # dead since its last run (or hung): replace it
             say(f"{name}: its Ray actor is gone, starting a fresh one")
             member.lost = True
             _forget(member)
+            _kill(member.actor)
     member = _start(name, say)
     with _GUARD:
         _MEMBERS[name] = member

@@ -53,6 +53,14 @@ class Backend(StrEnum):
 BACKENDS = tuple(b.value for b in Backend)
 
 
+def parse_backend(text: str) -> Backend:
+    """``text`` as a ``Backend``, or a one-line error listing the backends."""
+    try:
+        return Backend(text)
+    except ValueError:
+        raise WashInputError(f"unknown backend '{text}' (accepted: {', '.join(BACKENDS)})") from None
+
+
 def default_backend() -> str:
     """``WASH_BACKEND`` or ``local``: read when a config is made, the edge where settings are parsed."""
     return os.environ.get("WASH_BACKEND", "").strip() or Backend.LOCAL.value
