@@ -40,13 +40,14 @@ model loads in bf16 there, as ``models.resolve_device`` decides), one CPU otherw
 from __future__ import annotations
 
 import itertools
+import logging
 import os
 import socket
 import threading
 import weakref
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from typing import Any, Callable, Iterator, NoReturn, Sequence, TypeVar
 from urllib.parse import urlparse
 
 import torch
@@ -203,33 +204,41 @@ class RayMember(TokenizerSide):
                 self._fail("was lost earlier in this run")
             return getattr(self.actor, method).remote(*args)
 
-    def wait(self, ref: Any, timeout: float | None = None) -> Any:
-        """A submitted call's answer; a dead or silent actor becomes a ``MemberError`` naming the model."""
+    def wait(self, ref: Any, loading: bool = False) -> Any:
+        """A submitted call's answer; a dead or silent actor becomes a ``MemberError`` naming the model.
+
+        A silent actor and one whose call raised are stopped too: either may hold a GPU,
+        and its contexts may be half-updated.
+        """
         import ray
         from ray import exceptions as rex
 
-        limit = call_timeout_s() if timeout is None else timeout
+        limit, setting = ((load_timeout_s(), "WASH_RAY_LOAD_TIMEOUT_S") if loading
+                          else (call_timeout_s(), "WASH_RAY_CALL_TIMEOUT_S"))
         try:
             return ray.get(ref, timeout=limit)
         except rex.GetTimeoutError:
-            self._fail(f"did not answer within {limit:g} s (WASH_RAY_CALL_TIMEOUT_S)", kill=True)
+            self._fail(f"did not answer within {limit:g} s ({setting})", kill=True)
         except rex.RayActorError as err:
             self._fail(f"died ({_first_line(err)})")
         except rex.RayTaskError as err:
             cause = getattr(err, "cause", None)
-            if isinstance(cause, WashInputError):
-                raise cause from None
-            self._fail(f"failed: {_first_line(cause or err)}")
+            self._fail(f"failed: {_first_line(cause or err)}", kill=True, cause=cause)
 
     def call(self, method: str, *args: Any) -> Any:
         return self.wait(self.send(method, *args))
 
-    def _fail(self, what: str, kill: bool = False) -> None:
-        """Forget the actor (the next run starts a fresh one) and end the run naming the model."""
+    def _fail(self, what: str, kill: bool = False, cause: BaseException | None = None) -> NoReturn:
+        """Forget the actor (the next run starts a fresh one) and end the run naming the model.
+
+        Bad input found by the actor (a ``WashInputError``) is raised as itself.
+        """
         self.lost = True
         _forget(self)
         if kill:
             _kill(self.actor)
+        if isinstance(cause, WashInputError):
+            raise cause from None
         raise MemberError(f"member {self.name} (Ray actor, pid {self.pid}) {what}; this run is ended, "
                           "the next run starts a fresh actor")
 
@@ -336,7 +345,9 @@ class RayContext(ContextIds):
 
 def _close(member: RayMember, cid: int) -> None:
     """Drop a finished context's KV cache in the actor (best effort: the actor may be gone)."""
-    if member.lost:
+    import ray
+
+    if member.lost or not ray.is_initialized():  # after a shutdown a call would start a new cluster
         return
     try:
         member.send("close", cid)
@@ -384,14 +395,15 @@ def connect(address: str = "") -> None:
     _reachable(address)
     try:
         if address:
-            ray.init(address=address, log_to_driver=False)
+            ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
         else:
             # A local cluster's workers import wash from this checkout.
             root = str(__import__("wash.version", fromlist=["ROOT"]).ROOT)
             path = os.environ.get("PYTHONPATH", "")
             if root not in path.split(os.pathsep):
                 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, path) if p)
-            ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False)
+            ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
+                     logging_level=logging.ERROR)
     except (ConnectionError, RuntimeError, ValueError) as err:
         raise WashInputError(f"cannot join the Ray cluster at {address or 'a new local cluster'}: "
                              f"{_first_line(err)}") from None
@@ -418,7 +430,7 @@ def _start(name: str, progress: Callable[[str], None]) -> RayMember:
     member = RayMember(lm=LoadedModel(name=name, model=None, tokenizer=None, device=torch.device("cpu"),
                                       vocab_size=0, eos_ids=frozenset(), bos_id=None, max_context=0),
                        actor=actor)
-    head = member.wait(member.send("header"), timeout=load_timeout_s())
+    head = member.wait(member.send("header"), loading=True)
     member.lm = LoadedModel(name=name, model=None, tokenizer=head["tokenizer"], device=torch.device("cpu"),
                             vocab_size=head["vocab_size"], eos_ids=head["eos_ids"], bos_id=head["bos_id"],
                             max_context=head["max_context"], load_seconds=head["load_seconds"])
