@@ -409,8 +409,8 @@ def connect(address: str = "") -> None:
                              f"{_first_line(err)}") from None
 
 
-def _start(name: str, progress: Callable[[str], None]) -> RayMember:
-    """A fresh actor for ``name``, its model loaded, and its tokenizer brought here."""
+def _spawn(name: str, say: Callable[[str], None]) -> tuple[RayMember, Any]:
+    """A fresh actor for ``name``, loading its model; returns it and its pending ``header`` call."""
     import ray
 
     from wash.engine.catalog import external_allowed
@@ -425,47 +425,64 @@ def _start(name: str, progress: Callable[[str], None]) -> RayMember:
     threads = os.environ.get("WASH_THREADS_PER_MODEL")
     if threads:  # a pinned thread count travels with the actor (the fingerprint tests pin one)
         options["runtime_env"] = {"env_vars": {"WASH_THREADS_PER_MODEL": threads}}
-    progress(f"{name}: starting a Ray actor ({'1 GPU' if gpus else '1 CPU'})")
+    say(f"{name}: starting a Ray actor ({'on a GPU of its own' if gpus else 'on a CPU'})")
     actor = ray.remote(MemberActor).options(**options).remote(name, external_allowed())
     member = RayMember(lm=LoadedModel(name=name, model=None, tokenizer=None, device=torch.device("cpu"),
                                       vocab_size=0, eos_ids=frozenset(), bos_id=None, max_context=0),
                        actor=actor)
-    head = member.wait(member.send("header"), loading=True)
-    member.lm = LoadedModel(name=name, model=None, tokenizer=head["tokenizer"], device=torch.device("cpu"),
-                            vocab_size=head["vocab_size"], eos_ids=head["eos_ids"], bos_id=head["bos_id"],
-                            max_context=head["max_context"], load_seconds=head["load_seconds"])
+    return member, member.send("header")
+
+
+def _ready(member: RayMember, header: Any, say: Callable[[str], None]) -> RayMember:
+    """The spawned member once its model is loaded, its tokenizer brought here; registered for later runs."""
+    head = member.wait(header, loading=True)
+    member.lm = LoadedModel(name=member.name, model=None, tokenizer=head["tokenizer"],
+                            device=torch.device("cpu"), vocab_size=head["vocab_size"], eos_ids=head["eos_ids"],
+                            bos_id=head["bos_id"], max_context=head["max_context"],
+                            load_seconds=head["load_seconds"])
     member.pid = head["pid"]
-    progress(f"{name}: ready in its actor on {head['device']} (pid {member.pid})")
+    say(f"{member.name}: ready in its actor on {head['device']} (pid {member.pid})")
+    with _GUARD:
+        _MEMBERS[member.name] = member
     return member
+
+
+def _live(name: str, say: Callable[[str], None]) -> RayMember | None:
+    """The process's actor for ``name`` if it answers a ping; a dead or hung one is stopped and forgotten."""
+    import ray
+
+    with _GUARD:
+        member = _MEMBERS.get(name)
+    if member is None:
+        return None
+    try:
+        ray.get(member.actor.ping.remote(), timeout=PING_TIMEOUT_S)
+        return member
+    except Exception:  # dead since its last run (or hung): replace it
+        say(f"{name}: its Ray actor is gone, starting a fresh one")
+        member.lost = True
+        _forget(member)
+        _kill(member.actor)
+        return None
 
 
 def ray_member(name: str, progress: Callable[[str], None] | None = None) -> RayMember:
     """The process's actor for ``name``: the live one, or a fresh one if there is none or it died."""
-    import ray
-
     say = progress or (lambda _m: None)
-    with _GUARD:
-        member = _MEMBERS.get(name)
-    if member is not None:
-        try:
-            ray.get(member.actor.ping.remote(), timeout=PING_TIMEOUT_S)
-            return member
-        except Exception:  # dead since its last run (or hung): replace it
-            say(f"{name}: its Ray actor is gone, starting a fresh one")
-            member.lost = True
-            _forget(member)
-            _kill(member.actor)
-    member = _start(name, say)
-    with _GUARD:
-        _MEMBERS[name] = member
-    return member
+    return _live(name, say) or _ready(*_spawn(name, say), say)
 
 
 def ray_members(names: Sequence[str], address: str = "",
                 progress: Callable[[str], None] | None = None) -> dict[str, RayMember]:
-    """A Ray actor for every model of ``names`` (joining the cluster first), by name."""
+    """A Ray actor for every model of ``names`` (joining the cluster first), by name.
+
+    Fresh actors are all started before any is waited for, so the models load at once.
+    """
     connect(address)
-    return {n: ray_member(n, progress) for n in names}
+    say = progress or (lambda _m: None)
+    live = {n: _live(n, say) for n in names}
+    spawned = {n: _spawn(n, say) for n in names if live[n] is None}
+    return {n: live[n] or _ready(*spawned[n], say) for n in names}
 
 
 def shutdown() -> None:
