@@ -37,6 +37,7 @@ from datetime import datetime, timezone
 
 import torch
 
+from wash.engine.config import add_backend_arguments
 from wash.engine.parallel import settings as forward_settings
 
 PROMPT = ("The committee published its annual report on the state of the regional railways, and the "
@@ -47,13 +48,22 @@ def _median_ms(samples: list[float]) -> float:
     return statistics.median(samples[1:] if len(samples) > 2 else samples)
 
 
-def plain_decode_ms(name: str, tokens: int) -> float:
-    """Median per-token latency of one model decoding alone (greedy, KV cache)."""
-    from wash.engine.models import load_model
-    from wash.engine.members import ModelContext
+def plain_decode_ms(name: str, tokens: int, backend: str = "local") -> float:
+    """Median per-token latency of one model decoding alone (greedy, KV cache), on ``backend``'s member.
 
-    lm = load_model(name)
-    ctx = ModelContext(lm, lm.encode_prompt(PROMPT))
+    Under ``ray`` every token is one round trip to the model's actor, so the gap to
+    ``local`` is the backend's own cost per call.
+    """
+    from wash.engine.members import LocalMember
+    from wash.engine.models import load_model
+
+    if backend == "ray":
+        from wash.engine.ray_members import ray_members
+
+        member = ray_members([name])[name]
+    else:
+        member = LocalMember(load_model(name))
+    ctx = member.context(member.encode_prompt(PROMPT))
     times = []
     for _ in range(tokens):
         t0 = time.perf_counter()
@@ -63,7 +73,8 @@ def plain_decode_ms(name: str, tokens: int) -> float:
     return _median_ms(times)
 
 
-def wash_ms(specs: list[str], tokens: int, reencode: bool = False, forwards: str = "eager", seed: int = 0) -> dict:
+def wash_ms(specs: list[str], tokens: int, reencode: bool = False, forwards: str = "eager", seed: int = 0,
+            backend: str = "local") -> dict:
     import os
 
     from wash.engine.config import GenerationConfig, ProviderSpec
@@ -71,7 +82,7 @@ def wash_ms(specs: list[str], tokens: int, reencode: bool = False, forwards: str
 
     cfg = GenerationConfig(providers=[ProviderSpec.parse(s) for s in specs], prompt=PROMPT,
                            max_new_tokens=tokens, seed=seed, live_detection=False,
-                           reencode_every_step=reencode, forwards=forwards)
+                           reencode_every_step=reencode, forwards=forwards, backend=backend)
     before = os.environ.get("WASH_PARALLEL_FORWARDS")
     if reencode:  # the reference runs as mixing methods without caches run: one model after the other
         os.environ["WASH_PARALLEL_FORWARDS"] = "0"
@@ -126,19 +137,28 @@ def _median_of(runs: list[dict]) -> dict:
     return out
 
 
-def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int, rounds: int = 3) -> dict:
+def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int, rounds: int = 3,
+              backend: str = "local") -> dict:
     """Every latency is measured ``rounds`` times, interleaved (plain decodes, then each N eager
     and lazy, then again), and reported as the median over rounds: on a shared machine one
     model's speed drifts by 10-15% within minutes, and interleaving spreads that drift over
-    every number alike, so the ratios are taken between numbers measured side by side."""
-    from wash.engine.models import load_model
+    every number alike, so the ratios are taken between numbers measured side by side.
 
-    for m in models:
-        load_model(m)
+    ``backend="ray"`` runs every member in its Ray actor (plain decodes too); the memory
+    comparison is left out there, since the models' memory is the actors', not this process's."""
+    if backend == "ray":
+        from wash.engine.ray_members import ray_members
+
+        ray_members(list(models))
+    else:
+        from wash.engine.models import load_model
+
+        for m in models:
+            load_model(m)
     report: dict = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                     "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads, "
                                f"{'cuda' if torch.cuda.is_available() else 'cpu'}",
-                    "models": list(models), "tokens": tokens, "rounds": rounds,
+                    "models": list(models), "tokens": tokens, "rounds": rounds, "backend": backend,
                     # Quote only runs that started on an idle machine (load average well below 1).
                     "load_average_at_start": list(os.getloadavg()),
                     "forwards": forward_settings()}
@@ -147,11 +167,11 @@ def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int, rounds
     lazy_rounds: dict[str, list[dict]] = {str(n): [] for n in (2, 3, 5)}
     for r in range(rounds):
         for m in models:
-            plain_rounds[m].append(plain_decode_ms(m, tokens))
+            plain_rounds[m].append(plain_decode_ms(m, tokens, backend))
         for n in (2, 3, 5):
             specs = providers_for(n, models)
-            eager_rounds[str(n)].append(wash_ms(specs, tokens, seed=r))
-            lazy_rounds[str(n)].append(wash_ms(specs, tokens, forwards="lazy", seed=r))
+            eager_rounds[str(n)].append(wash_ms(specs, tokens, seed=r, backend=backend))
+            lazy_rounds[str(n)].append(wash_ms(specs, tokens, forwards="lazy", seed=r, backend=backend))
         print(f"[bench] round {r + 1}/{rounds}: plain " +
               ", ".join(f"{m} {plain_rounds[m][-1]:.1f}" for m in models) + "; " +
               "; ".join(f"N={n} eager {eager_rounds[str(n)][-1]['median_token_ms']:.1f} "
@@ -183,18 +203,18 @@ def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int, rounds
                                            for i, e in enumerate(lazy_rounds[str(n)])]
         report["lazy"][str(n)] = lz
     report["n5_vs_n2"] = report["wash"]["5"]["median_token_ms"] / report["wash"]["2"]["median_token_ms"]
-    cached = wash_ms(providers_for(3, models), reencode_tokens)
-    slow = wash_ms(providers_for(3, models), reencode_tokens, reencode=True)
+    cached = wash_ms(providers_for(3, models), reencode_tokens, backend=backend)
+    slow = wash_ms(providers_for(3, models), reencode_tokens, reencode=True, backend=backend)
     report["reencode"] = {"tokens": reencode_tokens, "kv_cache_mean_ms": cached["mean_token_ms"],
                           "reencode_mean_ms": slow["mean_token_ms"],
                           "speedup": slow["mean_token_ms"] / cached["mean_token_ms"]}
-    report["memory"] = peak_rss_mb(models, min(tokens, 32))
+    report["memory"] = peak_rss_mb(models, min(tokens, 32)) if backend == "local" else None
     report["targets"] = {
         "eager_n3_median_vs_slowest<=1.15": report["wash"]["3"]["median_vs_slowest"] <= 1.15,
         "lazy_n3_mean_vs_slowest<=0.9": report["lazy"]["3"]["mean_vs_slowest"] <= 0.9,
         "eager_n5_vs_n2<=1.05": report["n5_vs_n2"] <= 1.05,
         "reencode_speedup>=5": report["reencode"]["speedup"] >= 5,
-        "memory_ratio<=1.1": report["memory"]["ratio"] <= 1.1,
+        "memory_ratio<=1.1": report["memory"]["ratio"] <= 1.1 if report["memory"] else None,
     }
     return report
 
@@ -202,7 +222,16 @@ def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int, rounds
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
-    report = run_bench(tuple(args.models), args.tokens, args.reencode_tokens, args.rounds)
+    from wash.engine.config import backend_settings
+    from wash.engine.settings import Backend, default_backend, parse_backend
+
+    settings = backend_settings(args)
+    backend = parse_backend(settings.get("backend", default_backend()))  # a bad $WASH_BACKEND: one line, exit 2
+    if backend == Backend.RAY:
+        from wash.engine.ray_members import connect
+
+        connect(settings["ray_address"])
+    report = run_bench(tuple(args.models), args.tokens, args.reencode_tokens, args.rounds, str(backend))
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:
@@ -219,5 +248,6 @@ def add_parser(sub) -> None:
     b.add_argument("--rounds", type=int, default=3, help="interleaved repeats of every latency (medians)")
     b.add_argument("--threads", type=int, help="torch threads (default: torch's choice, one per core)")
     b.add_argument("--out", help="also write the JSON report here")
+    add_backend_arguments(b)
     b.set_defaults(func=cmd_bench)
 

@@ -1,7 +1,9 @@
 """Command line: ``python -m wash generate|detect|bench|experiment|report``.
 
 Bad input of any kind ends in one line on stderr naming the problem and the
-accepted values, and exit code 2; never a traceback.
+accepted values, and exit code 2; never a traceback. A member lost during a run
+(``--backend ray``: its actor died or stopped answering) ends in one line naming
+the model, and exit code 1.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Sequence
 
 from wash.engine.config import ProviderSpec, add_generate_arguments, command_line, from_command_line
 # command_line is re-exported: callers of the CLI have always found it here
-from wash.errors import WashInputError
+from wash.errors import MemberError, WashInputError
 from wash.detection.thresholds import Z_THRESHOLD
 
 def _progress(message: str) -> None:
@@ -159,6 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except WashInputError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except MemberError as err:  # a model served elsewhere died or went silent: not bad input
+        print(f"error: {err}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

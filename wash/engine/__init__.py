@@ -3,7 +3,8 @@
 A newcomer who has read the paper's Section 2 finds each of its steps here:
 
 * ``members``: a base model behind a small protocol (feed ids, give logits, cut back),
-  with its KV cache; ``parallel`` runs in-process members side by side.
+  with its KV cache; ``parallel`` runs in-process members side by side; ``ray_members``
+  puts each in a Ray actor of its own (``--backend ray``), the rest staying here.
 * ``providers``: a member served with a watermark scheme and a key;
   ``models`` the catalog and loading of the base models.
 * ``served``: each provider's served law on the union vocabulary, and the aggregate;

@@ -49,12 +49,17 @@ OFFLINE_DEFAULTS = ("smollm2", "gemma3")
 ALLOW_EXTERNAL_ENV = "WASH_ALLOW_EXTERNAL_MODELS"
 
 
+def external_allowed() -> bool:
+    """Whether hub ids and directories load (``WASH_ALLOW_EXTERNAL_MODELS``); a remote member is told this process's answer."""
+    return os.environ.get(ALLOW_EXTERNAL_ENV, "") not in ("", "0", "false")
+
+
 def check_model_name(name: str, allow_external: bool | None = None) -> str:
     """Validate a model name; hub ids and directories only when allowed."""
     if name in CATALOG:
         return name
     if allow_external is None:
-        allow_external = os.environ.get(ALLOW_EXTERNAL_ENV, "") not in ("", "0", "false")
+        allow_external = external_allowed()
     if allow_external and (os.path.isdir(name) or ("/" in name and " " not in name)):
         return name
     hint = "" if allow_external else f" (hub ids and directories need {ALLOW_EXTERNAL_ENV}=1)"

@@ -16,25 +16,26 @@ from __future__ import annotations
 
 import argparse
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from wash.engine.aggregation import Mean, Rule, describe as describe_rules, parse as parse_rule
 from wash.engine.decode import Strategy
 from wash.errors import WashInputError
 from wash.engine.modes import BASELINES, MODE_TABLE, MODES, STRATEGIES, Mode, parse as parse_mode
-from wash.engine.settings import (DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MAX_ROUTED_SPAN,
-                           MAX_TOP_K, PROFILES, PROVIDER_OPTIONS, SEED_MAX, SEED_MIN, Forwards, ProviderSpec,
-                           ServingProfile, check_text, profile, profile_name)
+from wash.engine.settings import (BACKENDS, DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MAX_ROUTED_SPAN,
+                           MAX_TOP_K, PROFILES, PROVIDER_OPTIONS, SEED_MAX, SEED_MIN, Backend, Forwards,
+                           ProviderSpec, ServingProfile, check_text, default_backend, parse_backend, profile,
+                           profile_name)
 from wash.detection.thresholds import Z_THRESHOLD
 
 __all__ = ["GenerationConfig", "command_line", "add_generate_arguments", "from_command_line", "Mode",
            "MODE_TABLE", "MODES", "BASELINES", "STRATEGIES", "DEFAULT_PROFILE", "FORWARDS", "Forwards",
            "MAX_NEW_TOKENS_CAP", "MAX_PROVIDERS", "MAX_ROUTED_SPAN", "MAX_TOP_K", "PROFILES", "PROVIDER_OPTIONS",
-           "SEED_MAX", "SEED_MIN", "ProviderSpec", "ServingProfile", "check_text", "profile", "profile_name"]
+           "SEED_MAX", "SEED_MIN", "BACKENDS", "Backend", "ProviderSpec", "ServingProfile", "check_text", "profile", "profile_name"]
 
 #: The fields written as text that are parsed when set (``GenerationConfig._parse``).
-_PARSED = frozenset({"mode", "forwards", "aggregate", "baseline_options", "seed"})
+_PARSED = frozenset({"mode", "forwards", "backend", "aggregate", "baseline_options", "seed"})
 
 
 @dataclass
@@ -81,6 +82,12 @@ class GenerationConfig:
     aggregate: str = "mean"
     #: A baseline mode's parameters, ``param=value,...`` (``wash.baselines``; empty: its paper's defaults).
     baseline_options: str = ""
+    #: Where the members' models run: ``local`` or ``ray`` (``settings.Backend``; default ``WASH_BACKEND``,
+    #: else ``local``). Never changes the text, so neither ``command_line`` nor a store key carries it.
+    backend: Backend | str = field(default_factory=default_backend)
+    #: The Ray cluster to join (``host:port``, ``auto``, ``ray://...``); empty: ``RAY_ADDRESS``, else a
+    #: local cluster on this machine's cores. Read only by the ``ray`` backend.
+    ray_address: str = ""
 
     @classmethod
     def from_profile(cls, name: str, **fields) -> "GenerationConfig":
@@ -106,6 +113,10 @@ class GenerationConfig:
             pass
         try:
             set_(self, "forwards", Forwards(self.forwards))
+        except ValueError:
+            pass
+        try:
+            set_(self, "backend", Backend(self.backend))
         except ValueError:
             pass
         try:
@@ -160,6 +171,8 @@ class GenerationConfig:
             raise WashInputError(f"unknown mode '{self.mode}' (accepted: {', '.join(MODES)})")
         if not isinstance(self.forwards, Forwards):
             raise WashInputError(f"unknown forwards '{self.forwards}' (accepted: {', '.join(FORWARDS)})")
+        if not isinstance(self.backend, Backend):
+            parse_backend(self.backend)  # raises: the text is no backend
         lazy = self.forwards == Forwards.LAZY
         if lazy and self.reencode_every_step:
             raise WashInputError("lazy forwards need KV caches; they cannot re-encode every step")
@@ -261,6 +274,26 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline-options", default="", metavar="PARAM=VALUE,...",
                         help=f"parameters of a baseline mode ({', '.join(BASELINES)}), e.g. block=8; "
                              "default: the values of the baseline's paper (docs/BASELINES.md)")
+    add_backend_arguments(parser)
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--backend`` and ``--ray-address`` (``generate`` and ``bench``): where the models run, not what they say."""
+    parser.add_argument("--backend", choices=BACKENDS, default=None,
+                        help="where the base models run: local (this process, one thread per model) or ray "
+                             "(one Ray actor per model, one GPU each where the cluster has GPUs); the text is "
+                             "the same (default: $WASH_BACKEND, else local)")
+    parser.add_argument("--ray-address", default="", metavar="HOST:PORT",
+                        help="the Ray cluster to join with --backend ray (default: $RAY_ADDRESS, else a local "
+                             "cluster on this machine's cores)")
+
+
+def backend_settings(args: argparse.Namespace) -> dict[str, str]:
+    """``backend`` and ``ray_address`` from ``add_backend_arguments``' options (the default left to the config)."""
+    out = {"ray_address": args.ray_address or ""}
+    if args.backend is not None:
+        out["backend"] = args.backend
+    return out
 
 
 def from_command_line(args: argparse.Namespace) -> GenerationConfig:
@@ -272,4 +305,5 @@ def from_command_line(args: argparse.Namespace) -> GenerationConfig:
     return GenerationConfig.from_profile(
         args.profile, providers=[ProviderSpec.parse(v) for v in args.provider or []], prompt=args.prompt,
         mode=args.mode, max_new_tokens=args.max_new_tokens, seed=args.seed, live_detection=False,
-        forwards=args.forwards, aggregate=args.aggregate, baseline_options=args.baseline_options, **serving)
+        forwards=args.forwards, aggregate=args.aggregate, baseline_options=args.baseline_options,
+        **backend_settings(args), **serving)

@@ -80,7 +80,8 @@ def generate_stream(config: "GenerationConfig", should_stop: Callable[[], bool] 
     buffered: list[LoadEvent] = []
     report = on_load or buffered.append
     t_load = time.perf_counter()
-    pset = build_providers(config.active_providers(), progress=lambda m: report(LoadEvent(m)))
+    pset = build_providers(config.active_providers(), progress=lambda m: report(LoadEvent(m)),
+                           backend=config.backend, ray_address=config.ray_address)
     yield from buffered
     yield from strategy.load(config, pset)
     load_s = time.perf_counter() - t_load

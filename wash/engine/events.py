@@ -151,6 +151,8 @@ class Timing:
     forward_calls: dict[str, int]
     ids_fed: dict[str, int]
     forward_s: dict[str, float]
+    #: Where the models ran (``settings.Backend``): how the run was served, not what it says.
+    backend: str = "local"
 
 
 @dataclass

@@ -17,8 +17,9 @@ touches a model directly. What it offers (``Member``, ``MemberContext``):
 
 ``LocalMember`` is the first implementation: a model loaded in this process
 (``models.LoadedModel``) with a transformers KV cache (``ModelContext``), each
-model's calls on its own executor thread. Members on separate servers would
-implement the same calls over the network.
+model's calls on its own executor thread. ``ray_members.RayMember`` is the second:
+the same ``LocalMember`` and ``ModelContext`` inside a Ray actor, driven over the
+network (``TokenizerSide`` and ``ContextIds`` are what both share on this side).
 """
 
 from __future__ import annotations
@@ -87,8 +88,12 @@ class FeedCost:
 
 
 @dataclass(eq=False)
-class LocalMember:
-    """A model loaded in this process, its forwards on its own executor thread (``parallel.py``)."""
+class TokenizerSide:
+    """What a member answers from its tokenizer alone, in the calling process.
+
+    Shared by every implementation: a member whose model is elsewhere (``ray_members``)
+    keeps its tokenizer here, so encoding and decoding never need a round trip.
+    """
 
     lm: LoadedModel
     _vocab: ModelVocab | None = field(default=None, repr=False)
@@ -100,10 +105,6 @@ class LocalMember:
     @property
     def max_context(self) -> int:
         return self.lm.max_context
-
-    @property
-    def device(self) -> torch.device:
-        return self.lm.device
 
     @property
     def vocab(self) -> ModelVocab:
@@ -119,6 +120,15 @@ class LocalMember:
 
     def decode_id(self, token_id: int) -> str:
         return self.lm.tokenizer.decode([token_id])
+
+
+@dataclass(eq=False)
+class LocalMember(TokenizerSide):
+    """A model loaded in this process, its forwards on its own executor thread (``parallel.py``)."""
+
+    @property
+    def device(self) -> torch.device:
+        return self.lm.device
 
     def context(self, prompt_ids: Sequence[int], use_cache: bool = True) -> "ModelContext":
         return ModelContext(self.lm, prompt_ids, use_cache=use_cache)
@@ -186,7 +196,37 @@ def _branch(cache: Any, rows: torch.Tensor) -> Any:
     return out
 
 
-class ModelContext:
+class ContextIds:
+    """The ids side of a context, shared by every implementation: what only moves ids around.
+
+    A subclass keeps ``ids`` and ``prompt_len`` and implements ``append`` and ``truncate``.
+    """
+
+    ids: list[int]
+    prompt_len: int
+
+    def append(self, new_ids: Sequence[int]) -> None:
+        raise NotImplementedError
+
+    def truncate(self, length: int) -> None:
+        raise NotImplementedError
+
+    def sync_to(self, target: Sequence[int]) -> int:
+        """Make the context equal ``target`` keeping the common prefix; returns ids replaced."""
+        common = 0
+        limit = min(len(self.ids), len(target))
+        while common < limit and self.ids[common] == target[common]:
+            common += 1
+        replaced = len(self.ids) - common
+        self.truncate(common)
+        self.append(target[common:])
+        return replaced
+
+    def generated_ids(self) -> list[int]:
+        return self.ids[self.prompt_len:]
+
+
+class ModelContext(ContextIds):
     """A model's context ids and KV cache; forwards run only the ids not fed yet.
 
     Thread contract: the generation's own thread appends, truncates and asks for
@@ -258,17 +298,6 @@ class ModelContext:
         if self.n_cached > length:
             self._crop(length)
 
-    def sync_to(self, target: Sequence[int]) -> int:
-        """Make the context equal ``target`` keeping the common prefix; returns ids replaced."""
-        common = 0
-        limit = min(len(self.ids), len(target))
-        while common < limit and self.ids[common] == target[common]:
-            common += 1
-        replaced = len(self.ids) - common
-        self.truncate(common)
-        self.append(target[common:])
-        return replaced
-
     def _crop(self, length: int) -> None:
         window = getattr(self.lm.model.config, "sliding_window", None)
         if self.cache is not None and (not window or self.n_cached < window - 1):
@@ -313,6 +342,3 @@ class ModelContext:
         self.forward_calls += 1
         self.ids_fed += pending.shape[1]
         self.n_cached = target
-
-    def generated_ids(self) -> list[int]:
-        return self.ids[self.prompt_len:]

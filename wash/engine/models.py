@@ -32,7 +32,9 @@ class LoadedModel:
     """A base model ready for decoding, shared by every provider that names it."""
 
     name: str
-    model: torch.nn.Module
+    #: The weights; ``None`` in a process whose member runs elsewhere (``ray_members``: the
+    #: tokenizer and the facts below stay here, the model in its actor).
+    model: torch.nn.Module | None
     tokenizer: object
     device: torch.device
     #: Width of the logits, which can exceed the tokenizer (padding rows are never tokens).

@@ -12,9 +12,9 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from wash.engine.members import LocalMember
+from wash.engine.members import LocalMember, Member
 from wash.engine.models import LoadedModel, load_model
-from wash.engine.settings import ProviderSpec
+from wash.engine.settings import Backend, ProviderSpec
 from wash.engine.vocab import VocabAlignment, align, model_vocab
 from wash.watermarks import build_scheme
 from wash.watermarks.base import Detector, WatermarkScheme
@@ -83,8 +83,9 @@ class ProviderSet:
     providers: list[Provider]
     models: dict[str, LoadedModel]
     alignment: VocabAlignment
-    #: The base models as the engine uses them (``members.py``), by name, in ``models``' order.
-    members: dict[str, LocalMember] = field(default_factory=dict)
+    #: The base models as the engine uses them (``members.py``), by name, in ``models``' order;
+    #: a model without one here is served in this process (``LocalMember``).
+    members: dict[str, Member] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name, lm in self.models.items():
@@ -93,7 +94,8 @@ class ProviderSet:
 
 
 def build_providers(specs: Sequence[ProviderSpec], union_models: Sequence[str] | None = None,
-                    progress: Callable[[str], None] | None = None) -> ProviderSet:
+                    progress: Callable[[str], None] | None = None, backend: Backend | str = Backend.LOCAL,
+                    ray_address: str = "") -> ProviderSet:
     """The one place providers are built: for generation, for the CLI's and the app's
     detection, and for the experiments.
 
@@ -101,12 +103,23 @@ def build_providers(specs: Sequence[ProviderSpec], union_models: Sequence[str] |
     hash in (a generation's own model set); by default the specs' own models. A
     detector of a coordinated provider must use the same set as the generation,
     or its token space differs from the one the text was watermarked in.
+
+    ``backend="ray"`` puts every model in a Ray actor of its own (``ray_members``, joining
+    the cluster at ``ray_address``); this process then holds the tokenizers only, and
+    ``models`` are their weightless descriptions.
     """
     say = progress or (lambda _m: None)
     names = list(dict.fromkeys(list(union_models or []) + [s.model for s in specs]))
-    lms = {n: load_model(n, progress=say) for n in names}
+    members: dict[str, Member] = {}
+    if Backend(backend) == Backend.RAY:
+        from wash.engine.ray_members import ray_members
+
+        members.update(ray_members(names, ray_address, progress=say))
+        lms = {n: members[n].lm for n in names}
+    else:
+        lms = {n: load_model(n, progress=say) for n in names}
     if len(names) > 1:
         say("aligning vocabularies")
     alignment = align([model_vocab(lms[n]) for n in names])
     providers = [build_provider(i, s, lms[s.model], alignment) for i, s in enumerate(specs)]
-    return ProviderSet(providers=providers, models=lms, alignment=alignment)
+    return ProviderSet(providers=providers, models=lms, alignment=alignment, members=members)

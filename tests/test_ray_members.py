@@ -1,0 +1,125 @@
+"""The ray backend: members as Ray actors, on the tiny models (real tokenizers), one Ray start per module.
+
+The backend must change where the forwards run and nothing else: a seeded run on
+``ray`` reproduces the committed fingerprints of the local backend (text, every event,
+every distribution a token was drawn from, bit for bit) in every WASH forwards mode,
+including routed spans and re-synchronisation across two tokenizers. A member that
+dies or stops answering ends the run with one error naming it, and the next run
+starts a fresh actor; an unreachable cluster fails at start with one line and exit 2.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from fingerprint_cases import EXPECTED, PROMPT, run_case  # noqa: E402
+
+from wash.engine.config import GenerationConfig, ProviderSpec  # noqa: E402
+from wash.engine.ensemble import generate, generate_stream  # noqa: E402
+from wash.engine.events import FinishedEvent, StepEvent  # noqa: E402
+from wash.errors import MemberError  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+MIXED = ["tiny-smollm2:kgw:1", "tiny-gemma3:kgw:2", "tiny-smollm2:unigram:3"]
+_EXPECTED = json.loads(EXPECTED.read_text())
+
+
+@pytest.fixture(scope="module", autouse=True)
+def cluster():
+    """One local Ray cluster for the module, left again at its end."""
+    from wash.engine import ray_members
+
+    saved = os.environ.get("WASH_THREADS_PER_MODEL")
+    os.environ["WASH_THREADS_PER_MODEL"] = "1"  # the fingerprints' setting, also in the actors
+    ray_members.connect()
+    yield
+    ray_members.shutdown()
+    if saved is None:
+        os.environ.pop("WASH_THREADS_PER_MODEL", None)
+    else:
+        os.environ["WASH_THREADS_PER_MODEL"] = saved
+
+
+def config(backend: str, n: int = 12, seed: int = 3, **fields) -> GenerationConfig:
+    return GenerationConfig(providers=[ProviderSpec.parse(s) for s in MIXED], prompt=PROMPT, max_new_tokens=n,
+                            seed=seed, backend=backend, **fields)
+
+
+# -- the same text, the same distributions ---------------------------------------------
+@pytest.mark.parametrize("name", ["wash-eager", "wash-lazy", "wash-eager-schemes", "naive", "single",
+                                  "wash-eager-paper-profile"])
+def test_ray_backend_reproduces_the_committed_fingerprint(name, monkeypatch):
+    """Text, events and every drawn distribution, bit for bit, as the local backend made them.
+
+    ``wash-eager`` and ``wash-lazy`` route spans across the two tokenizers (re-synchronising
+    both actors); ``wash-eager-schemes`` adds a coordinated provider and a sampling scheme.
+    """
+    monkeypatch.setenv("WASH_BACKEND", "ray")
+    assert run_case(name) == _EXPECTED[name]
+
+
+def test_a_routed_run_matches_local_event_by_event():
+    """The per-step distributions themselves (not only their hashes), with routed spans resynced."""
+    local = [e for e in generate_stream(config("local", n=20)) if isinstance(e, (StepEvent, FinishedEvent))]
+    remote = [e for e in generate_stream(config("ray", n=20)) if isinstance(e, (StepEvent, FinishedEvent))]
+    assert local[-1].result.routing.routed_spans > 0  # the case exercises routing and resync
+    assert local[-1].result.text == remote[-1].result.text
+    assert local[-1].result.model_ids == remote[-1].result.model_ids
+    assert remote[-1].result.timing.backend == "ray"
+    steps_l, steps_r = local[:-1], remote[:-1]
+    assert [e.token for e in steps_l] == [e.token for e in steps_r]
+    assert [e.average_probs for e in steps_l] == [e.average_probs for e in steps_r]
+    assert [e.provider_probs for e in steps_l] == [e.provider_probs for e in steps_r]
+    # the actors fed what the local contexts fed, in the same chunks
+    assert local[-1].result.timing.forward_calls == remote[-1].result.timing.forward_calls
+    assert local[-1].result.timing.ids_fed == remote[-1].result.timing.ids_fed
+
+
+# -- faults ---------------------------------------------------------------------------------
+def test_a_killed_actor_ends_the_run_naming_it_and_the_next_run_starts_a_fresh_one():
+    from wash.engine.ray_members import ray_member
+
+    victim = ray_member("tiny-gemma3")
+    events = generate_stream(config("ray", n=20, forwards="lazy"))
+    with pytest.raises(MemberError, match=r"member tiny-gemma3 \(Ray actor, pid \d+\) died"):
+        for event in events:
+            if isinstance(event, StepEvent) and event.step == 2:
+                ray.kill(victim.actor, no_restart=True)
+    fresh = ray_member("tiny-gemma3")
+    assert fresh is not victim and fresh.pid != victim.pid
+    assert generate(config("ray", n=8, forwards="lazy")).text == generate(config("local", n=8,
+                                                                                 forwards="lazy")).text
+
+
+def test_a_silent_actor_times_out_naming_it(monkeypatch):
+    monkeypatch.setenv("WASH_RAY_CALL_TIMEOUT_S", "0.000001")  # no real call answers that fast
+    with pytest.raises(MemberError, match=r"member tiny-\w+ .* did not answer within"):
+        generate(config("ray", n=4))
+    monkeypatch.delenv("WASH_RAY_CALL_TIMEOUT_S")
+    assert generate(config("ray", n=4)).text == generate(config("local", n=4)).text
+
+
+def test_an_unreachable_address_fails_at_start_with_one_line_and_exit_2():
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WASH_BACKEND": "ray"}
+    env.pop("RAY_ADDRESS", None)
+    out = subprocess.run([sys.executable, "-m", "wash", "generate", "--provider", "tiny-smollm2:kgw:1",
+                          "--prompt", "hello", "--max-new-tokens", "2", "--ray-address", "127.0.0.1:9"],
+                         capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert out.returncode == 2
+    errors = [line for line in out.stderr.splitlines() if not line.startswith("[wash]")]
+    assert errors == ["error: cannot reach the Ray cluster at 127.0.0.1:9: Connection refused"], out.stderr
+
+
+def test_an_unknown_backend_is_refused_before_anything_starts():
+    from wash.errors import WashInputError
+
+    with pytest.raises(WashInputError, match="unknown backend 'rey' .accepted: local, ray."):
+        config("rey").validate()
