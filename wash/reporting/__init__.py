@@ -18,7 +18,7 @@ from wash.reporting.data import folders
 from wash.reporting.experiments import experiment_page
 from wash.reporting.headline import headline
 from wash.reporting.dilution import dilution_figure, dilution_fits
-from wash.reporting.page import DILUTION_FIGURE, GENERATED, results_page
+from wash.reporting.page import DILUTION_FIGURE, GENERATED, provenance_table, results_page
 from wash.results_tables import RESULTS_ROOT
 
 REPO = RESULTS_ROOT.parent
@@ -68,10 +68,7 @@ def docs_index(root: Path = RESULTS_ROOT) -> str:
              *(f"* [{name}]({name}): {text}." for name, text in DOCS.items()),
              f"* {DOC_DATA}.",
              "* [../results/README.md](../results/README.md): what a committed results folder holds.",
-             "", "## One page per results folder", "",
-             *(f"* [results/{f.name}.md](results/{f.name}.md): {f.experiment}, {f.meta.get('date', '?')}"
-               + (f", partial ({f.jobs_done} of {f.jobs_total} jobs)" if f.partial else "") + "."
-               for f in F.values())]
+             "", *provenance_table(F)]
     return "\n".join(lines) + "\n"
 
 

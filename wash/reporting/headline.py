@@ -104,6 +104,27 @@ def detection(root: Path, F: dict[str, Folder]) -> str | None:
     return text
 
 
+def _washed_out(wash: pd.DataFrame) -> str:
+    """The schemes whose WASH ensembles the calibrated test misses at some N, with their p."""
+    gone, fading = [], []
+    for scheme in dict.fromkeys(wash["scheme"]):
+        rows = wash[wash["scheme"] == scheme].sort_values("n")
+        if rows["identified"].all():
+            continue
+        (gone if not rows["identified"].any() else fading).append((scheme, rows))
+    text = ""
+    for scheme, rows in fading:
+        hit, miss = rows[rows["identified"]], rows[~rows["identified"]]
+        text += (f" {name(scheme)} is identified at N = {' and '.join(str(int(n)) for n in hit['n'])} "
+                 f"(p {pval(hit['p'].max())}) but not at N = {' and '.join(str(int(n)) for n in miss['n'])} "
+                 f"(p {pval(miss['p'].min())}).")
+    if gone:
+        ps = pd.concat([rows["p"] for _, rows in gone])
+        text += (f" {names(s for s, _ in gone)} {'are' if len(gone) > 1 else 'is'} not identified under WASH "
+                 f"at any N probed (p {pval(ps.min())} to {pval(ps.max())}).")
+    return text
+
+
 def identification(root: Path, F: dict[str, Folder]) -> str | None:
     if "identify-calibrated" not in F:
         return None
@@ -130,6 +151,7 @@ def identification(root: Path, F: dict[str, Folder]) -> str | None:
         at_floor = bool((floor["p"] <= floor["p_floor"]).all())
         text += (f" Under WASH, {names(kept)} stay identified at N = 3 and N = 5"
                  + (f" (p {pval(floor['p'].max())}, the floor)" if at_floor else "") + ".")
+    text += _washed_out(wash)
     unprobed = [x for x in dict.fromkeys(single["scheme"]) if x not in set(wash["scheme"])]
     if unprobed:
         text += (f" {names(unprobed)} ensembles have no calibrated probe yet"
