@@ -123,3 +123,26 @@ def test_an_unknown_backend_is_refused_before_anything_starts():
 
     with pytest.raises(WashInputError, match="unknown backend 'rey' .accepted: local, ray."):
         config("rey").validate()
+
+
+def test_readme_paper_size_command_is_a_valid_ray_config(monkeypatch):
+    """The README's "Run it at the paper's size" command parses and validates (no model loads)."""
+    import re
+    import shlex
+
+    from wash.cli import build_parser
+    from wash.engine.config import from_command_line
+
+    section = (Path(__file__).resolve().parents[1] / "README.md").read_text().split(
+        "### Run it at the paper's size", 1)[1]
+    block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+    command = re.search(r"python -m wash (generate .*?)(?:\n\n|\Z)", block.replace("\\\n", " "), re.S).group(1)
+    monkeypatch.setenv("WASH_ALLOW_EXTERNAL_MODELS", "1")
+    config = from_command_line(build_parser().parse_args(shlex.split(command)))
+    config.validate()
+    assert config.backend.value == "ray" and config.ray_address == "auto"
+    assert [p.model for p in config.providers] == ["Qwen/Qwen3-8B", "meta-llama/Llama-3.1-8B",
+                                                  "/models/Ministral3-8B"]
+    monkeypatch.delenv("WASH_ALLOW_EXTERNAL_MODELS")
+    with pytest.raises(Exception, match="WASH_ALLOW_EXTERNAL_MODELS"):
+        from_command_line(build_parser().parse_args(shlex.split(command))).validate()
