@@ -390,7 +390,7 @@ def provenance_table(F: dict[str, Folder]) -> list[str]:
     for f in F.values():
         jobs = (f"{f.jobs_done} of {f.jobs_total} (partial)" if f.partial else
                 str(f.jobs_total) if f.jobs_total is not None else MISSING)
-        rows.append([f"[`{f.name}`](results/{f.name}.md)", f.experiment + (" (quick)" if is_quick(f.name) else ""),
+        rows.append([page_link(f.name), f.experiment + (" (quick)" if is_quick(f.name) else ""),
                      str(f.meta.get("date", MISSING)), str(f.meta.get("code", MISSING)), f.engine, f.profile,
                      jobs])
     return ["## Which run made what", "",
