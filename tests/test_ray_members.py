@@ -146,3 +146,18 @@ def test_readme_paper_size_command_is_a_valid_ray_config(monkeypatch):
     monkeypatch.delenv("WASH_ALLOW_EXTERNAL_MODELS")
     with pytest.raises(Exception, match="WASH_ALLOW_EXTERNAL_MODELS"):
         from_command_line(build_parser().parse_args(shlex.split(command))).validate()
+
+
+def test_bench_compares_the_backends_side_by_side_on_the_tiny_models():
+    """``bench --compare-backends``: every N and forwards on both backends, the overhead their difference."""
+    from wash.bench import compare_backends
+
+    report = compare_backends(("tiny-smollm2", "tiny-gemma3"), tokens=3, rounds=2)
+    assert [(r["forwards"], r["n"]) for r in report["wash"]] == [(f, n) for f in ("eager", "lazy")
+                                                                  for n in (2, 3, 5)]
+    for row in report["wash"] + report["plain_decode"]:
+        assert row["local_ms"] > 0 and row["ray_ms"] > 0
+    for row in report["wash"]:
+        assert len(row["local_ms_rounds"]) == len(row["ray_ms_rounds"]) == 2
+        diffs = sorted(b - a for a, b in zip(row["local_ms_rounds"], row["ray_ms_rounds"]))
+        assert row["ray_overhead_ms"] == pytest.approx(sum(diffs) / 2)

@@ -21,6 +21,10 @@ What it measures, all in ONE run so ratios are comparable on a noisy machine:
 
 Latencies are medians (or means, for lazy) over decoded tokens, then medians over
 ``--rounds`` interleaved repeats. The re-encode reference and memory run once.
+
+``--compare-backends`` measures instead the plain decodes and WASH at N = 2, 3, 5 on
+local members and on Ray actors, back to back within each round, and reports Ray's
+overhead per step (``compare_backends``).
 """
 
 from __future__ import annotations
@@ -219,6 +223,61 @@ def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int, rounds
     return report
 
 
+def compare_backends(models: tuple[str, str], tokens: int, rounds: int = 3, address: str = "") -> dict:
+    """Local and Ray members side by side in one process, interleaved per measurement.
+
+    Each round measures every model's plain decode and WASH at N = 2, 3, 5, eager and
+    lazy, once on each backend back to back, so a machine's drift hits both alike.
+    The Ray overhead is the per-round difference of the two, then its median: what a
+    step pays for its round trips to the actors (the text is the same on both).
+    """
+    from wash.engine.models import load_model
+    from wash.engine.ray_members import connect, ray_members
+
+    connect(address)
+    for m in models:
+        load_model(m)
+    ray_members(list(models))
+    backends = ("local", "ray")
+    plain: dict = {b: {m: [] for m in models} for b in backends}
+    steps: dict = {b: {f: {str(n): [] for n in (2, 3, 5)} for f in ("eager", "lazy")} for b in backends}
+    started = list(os.getloadavg())
+    for r in range(rounds):
+        for m in models:
+            for b in backends:
+                plain[b][m].append(plain_decode_ms(m, tokens, b))
+        for n in (2, 3, 5):
+            specs = providers_for(n, models)
+            for forwards in ("eager", "lazy"):
+                for b in backends:
+                    steps[b][forwards][str(n)].append(wash_ms(specs, tokens, forwards=forwards, seed=r, backend=b))
+        print(f"[bench] round {r + 1}/{rounds}: " + "; ".join(
+            f"N={n} eager local {steps['local']['eager'][str(n)][-1]['median_token_ms']:.1f} "
+            f"ray {steps['ray']['eager'][str(n)][-1]['median_token_ms']:.1f}" for n in (2, 3, 5)), file=sys.stderr)
+    # Eager steps are steady: their median. Lazy steps are bimodal (one model or the other): their mean.
+    key = {"eager": "median_token_ms", "lazy": "mean_token_ms"}
+    table = []
+    for forwards in ("eager", "lazy"):
+        for n in (2, 3, 5):
+            local = [x[key[forwards]] for x in steps["local"][forwards][str(n)]]
+            ray = [x[key[forwards]] for x in steps["ray"][forwards][str(n)]]
+            table.append({"forwards": forwards, "n": n, "statistic": key[forwards],
+                          "local_ms": statistics.median(local), "ray_ms": statistics.median(ray),
+                          "ray_overhead_ms": statistics.median(b - a for a, b in zip(local, ray)),
+                          "local_ms_rounds": local, "ray_ms_rounds": ray})
+    plain_table = [{"model": m, "local_ms": statistics.median(plain["local"][m]),
+                    "ray_ms": statistics.median(plain["ray"][m]),
+                    "ray_overhead_ms": statistics.median(b - a for a, b in zip(plain["local"][m], plain["ray"][m]))}
+                   for m in models]
+    n3 = next(row for row in table if row["forwards"] == "eager" and row["n"] == 3)
+    return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, "
+                       f"{'cuda' if torch.cuda.is_available() else 'cpu'}",
+            "models": list(models), "tokens": tokens, "rounds": rounds, "load_average_at_start": started,
+            "forwards_settings": forward_settings(), "plain_decode": plain_table, "wash": table,
+            "targets": {"ray_eager_n3_overhead_ms<=3": n3["ray_overhead_ms"] <= 3}}
+
+
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -226,12 +285,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from wash.engine.settings import Backend, default_backend, parse_backend
 
     settings = backend_settings(args)
-    backend = parse_backend(settings.get("backend", default_backend()))  # a bad $WASH_BACKEND: one line, exit 2
-    if backend == Backend.RAY:
-        from wash.engine.ray_members import connect
+    if args.compare_backends:
+        report = compare_backends(tuple(args.models), args.tokens, args.rounds, settings["ray_address"])
+    else:
+        backend = parse_backend(settings.get("backend", default_backend()))  # a bad $WASH_BACKEND: exit 2
+        if backend == Backend.RAY:
+            from wash.engine.ray_members import connect
 
-        connect(settings["ray_address"])
-    report = run_bench(tuple(args.models), args.tokens, args.reencode_tokens, args.rounds, str(backend))
+            connect(settings["ray_address"])
+        report = run_bench(tuple(args.models), args.tokens, args.reencode_tokens, args.rounds, str(backend))
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:
@@ -249,5 +311,8 @@ def add_parser(sub) -> None:
     b.add_argument("--threads", type=int, help="torch threads (default: torch's choice, one per core)")
     b.add_argument("--out", help="also write the JSON report here")
     add_backend_arguments(b)
+    b.add_argument("--compare-backends", action="store_true",
+                   help="local and ray members side by side in one run, interleaved: ms/token of WASH at "
+                        "N = 2, 3, 5 (eager and lazy) on each and Ray's overhead per step")
     b.set_defaults(func=cmd_bench)
 

@@ -1,0 +1,249 @@
+"""Soak the app: many API clients for minutes, bad inputs mixed in (a script, not a test).
+
+    python -m tools.soak --backend local --clients 16 --seconds 600 --out docs/soak-local.json
+    python -m tools.soak --backend ray   --clients 16 --seconds 600 --out docs/soak-ray.json
+    WASH_APP_MODELS=tiny-smollm2,tiny-gemma3 python -m tools.soak --clients 4 --seconds 30   # quick check
+
+It starts ``app.py`` (``WASH_BACKEND`` set to ``--backend``) on a free localhost port,
+waits for the preload, then runs ``--clients`` threads, each with its own
+``gradio_client.Client``, until ``--seconds`` have passed. Each client sends the
+page's default preset (``--max-new-tokens`` tokens, a fresh seed per request); every
+``--bad-every``-th request of a client is instead one of ``BAD_INPUTS``, which must
+be refused with an error naming what is wrong. A sampler reads the resident memory
+of the app and every process it started (Ray's actors included) once a second.
+
+The report (one JSON object, printed and written to ``--out``): requests sent, ok,
+failed (with their errors), bad inputs refused by name, tokens delivered and tokens
+per second over the whole soak, request latency quantiles, and memory at the end of
+warm-up (the first ``--warmup`` seconds) and at the end, with the growth between.
+The numbers depend on the machine and its load: run it alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tools.latency import ROOT, _client, app_env, default_request, free_port, stop_app, wait_ready
+
+#: (what is wrong, changes to a good request, words the refusal must contain).
+BAD_INPUTS: list[tuple[str, dict, str]] = [
+    ("empty prompt", {"prompt": ""}, "the prompt is empty"),
+    ("no provider", {"rows": []}, "no provider given"),
+    ("key not an integer", {"key": "seven"}, "not an integer"),
+    ("unknown model", {"model": "no-such-model"}, "unknown model 'no-such-model'"),
+    ("too many tokens", {"max_new": 401}, "400"),
+    ("prompt too long", {"prompt": "long " * 1000}, "the prompt is too long"),
+    ("unknown scheme", {"scheme": "no-such-scheme"}, "no-such-scheme"),
+    ("scheme parameter out of range", {"params": "gamma=2"}, "gamma"),
+]
+
+
+@dataclass
+class Tally:
+    """What the clients saw; one lock guards it."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    ok: int = 0
+    tokens: int = 0
+    latencies: list[float] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    refused: dict[str, int] = field(default_factory=dict)
+    not_refused: list[str] = field(default_factory=list)
+
+
+def _tree_rss_mb(pid: int) -> float:
+    """Resident memory of ``pid`` and every process under it, in MB."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [root, *root.children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return float("nan")
+    total = 0
+    for p in procs:
+        try:
+            total += p.memory_info().rss
+        except psutil.NoSuchProcess:
+            pass
+    return total / 2**20
+
+
+def _bad_request(table: dict, prompt: str, max_new: int, change: dict) -> tuple[dict, str, int]:
+    rows = [list(r) for r in table["data"]]
+    if "rows" in change:
+        rows = change["rows"]
+    for column, name in ((0, "model"), (1, "scheme"), (2, "key"), (3, "params")):
+        if name in change:
+            rows[0][column] = change[name]
+    return {**table, "data": rows}, change.get("prompt", prompt), change.get("max_new", max_new)
+
+
+def _tokens(status: str) -> int:
+    """The token count the app's final status line states (0 if it states none)."""
+    match = re.search(r"(\d+) tokens?", status or "")
+    return int(match.group(1)) if match else 0
+
+
+def client_loop(url: str, k: int, deadline: float, args: argparse.Namespace, table: dict, prompt: str,
+                mode: str, tally: Tally) -> None:
+    from gradio_client import Client
+    from gradio_client.exceptions import AppError
+
+    from wash.ui.handlers import GENERATE_OUTPUTS
+
+    out_status = GENERATE_OUTPUTS.index("status")
+    client = Client(url, verbose=False)
+    rng = random.Random(k)
+    i = 0
+    while time.monotonic() < deadline:
+        i += 1
+        if args.bad_every and i % args.bad_every == 0:
+            what, change, words = BAD_INPUTS[(k + i // args.bad_every) % len(BAD_INPUTS)]
+            bad_table, bad_prompt, bad_max = _bad_request(table, prompt, args.max_new_tokens, change)
+            try:
+                client.predict(bad_table, bad_prompt, bad_max, 1.0, 0, mode, "off", args.forwards,
+                               api_name="/generate")
+                with tally.lock:
+                    tally.not_refused.append(f"{what}: accepted")
+            except AppError as err:
+                with tally.lock:
+                    if words in str(err):
+                        tally.refused[what] = tally.refused.get(what, 0) + 1
+                    else:
+                        tally.not_refused.append(f"{what}: {str(err)[:200]}")
+            except Exception as err:  # noqa: BLE001 - a transport failure is a failed request
+                with tally.lock:
+                    tally.failures.append(f"client {k} ({what}): {type(err).__name__}: {str(err)[:200]}")
+            continue
+        started = time.perf_counter()
+        try:
+            outputs = client.predict(table, prompt, args.max_new_tokens, 1.0, rng.randrange(10**6), mode,
+                                     "off", args.forwards, api_name="/generate")
+            seconds = time.perf_counter() - started
+            status = outputs[out_status]
+            with tally.lock:
+                tally.ok += 1
+                tally.tokens += _tokens(status)
+                tally.latencies.append(seconds)
+        except Exception as err:  # noqa: BLE001 - reported, never raised
+            with tally.lock:
+                tally.failures.append(f"client {k}: {type(err).__name__}: {str(err)[:200]}")
+
+
+def soak(args: argparse.Namespace) -> dict:
+    from wash.ui.settings import app_models
+
+    models = app_models()
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = dict(app_env(port), WASH_BACKEND=args.backend)
+    fd, log_name = tempfile.mkstemp(prefix="wash-soak-app-", suffix=".log")
+    os.close(fd)
+    log = Path(log_name)
+    memory: list[tuple[float, float]] = []
+    tally = Tally()
+    with open(log, "w") as log_file:
+        started = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log_file,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            client = _client(url, started + args.timeout, proc, log)
+            status = wait_ready(client, started + args.timeout)
+            if not status["ready"]:
+                raise RuntimeError(f"the app's preload failed: {status['error']}")
+            ready_s = time.monotonic() - started
+            table, prompt, mode = default_request(models)
+            soak_start = time.monotonic()
+            deadline = soak_start + args.seconds
+            stop = threading.Event()
+
+            def sample() -> None:
+                while not stop.is_set():
+                    memory.append((round(time.monotonic() - soak_start, 1), round(_tree_rss_mb(proc.pid), 1)))
+                    stop.wait(1.0)
+
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+            clients = [threading.Thread(target=client_loop, args=(url, k, deadline, args, table, prompt, mode,
+                                                                  tally), daemon=True)
+                       for k in range(args.clients)]
+            for t in clients:
+                t.start()
+            for t in clients:
+                t.join(timeout=args.seconds + args.timeout)
+            elapsed = time.monotonic() - soak_start
+            stop.set()
+            sampler.join(timeout=5)
+            alive = proc.poll() is None
+        finally:
+            stop_app(proc)
+
+    def at(t: float) -> float:
+        before = [m for s, m in memory if s <= t]
+        return before[-1] if before else float("nan")
+
+    warm, end = at(args.warmup), memory[-1][1] if memory else float("nan")
+    lat = sorted(tally.latencies)
+    return {
+        "command": " ".join(["python", "-m", "tools.soak", *sys.argv[1:]]),
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "backend": args.backend, "models": models, "clients": args.clients, "seconds": args.seconds,
+        "concurrency_limit": os.environ.get("WASH_APP_CONCURRENCY", "2 (default)"),
+        "preset": {"table": table["data"], "mode": mode, "max_new_tokens": args.max_new_tokens,
+                   "forwards": args.forwards},
+        "start_to_ready_s": round(ready_s, 1),
+        "requests_ok": tally.ok, "requests_failed": len(tally.failures), "failures": tally.failures[:20],
+        "bad_inputs_refused_by_name": sum(tally.refused.values()), "refused": tally.refused,
+        "bad_inputs_not_refused_by_name": tally.not_refused[:20],
+        "tokens": tally.tokens, "elapsed_s": round(elapsed, 1),
+        "tokens_per_s": round(tally.tokens / elapsed, 2) if elapsed else None,
+        "latency_s": ({"median": round(statistics.median(lat), 2), "p90": round(lat[int(0.9 * (len(lat) - 1))], 2),
+                       "max": round(lat[-1], 2)} if lat else None),
+        "rss_mb": {"after_warmup": warm, "end": end, "warmup_s": args.warmup,
+                   "growth_pct": round(100 * (end - warm) / warm, 1) if warm == warm and warm else None,
+                   "samples_every_30s": [m for m in memory if int(m[0]) % 30 == 0][::1]},
+        "app_alive_at_end": alive,
+        "cpu_count": os.cpu_count(),
+        "load_average_end": list(os.getloadavg()),
+        "app_log": str(log),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.soak", description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", choices=["local", "ray"], default="local")
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=600)
+    parser.add_argument("--warmup", type=float, default=60, help="seconds before the memory baseline")
+    parser.add_argument("--max-new-tokens", type=int, default=16)
+    parser.add_argument("--forwards", choices=["eager", "lazy"], default="eager")
+    parser.add_argument("--bad-every", type=int, default=6, help="every K-th request of a client is bad (0: none)")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds allowed for start-up")
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args(argv)
+    report = soak(args)
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
+    ok = (report["requests_failed"] == 0 and not report["bad_inputs_not_refused_by_name"]
+          and report["app_alive_at_end"])
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
