@@ -320,6 +320,20 @@ def test_throttle_fires_every_n_tokens_or_after_the_interval():
     assert t.tick()
 
 
+def test_throttle_keeps_slow_redraws_to_their_share_of_the_time():
+    """A redraw dearer than a token would otherwise run after every token."""
+    now = [0.0]
+    t = Throttle(every_tokens=1, every_seconds=0.25, share=0.25, clock=lambda: now[0])
+    assert t.tick()
+    now[0] += 0.4  # the redraw took 0.4 s: the next waits 1.2 s more
+    t.drawn()
+    fired = []
+    for _ in range(20):  # tokens every 0.1 s
+        now[0] += 0.1
+        fired.append(t.tick())
+    assert fired.index(True) == 11  # 1.2 s after the redraw ended, not at the next token
+
+
 def test_lockstep_alternates_until_every_stream_ends():
     out = list(lockstep({"a": iter([1, 2, 3]), "b": iter([10])}))
     assert out == [("a", 1), ("b", 10), ("a", 2), ("a", 3)]

@@ -56,23 +56,39 @@ _PRELOAD, _PRELOAD_DONE, _ERROR, _DONE = "preload", "preload-done", "error", "do
 
 
 class Throttle:
-    """Says when to redraw: every ``every_tokens`` tokens or ``every_seconds``, whichever first."""
+    """Says when to redraw: every ``every_tokens`` tokens or ``every_seconds``, whichever first,
+    but never so often that redrawing takes more than ``share`` of the time.
 
-    def __init__(self, every_tokens: int = 4, every_seconds: float = 0.25,
+    A redraw (building the plots and sending them) can cost more than a token: left
+    alone it would run after every token and halve the decoding rate. ``drawn()``,
+    called once the consumer is back from a redraw, records its cost; the next one
+    waits at least ``cost * (1 - share) / share`` seconds.
+    """
+
+    def __init__(self, every_tokens: int = 4, every_seconds: float = 0.25, share: float = 0.25,
                  clock: Callable[[], float] = time.perf_counter) -> None:
         self.every_tokens = every_tokens
         self.every_seconds = every_seconds
+        self.share = share
         self.clock = clock
         self.count = 0
         self.last = clock()
+        self.gap = 0.0
 
     def tick(self) -> bool:
         self.count += 1
         now = self.clock()
-        if self.count >= self.every_tokens or now - self.last >= self.every_seconds:
+        due = self.count >= self.every_tokens or now - self.last >= self.every_seconds
+        if due and now - self.last >= self.gap:
             self.count, self.last = 0, now
             return True
         return False
+
+    def drawn(self) -> None:
+        """The redraw ``tick`` asked for is done: the next waits in proportion to its cost."""
+        cost = self.clock() - self.last
+        self.gap = cost * (1 - self.share) / self.share
+        self.last = self.clock()
 
 
 class StopRegistry:
@@ -365,6 +381,8 @@ def drive(config: GenerationConfig, compare: str | bool | None, stop: threading.
             refresh = isinstance(event, StepEvent) and stream == WASH and throttle.tick()
             if not isinstance(event, (ResyncEvent, FinishedEvent)):
                 yield RunView(_status(record, config, started, stop), record, refresh=refresh)
+                if refresh:
+                    throttle.drawn()  # the consumer is back: that was the redraw's cost
         yield RunView(_status(record, config, started, stop, ended=True), record, refresh=True, finished=True)
     finally:
         stop.set()
