@@ -35,8 +35,12 @@ chromium:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  { echo "browser tests need /usr/bin/chromium: run 'sudo apt-get install chromium'" >&2; exit 1; }
 
+# Two pytest workers (pytest-xdist): much of the suite waits on subprocesses, servers
+# and the browser rather than computing, and its long tests (the looping-text nulls,
+# the cache rebuild) no longer run back to back. TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
 test: setup chromium
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist worksteal
 
 bench: setup
 	$(PY) -m wash bench
