@@ -161,3 +161,29 @@ def test_bench_compares_the_backends_side_by_side_on_the_tiny_models():
         assert len(row["local_ms_rounds"]) == len(row["ray_ms_rounds"]) == 2
         diffs = sorted(b - a for a, b in zip(row["local_ms_rounds"], row["ray_ms_rounds"]))
         assert row["ray_overhead_ms"] == pytest.approx(sum(diffs) / 2)
+
+
+_THREAD_STARTED_CLUSTER = """
+import threading, time, ray
+from wash.engine.ray_members import connect
+t = threading.Thread(target=connect)
+t.start(); t.join()  # the app starts Ray from its preload thread, which then ends
+
+@ray.remote
+class Echo:
+    def ping(self):
+        return "pong"
+
+echo = Echo.remote()
+time.sleep(15)
+print(ray.get(echo.ping.remote(), timeout=30))
+"""
+
+
+def test_a_cluster_started_from_a_thread_outlives_the_thread():
+    """Ray ties its GCS and raylet to the spawning thread: when it ended, the cluster died and took the app."""
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run([sys.executable, "-c", _THREAD_STARTED_CLUSTER], env=env, capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == 0 and done.stdout.strip().endswith("pong"), done.stderr[-2000:]

@@ -42,6 +42,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import queue
 import socket
 import threading
 import weakref
@@ -389,10 +390,48 @@ def connect(address: str = "") -> None:
     """Join the cluster at ``address`` (else ``RAY_ADDRESS``), or start a local one; once per process."""
     import ray
 
-    if ray.is_initialized():
-        return
-    address = address or os.environ.get("RAY_ADDRESS", "")
-    _reachable(address)
+    with _CONNECT_LOCK:  # two first runs at once start one cluster
+        if ray.is_initialized():
+            return
+        address = address or os.environ.get("RAY_ADDRESS", "")
+        _reachable(address)
+        if threading.current_thread() is not threading.main_thread() and not address:
+            _init_on_owner_thread(address)
+        else:
+            _init(address)
+
+
+_CONNECT_LOCK = threading.Lock()
+
+
+def _init_on_owner_thread(address: str) -> None:
+    """Start the local cluster from a thread that lives as long as the process.
+
+    Ray spawns its GCS and raylet with a parent-death signal, which Linux ties to the
+    spawning THREAD: started from the app's preload or generation thread, the whole
+    cluster was killed seconds after that thread ended (the app's soak, 2026-11-27),
+    and Ray then ended the app. The owner thread waits forever once the cluster is up.
+    """
+    done: queue.Queue = queue.Queue()
+
+    def own() -> None:
+        try:
+            _init(address)
+            done.put(None)
+        except BaseException as err:  # noqa: BLE001 - handed to the caller
+            done.put(err)
+            return
+        threading.Event().wait()
+
+    threading.Thread(target=own, name="wash-ray-owner", daemon=True).start()
+    err = done.get()
+    if err is not None:
+        raise err
+
+
+def _init(address: str) -> None:
+    import ray
+
     try:
         if address:
             ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
