@@ -19,7 +19,7 @@ from wash.reporting.fmt import FPR_LEVEL, integer, num, num_ci, paper_pct, pct, 
 from wash.detection.thresholds import Z_THRESHOLD
 
 #: The folders the headline quotes; ``HEADLINE_SOURCES`` are the files its numbers come from.
-HEADLINE_FOLDERS = ("decay-kgw-paper", "decay-mix-paper", "tpr-paper", "identify-calibrated",
+HEADLINE_FOLDERS = ("decay-kgw-paper", "decay-mix-paper", "tpr-paper", "identify-calibrated", "identify-anchor",
                     "baselines-10x100",
                     "quality-paper", "decay-kgw-open", "entropy")
 
