@@ -215,7 +215,7 @@ def soak(args: argparse.Namespace) -> dict:
                        "max": round(lat[-1], 2)} if lat else None),
         "rss_mb": {"after_warmup": warm, "end": end, "warmup_s": args.warmup,
                    "growth_pct": round(100 * (end - warm) / warm, 1) if warm == warm and warm else None,
-                   "samples_every_30s": [m for m in memory if int(m[0]) % 30 == 0][::1]},
+                   "samples_every_30s": [m for m in memory if int(m[0]) % 30 == 0]},
         "app_alive_at_end": alive,
         "cpu_count": os.cpu_count(),
         "load_average_end": list(os.getloadavg()),

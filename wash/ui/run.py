@@ -86,9 +86,9 @@ class Throttle:
 
     def drawn(self) -> None:
         """The redraw ``tick`` asked for is done: the next waits in proportion to its cost."""
-        cost = self.clock() - self.last
-        self.gap = cost * (1 - self.share) / self.share
-        self.last = self.clock()
+        now = self.clock()
+        self.gap = (now - self.last) * (1 - self.share) / self.share
+        self.last = now
 
 
 class StopRegistry:
