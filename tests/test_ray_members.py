@@ -83,6 +83,44 @@ def test_a_routed_run_matches_local_event_by_event():
     assert local[-1].result.timing.ids_fed == remote[-1].result.timing.ids_fed
 
 
+def test_top_k_shipping_gives_the_text_and_distributions_of_whole_rows(monkeypatch):
+    """Under top-k the actors send about k rows a step; the run equals one where they send whole rows."""
+    from wash.engine.served import ServedSystem
+
+    def steps(cfg: GenerationConfig) -> list:
+        return [(e.token, e.average_probs, e.provider_probs) for e in generate_stream(cfg)
+                if isinstance(e, StepEvent)]
+
+    paper = dict(n=16, seed=5, top_k=10, min_new_tokens=8)  # end of text masked, then allowed
+    shipped = steps(config("ray", **paper))
+    monkeypatch.setattr(ServedSystem, "served_rows", lambda self, model: None)
+    assert steps(config("ray", **paper)) == shipped
+    assert steps(config("local", **paper)) == shipped
+
+
+def test_a_context_receives_only_the_rows_its_profile_can_keep():
+    import torch
+
+    from wash.engine.members import LocalMember
+    from wash.engine.models import load_model
+    from wash.engine.ray_members import ray_member
+    from wash.engine.sampling import ServedRows, process_logits
+
+    remote, local = ray_member("tiny-gemma3"), LocalMember(load_model("tiny-gemma3"))
+    ids = local.encode_prompt(PROMPT)
+    size = local.context(ids).next_logits().numel()
+    none = torch.zeros(size, dtype=torch.bool)
+    served = ServedRows.of([none, none], 1.0, 10)
+    narrow, whole, here = remote.context(ids, served=served), remote.context(ids), local.context(ids)
+    for token in (5, 17, 3):
+        rows = [process_logits(c.next_logits(), none, 1.0, 1.0, 10) for c in (narrow, whole, here)]
+        assert torch.equal(rows[0], rows[2]) and torch.equal(rows[1], rows[2])
+        for c in (narrow, whole, here):
+            c.append([token])
+    assert whole.rows_received == 3 * size  # 262,144 rows a step for Gemma-3's vocabulary
+    assert 3 * 10 <= narrow.rows_received <= 3 * 12  # k rows (and any tied with the k-th)
+
+
 # -- faults ---------------------------------------------------------------------------------
 def test_a_killed_actor_ends_the_run_naming_it_and_the_next_run_starts_a_fresh_one():
     from wash.engine.ray_members import ray_member
@@ -161,6 +199,10 @@ def test_bench_compares_the_backends_side_by_side_on_the_tiny_models():
         assert len(row["local_ms_rounds"]) == len(row["ray_ms_rounds"]) == 2
         diffs = sorted(b - a for a, b in zip(row["local_ms_rounds"], row["ray_ms_rounds"]))
         assert row["ray_overhead_ms"] == pytest.approx(sum(diffs) / 2)
+    # the paper's top-k, where the actors send only the rows it keeps: plain decodes and N = 3
+    assert [r["what"] for r in report["top_k_rows_shipped"]] == ["plain tiny-smollm2", "plain tiny-gemma3",
+                                                                 "WASH N=3 eager", "WASH N=3 lazy"]
+    assert all(r["local_ms"] > 0 and r["ray_ms"] > 0 for r in report["top_k_rows_shipped"])
 
 
 _THREAD_STARTED_CLUSTER = """

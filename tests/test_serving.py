@@ -17,7 +17,7 @@ from wash.engine.config import PROFILES, GenerationConfig, ProviderSpec, profile
 from wash.engine.ensemble import generate, generate_stream
 from wash.errors import WashInputError
 from wash.engine.events import StepEvent
-from wash.engine.sampling import process_logits
+from wash.engine.sampling import ServedRows, process_logits
 
 PROMPT = "The committee met on Tuesday to discuss"
 
@@ -70,6 +70,61 @@ def test_temperature_comes_before_top_p():
 
 
 # -- profiles ---------------------------------------------------------------------------
+# -- the rows a remote member sends (ServedRows) -------------------------------------------
+def _masks(size: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """A non-text mask and the same plus an end-of-text row, as ``ServedSystem`` builds them."""
+    invalid = torch.rand(size, generator=generator) < 0.05
+    no_eos = invalid.clone()
+    no_eos[int(torch.argmax(torch.where(invalid, -1.0, torch.rand(size, generator=generator))))] = True
+    return invalid, no_eos
+
+
+@pytest.mark.parametrize("temperature,top_k,top_p", [(1.0, 10, 1.0), (0.7, 3, 0.9), (1.3, 50, 0.5),
+                                                     (0.0, 0, 1.0), (0.0, 10, 1.0), (1.0, 1, 1.0)])
+def test_the_rows_sent_serve_exactly_as_the_whole_row(temperature, top_k, top_p):
+    """Rebuilt from the rows a truncating profile can keep, the row serves bit for bit as the full
+    one, under either mask, with ties at the k-th (float32 logits rounded to force some)."""
+    g = torch.Generator().manual_seed(7)
+    for trial in range(40):
+        size = 500
+        x = (torch.randn(size, generator=g) * 3).round(decimals=1).to(torch.float32)
+        invalid, no_eos = _masks(size, g)
+        if trial % 2:  # the end-of-text row on top: the mask before min_new_tokens must drop it
+            x[no_eos & ~invalid] = x.max() + 1
+        rows = ServedRows.of([invalid, no_eos], temperature, top_k)
+        assert rows is not None
+        sent, values = rows.select(x)
+        assert len(sent) < size // 4
+        rebuilt = ServedRows.rebuild(sent, values, size)
+        for mask in (invalid, no_eos):
+            full = process_logits(x, mask, temperature, top_p, top_k)
+            assert torch.equal(process_logits(rebuilt, mask, temperature, top_p, top_k), full)
+
+
+def test_the_rows_sent_would_be_wrong_without_the_end_of_text_margin():
+    """With the end-of-text row among the top k, a selection that ignored the second mask sends
+    too few rows for it: the margin is what makes the rebuilt row exact."""
+    x = torch.tensor([5.0, 4.0, 3.0, 2.0, 1.0, 0.0])
+    invalid = torch.zeros(6, dtype=torch.bool)
+    no_eos = invalid.clone()
+    no_eos[0] = True  # row 0 is end of text
+    rows = ServedRows.of([invalid, no_eos], 1.0, 2)
+    assert rows.extra == 1 and rows.select(x)[0].tolist() == [0, 1, 2]
+    narrow = ServedRows(invalid, 0, 2)
+    rebuilt = ServedRows.rebuild(*narrow.select(x), 6)
+    assert kept(process_logits(rebuilt, no_eos, 1.0, 1.0, 2)) == [1]  # the whole row keeps rows 1 and 2
+    assert kept(process_logits(x, no_eos, 1.0, 1.0, 2)) == [1, 2]
+
+
+def test_a_profile_without_top_k_sends_whole_rows():
+    """Top-p alone reads every row (its softmax does): nothing may be cut, so no selection."""
+    none = torch.zeros(100, dtype=torch.bool)
+    assert ServedRows.of([none, none], 1.0, 0) is None
+    assert ServedRows.of([none, none], 0.8, 0) is None
+    assert ServedRows.of([none, none], 1.0, 100) is None  # top-k keeps every row
+    assert ServedRows.of([none, none], 0.0, 0).keep == 1  # greedy keeps one
+
+
 def test_profiles_and_their_names():
     spec = [ProviderSpec.parse("tiny-smollm2:kgw:1")]
     paper = GenerationConfig.from_profile("paper", providers=spec, prompt="x")

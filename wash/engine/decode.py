@@ -185,7 +185,8 @@ class Generation:
                 raise WashInputError(
                     f"prompt too long for model {m}: {len(prompt_ids)} tokens leave no room in its context "
                     f"of {member.max_context} tokens")
-            self.contexts[m] = member.context(prompt_ids, use_cache=not config.reencode_every_step)
+            self.contexts[m] = member.context(prompt_ids, use_cache=not config.reencode_every_step,
+                                              served=system.served_rows(m))
         for p in self.providers:
             p.start_generation(config.seed)
         #: Every token draw of the generation (a seed fixes the text).

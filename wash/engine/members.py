@@ -33,6 +33,7 @@ import torch
 
 from wash.engine import parallel
 from wash.engine.models import LoadedModel
+from wash.engine.sampling import ServedRows
 from wash.engine.vocab import ModelVocab, model_vocab
 
 T = TypeVar("T")
@@ -67,7 +68,10 @@ class Member(Protocol):
     def encode(self, text: str) -> list[int]: ...
     def encode_prompt(self, text: str) -> list[int]: ...
     def decode_id(self, token_id: int) -> str: ...
-    def context(self, prompt_ids: Sequence[int], use_cache: bool = True) -> MemberContext: ...
+    def context(self, prompt_ids: Sequence[int], use_cache: bool = True,
+                served: ServedRows | None = None) -> MemberContext:
+        """A context; ``served``: the caller serves only these rows of its logits, the rest may arrive
+        as -inf (a remote member sends only them; a local one has the whole row at no cost)."""
     def submit(self, task: Callable[[], T]) -> Future: ...
     def run(self, task: Callable[[], T]) -> T: ...
 
@@ -130,7 +134,9 @@ class LocalMember(TokenizerSide):
     def device(self) -> torch.device:
         return self.lm.device
 
-    def context(self, prompt_ids: Sequence[int], use_cache: bool = True) -> "ModelContext":
+    def context(self, prompt_ids: Sequence[int], use_cache: bool = True,
+                served: ServedRows | None = None) -> "ModelContext":
+        """``served`` is not needed here: the row is already in this process's memory."""
         return ModelContext(self.lm, prompt_ids, use_cache=use_cache)
 
     def submit(self, task: Callable[[], T]) -> Future:

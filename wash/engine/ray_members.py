@@ -17,6 +17,10 @@ What runs where:
   given to ``RayMember.submit`` runs on the model's lane here, as a local member's
   does, and only its ``next_logits`` crosses to the actor.
 
+What crosses per step: under a truncating profile (top-k, or greedy) only the rows
+that serving can keep, with their raw logits (``sampling.ServedRows``: about k rows
+instead of 49k-262k, the same served row bit for bit); otherwise the whole row.
+
 Why the text is byte-identical to the local backend: a ``RayContext`` records
 ``append``, ``truncate`` and ``restart`` as a log and ships the log with the next call
 that needs the model (``next_logits``, ``catch_up_async``); the actor replays it on
@@ -56,6 +60,7 @@ import torch
 from wash.engine import parallel
 from wash.engine.members import ContextIds, FeedCost, LocalMember, ModelContext, TokenizerSide
 from wash.engine.models import LoadedModel
+from wash.engine.sampling import ServedRows
 from wash.errors import MemberError, WashInputError
 
 T = TypeVar("T")
@@ -64,6 +69,8 @@ T = TypeVar("T")
 Counters = tuple[int, int, float]
 #: One recorded context call: ``("append", ids)``, ``("truncate", length)`` or ``("restart", ids)``.
 Op = tuple[str, Any]
+#: A next-token row as the actor sends it: whole, or (row indices, their logits, row size).
+Row = torch.Tensor | tuple[torch.Tensor, torch.Tensor, int]
 
 
 def _seconds(variable: str, default: float) -> float:
@@ -95,6 +102,8 @@ class MemberActor:
 
         self.member = LocalMember(load_model(name, allow_external=allow_external))
         self.contexts: dict[int, ModelContext] = {}
+        #: Per context, the rows its caller serves (absent: the whole row goes back).
+        self.served: dict[int, ServedRows] = {}
 
     def header(self) -> dict[str, Any]:
         """What the calling process needs to encode, decode and align without the weights."""
@@ -106,10 +115,13 @@ class MemberActor:
     def ping(self) -> int:
         return os.getpid()
 
-    def open(self, cid: int, prompt_ids: list[int], use_cache: bool) -> None:
+    def open(self, cid: int, prompt_ids: list[int], use_cache: bool, served: ServedRows | None = None) -> None:
         self.contexts[cid] = self.member.context(prompt_ids, use_cache=use_cache)
+        if served is not None:
+            self.served[cid] = served
 
     def close(self, cid: int) -> None:
+        self.served.pop(cid, None)
         ctx = self.contexts.pop(cid, None)
         if ctx is not None:
             ctx.settle()
@@ -128,10 +140,15 @@ class MemberActor:
                 raise ValueError(f"unknown context call {op!r}")
         return ctx
 
-    def logits(self, cid: int, ops: Sequence[Op]) -> tuple[torch.Tensor, Counters]:
+    def logits(self, cid: int, ops: Sequence[Op]) -> tuple[Row, Counters]:
+        """The next row: whole, or (rows, their logits, row size) where the caller serves only those."""
         ctx = self._replay(cid, ops)
         row = self.member.run(ctx.next_logits)
-        return row, _counters(ctx)
+        served = self.served.get(cid)
+        if served is None:
+            return row, _counters(ctx)
+        rows, values = served.select(row)
+        return (rows, values, row.numel()), _counters(ctx)
 
     def catch_up(self, cid: int, ops: Sequence[Op]) -> Counters:
         """The local background catch-up, waited for here (the caller does not wait for this call)."""
@@ -173,8 +190,10 @@ class RayMember(TokenizerSide):
         """Where its logits arrive (the actor's device is in ``header``)."""
         return torch.device("cpu")
 
-    def context(self, prompt_ids: Sequence[int], use_cache: bool = True) -> "RayContext":
-        return RayContext(self, prompt_ids, use_cache)
+    def context(self, prompt_ids: Sequence[int], use_cache: bool = True,
+                served: ServedRows | None = None) -> "RayContext":
+        """A context in the actor; with ``served``, only those rows of each next row cross back."""
+        return RayContext(self, prompt_ids, use_cache, served)
 
     def submit(self, task: Callable[[], T]) -> "Future[T]":
         """Run ``task`` on this model's lane in this process (only its model calls cross to the actor)."""
@@ -268,7 +287,8 @@ class RayContext(ContextIds):
     Logits are kept with the length they belong to, as ``ModelContext`` keeps them.
     """
 
-    def __init__(self, member: RayMember, prompt_ids: Sequence[int], use_cache: bool = True) -> None:
+    def __init__(self, member: RayMember, prompt_ids: Sequence[int], use_cache: bool = True,
+                 served: ServedRows | None = None) -> None:
         self.member = member
         self.ids: list[int] = [int(i) for i in prompt_ids]
         self.prompt_len = len(self.ids)
@@ -276,12 +296,14 @@ class RayContext(ContextIds):
         self.forward_calls = 0
         self.ids_fed = 0
         self.forward_s = 0.0
+        #: Logit rows received from the actor so far (a whole row counts its size).
+        self.rows_received = 0
         self._ops: list[Op] = []
         self._logits: torch.Tensor | None = None
         self._logits_len = -1
         self._queued: Any = None
         self._cid = next(member._ids)
-        member.send("open", self._cid, list(self.ids), use_cache)
+        member.send("open", self._cid, list(self.ids), use_cache, served)
         # The actor's copy goes when this context does (a finished generation's KV cache).
         weakref.finalize(self, _close, member, self._cid)
 
@@ -322,12 +344,17 @@ class RayContext(ContextIds):
         self.forward_s = max(self.forward_s, seconds)
 
     def next_logits(self) -> torch.Tensor:
-        """Logits for the token after ``self.ids`` (float32, on the CPU), computed by the actor."""
+        """Logits for the token after ``self.ids`` (float32, on the CPU), computed by the actor.
+
+        Opened with ``served``, the rows its caller cannot serve are -inf here (the actor sent the others).
+        """
         if self._logits is not None and self._logits_len == len(self.ids):
             return self._logits  # the actor's context would answer from its own copy of these
         member = self.member
-        row, counters = member.wait(member.send("logits", self._cid, self._take_ops()))
+        sent, counters = member.wait(member.send("logits", self._cid, self._take_ops()))
         self._count(counters)
+        row = sent if isinstance(sent, torch.Tensor) else ServedRows.rebuild(*sent)
+        self.rows_received += sent.numel() if isinstance(sent, torch.Tensor) else len(sent[0])
         self._logits, self._logits_len = row, len(self.ids)
         return row
 

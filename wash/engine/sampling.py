@@ -9,6 +9,9 @@ uses: mask, temperature, top-k, top-p. Every random draw of a generation goes th
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Sequence
+
 import torch
 
 
@@ -39,6 +42,63 @@ def process_logits(logits: torch.Tensor, invalid: torch.Tensor, temperature: flo
         drop = torch.zeros_like(drop_sorted).scatter(0, order, drop_sorted)
         x = x.masked_fill(drop, float("-inf"))
     return x
+
+
+@dataclass(frozen=True)
+class ServedRows:
+    """The rows of a member's logits that a truncating profile can keep: all a remote member need send.
+
+    Why: under top-k (or greedy decoding) a provider keeps at most k rows of a
+    49k-262k row, yet a member in another process (``ray_members``) would otherwise
+    send the whole row every step. It sends these rows' raw logits instead, and the
+    caller rebuilds the row with -inf elsewhere (``rebuild``).
+
+    Why the rebuilt row serves exactly as the full one (``process_logits``, bit for
+    bit), under every mask the caller may apply (non-text rows; end of text too,
+    before ``min_new_tokens``): the rows sent are those above the
+    (keep + extra)-th largest logit outside the rows every mask hides, ties
+    included, where ``extra`` is how many more rows any one mask hides. Whatever the
+    mask, its k kept rows and every row tied with its k-th are among them, and the
+    rows sent beyond those lie strictly below its k-th; so the rebuilt row's k-th
+    largest, its kept set and the values on it are the full row's, and temperature
+    and top-p only ever see that set. (Temperature divides, which keeps the order of
+    float32 logits in float64 and separates no tie.) Without top-k nothing is cut
+    that does not depend on the whole row (top-p's softmax reads every row): such
+    a profile gets ``None``, the full row.
+    """
+
+    #: Rows every mask hides (never sent).
+    hidden: torch.Tensor
+    #: At most this many more rows one of the masks hides.
+    extra: int
+    #: The rows the profile keeps: top-k, 1 when greedy.
+    keep: int
+
+    @classmethod
+    def of(cls, masks: Sequence[torch.Tensor], temperature: float, top_k: int) -> "ServedRows | None":
+        """For a profile served under any of ``masks`` (bool, True = masked); ``None``: send whole rows."""
+        hidden = masks[0].clone()
+        for mask in masks[1:]:
+            hidden &= mask
+        extra = max(int((mask & ~hidden).sum()) for mask in masks)
+        keep = 1 if temperature <= 0.0 else top_k
+        if keep <= 0 or keep + extra >= hidden.numel() - int(hidden.sum()):
+            return None
+        return cls(hidden, extra, keep)
+
+    def select(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The rows to send (int32 indices, ascending) and their raw logits."""
+        x = logits.masked_fill(self.hidden, float("-inf"))
+        kth = torch.topk(x, self.keep + self.extra).values[-1]
+        rows = torch.nonzero((x >= kth) & ~self.hidden).squeeze(1)
+        return rows.to(torch.int32), logits[rows]
+
+    @staticmethod
+    def rebuild(rows: torch.Tensor, values: torch.Tensor, size: int) -> torch.Tensor:
+        """A full row of ``size`` logits: ``values`` at ``rows``, -inf (never served) elsewhere."""
+        row = torch.full((size,), float("-inf"), dtype=values.dtype)
+        row[rows.long()] = values
+        return row
 
 
 def entropy(logits: torch.Tensor) -> float:

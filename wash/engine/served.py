@@ -31,7 +31,7 @@ import torch
 from wash.engine.aggregation import Mean, Rule
 from wash.engine.averaging import average, to_union
 from wash.engine.providers import OWN_STATE
-from wash.engine.sampling import entropy, process_logits
+from wash.engine.sampling import ServedRows, entropy, process_logits
 from wash.watermarks.base import softmax
 
 if TYPE_CHECKING:
@@ -94,6 +94,10 @@ class ServedSystem:
         """
         mask = self.invalid[model] if end_of_text else self.no_eos[model]
         return process_logits(logits, mask, self.temperature, self.top_p, self.top_k)
+
+    def served_rows(self, model: str) -> ServedRows | None:
+        """The rows of ``model``'s logits that ``serve`` can keep under either mask (``None``: all of them)."""
+        return ServedRows.of([self.invalid[model], self.no_eos[model]], self.temperature, self.top_k)
 
     def provider_dist(self, i: int, base: torch.Tensor, ids: Sequence[int], prompt_len: int,
                       state: Any = OWN_STATE) -> torch.Tensor:
