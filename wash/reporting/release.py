@@ -1,15 +1,18 @@
-"""Our systems beside the paper's release, like for like: per scheme and setting, one row per
-(form, line-up) that was run, next to the paper's cell.
+"""Our systems beside the paper's release, like for like: per scheme and setting, one row, with a
+column per system that was run (ours; the release's forms; the release's one-anchor line-up) and the
+paper's cell last.
 
 Why a section of its own: the paper's numbers come from its release's systems (soft AAR and
 EXP-Edit, ITS-Edit's shared permutation, one watermarked anchor among unwatermarked
 partners), ours from the original schemes' forms with every provider watermarked. A
-disagreement means something only where the same system was run: these rows say which.
+disagreement means something only where the same system was run: the columns say which,
+side by side, so a reader compares along a row.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 
@@ -19,20 +22,56 @@ from wash.reporting.headline import name
 
 #: The settings the paper's tables report, in their order.
 SETTINGS = ("single", "WASH N=3", "WASH N=5")
+#: The forms the paper's release serves where they differ from the original schemes'.
+RELEASE_FORMS = {"aar": "soft", "exp-edit": "soft", "its-edit": "shared"}
+#: The systems, in column order: (column title, which rows belong to it).
+OURS, RELEASE_FORM, ANCHOR = "ours: original form, independent keys", "release form, independent keys", \
+    "release form, one anchor"
+SAME_AS_OURS = "= ours"
+#: A system that was run but gave the test nothing to score (a lone point mass repeats its token).
+NO_SCORE = "no score"
+SAME_AS_RELEASE_FORM = "= release form"
+SCHEME_ORDER = ("kgw", "aar", "dipmark", "exp-edit", "its-edit", "waterbag", "unigram", "synthid")
 
 
-def _order(t: pd.DataFrame) -> pd.DataFrame:
-    """Schemes in the paper's order, settings as the paper's, then the folders' order (ours first); only
-    the (scheme, setting) cells run by more than one system (the others are in the main tables)."""
-    schemes = {s: i for i, s in enumerate(("kgw", "aar", "dipmark", "exp-edit", "its-edit", "waterbag",
-                                           "unigram", "synthid"))}
+def system_of(scheme: str, form: str, lineup: str, setting: str) -> str | None:
+    """Which column a run's row belongs to (``None``: a system this section does not compare).
+
+    A single provider has no partners: an anchor run's single is its form's independent single.
+    """
+    release = RELEASE_FORMS.get(scheme, rt.default_form(scheme))
+    if lineup == "anchor" and setting != "single":
+        return ANCHOR if form == release else None
+    if form == rt.default_form(scheme):
+        return OURS
+    return RELEASE_FORM if form == release else None
+
+
+def _pivot(t: pd.DataFrame, cell: Callable[[pd.Series], str], paper: Callable[[pd.Series], str]) -> list[list[str]]:
+    """One row per (scheme, setting) run by more than one system, a cell per system; the paper last."""
     t = t[t["setting"].isin(SETTINGS)].copy()
-    # one provider alone is the same system under every line-up: its repeat is the same measurement
-    t = t[~(t["setting"].eq("single") & t.duplicated(["scheme", "setting", "form"]))]
-    t = t[t.groupby(["scheme", "setting"])["setting"].transform("size") > 1]
-    t["_s"] = t["scheme"].map(schemes).fillna(99)
-    t["_n"] = t["setting"].map({s: i for i, s in enumerate(SETTINGS)})
-    return t.sort_values(["_s", "_n"], kind="stable").drop(columns=["_s", "_n"])  # stable: folder order kept
+    t["system"] = [system_of(s, f, lu, st) for s, f, lu, st in zip(t["scheme"], t["form"], t["lineup"],
+                                                                   t["setting"])]
+    t = t[t["system"].notna()]
+    rows = []
+    for scheme in sorted(t["scheme"].unique(), key=lambda s: (SCHEME_ORDER.index(s) if s in SCHEME_ORDER else 99, s)):
+        for setting in SETTINGS:
+            here = t[(t["scheme"] == scheme) & (t["setting"] == setting)].drop_duplicates("system")
+            if here["system"].nunique() < 2 and not (setting == "single" and len(here)):
+                continue
+            by = {r["system"]: r for _, r in here.iterrows()}
+            cells = {s: cell(by[s]) if s in by else MISSING for s in (OURS, RELEASE_FORM, ANCHOR)}
+            if scheme not in RELEASE_FORMS:  # the release serves the original form: the same system
+                cells[RELEASE_FORM] = SAME_AS_OURS
+            if setting == "single":  # one provider alone: no partners, so no line-up
+                cells[ANCHOR] = SAME_AS_RELEASE_FORM if scheme in RELEASE_FORMS else SAME_AS_OURS
+            if sum(c not in (MISSING, SAME_AS_OURS, SAME_AS_RELEASE_FORM) for c in cells.values()) < 2 \
+                    and setting != "single":
+                continue
+            rows.append([name(scheme), setting, *cells.values(), paper(next(iter(by.values())))])
+    # a scheme whose only rows are its single provider compares nothing: drop it
+    compared = {r[0] for r in rows if r[1] != "single"}
+    return [r for r in rows if r[0] in compared]
 
 
 def _several(t: pd.DataFrame) -> bool:
@@ -43,46 +82,47 @@ def identification_rows(root: Path) -> list[list[str]]:
     t = rt.identification_tables(root)
     if t.empty or not _several(t):
         return []
-    t = _order(t[t["samples"] == t["samples"].max()])
-    rows = []
-    for _, r in t.iterrows():
-        verdict = MISSING if missing(r["p"]) else ("identified" if r["identified"] else "not identified")
-        rows.append([name(r["scheme"]), r["setting"], r["form"], r["lineup"],
-                     num_ci(r["s"], r["s_low"], r["s_high"], 3), num(r["null_s_mean"], 3),
-                     f"{pval(r['p'])}, {verdict}", num(r["z_waterprobe"], 1),
-                     num(r["paper_z"], 1)])
-    return rows
+    t = t[t["samples"] == t["samples"].max()]
+
+    def cell(r: pd.Series) -> str:
+        if missing(r["p"]):
+            return NO_SCORE
+        verdict = "identified" if r["identified"] else "not identified"
+        return f"{num(r['z_waterprobe'], 1)}; S {num_ci(r['s'], r['s_low'], r['s_high'], 3)}, p {pval(r['p'])}, {verdict}"
+
+    return _pivot(t, cell, lambda r: num(r["paper_z"], 1))
 
 
 def detection_rows(root: Path) -> list[list[str]]:
     t = rt.detection_tables(root)
     if t.empty or not _several(t):
         return []
-    rows = []
-    for _, r in _order(t).iterrows():
-        rows.append([name(r["scheme"]), r["setting"], r["form"], r["lineup"],
-                     pct_ci(r["tpr"], r["tpr_low"], r["tpr_high"]),
-                     pct_ci(r["fpr_check"], r["fpr_check_low"], r["fpr_check_high"]), paper_pct(r["paper_tpr"])])
-    return rows
+
+    def cell(r: pd.Series) -> str:
+        tpr = pct_ci(r["tpr"], r["tpr_low"], r["tpr_high"])
+        return tpr if missing(r["tpr"]) else f"{tpr}; FPR {pct_ci(r['fpr_check'], r['fpr_check_low'], r['fpr_check_high'])}"
+
+    return _pivot(t, cell, lambda r: paper_pct(r["paper_tpr"]))
 
 
 def release_section(root: Path) -> list[str]:
     ident, det = identification_rows(root), detection_rows(root)
     if not ident and not det:
         return []
+    systems = [OURS, RELEASE_FORM, ANCHOR]
     out = ["## Our systems beside the paper's release", "",
            "The paper's numbers come from its release's systems: AAR and EXP-Edit served in a soft form "
            "(the keyed law normalised and sampled, not the point mass), ITS-Edit with one shared permutation, "
-           "and one watermarked anchor among unwatermarked partners. Each row below is one system that was "
-           "run: `form` and `line-up` say which; a cell the runs have not reached is missing.", ""]
+           "and one watermarked anchor among unwatermarked partners. One row per scheme and setting, one "
+           "column per system run, the paper's cell last: compare along a row. `= ours` marks a scheme whose "
+           "release form is the original; a single provider has no partners, so no line-up; "
+           f"`{MISSING}`: not run (yet); `{NO_SCORE}`: run, but the test had nothing to score.", ""]
     if ident:
-        out += ["Is this model watermarked? (calibrated Water-Probe, open serving; Water-Probe's own z beside "
-                "the paper's Table 1, its Llama-3.1-8B value)", "",
-                *md_table(["scheme", "setting", "form", "line-up", "S [95% CI]", "null S", "p, verdict",
-                           "Water-Probe z", "paper Table 1 z"], ident), ""]
+        out += ["Is this model watermarked? Water-Probe's own z (the paper's Table 1 statistic, its "
+                "Llama-3.1-8B value last), then the calibrated test: S above its null, p, verdict (open serving)",
+                "", *md_table(["scheme", "setting", *systems, "paper Table 1 z"], ident), ""]
     if det:
-        out += ["Is this text watermarked? (TPR at 5% FPR on held-out negatives, paper serving, beside the "
-                "paper's Table 2)", "",
-                *md_table(["scheme", "setting", "form", "line-up", "TPR [95% CI]", "check FPR [95% CI]",
-                           "paper Table 2"], det), ""]
+        out += ["Is this text watermarked? TPR at 5% FPR on held-out negatives, and the FPR the threshold "
+                "gives on the other half (paper serving), beside the paper's Table 2", "",
+                *md_table(["scheme", "setting", *systems, "paper Table 2"], det), ""]
     return out
