@@ -3,7 +3,8 @@
 Run ``python app.py`` (or ``make run``): the server listens on 0.0.0.0:7860 unless
 ``GRADIO_SERVER_NAME`` / ``GRADIO_SERVER_PORT`` (or a platform's ``PORT``) say otherwise. ``WASH_APP_MODELS``
 picks the offered models (default: the real offline smollm2 and gemma3),
-``WASH_APP_CONCURRENCY`` how many generations run at once (default 2). Models start
+``WASH_APP_CONCURRENCY`` how many generations run at once (default 2),
+``WASH_MALLOC_ARENAS`` how many glibc malloc arenas the process keeps (default 2). Models start
 loading in a background thread before the server starts (the page shows the
 progress, the ``status`` API endpoint reports it), load once per process and are
 shared by every session; everything a session shows is kept in its own ``gr.State``.
@@ -29,7 +30,7 @@ from wash.ui import handlers, plots, results, tables, texts
 from wash.ui.providers import HEADERS, preset_rows
 from wash.ui.identify import NULL_RUNS as IDENTIFY_NULL_RUNS, PROBES as IDENTIFY_PROBES, SYSTEMS as IDENTIFY_SYSTEMS
 from wash.ui.run import COMPARISONS, OFF, preload_markdown, start_preload
-from wash.ui.settings import app_models, concurrency_limit
+from wash.ui.settings import app_models, concurrency_limit, limit_malloc_arenas
 from wash.ui.theory import KINDS, MAX_N, MAX_VOCAB
 from wash.ui.tokens import colour_map
 from wash.watermarks import scheme_names
@@ -364,6 +365,7 @@ def _log_preload(message: str) -> None:
 
 
 def main() -> None:
+    limit_malloc_arenas()  # before any thread allocates (wash/ui/settings.py says why)
     # Loading starts before the UI is even built: the first click should find the models ready.
     preload = start_preload(app_models(), echo=_log_preload)
     demo = build_demo(preload)
