@@ -344,6 +344,23 @@ def test_stored_generations_are_shared_and_equal_fresh_ones(tmp_path, tiny_smoll
     assert store.get({"mode": "wash", "providers": "nothing"}) is None
 
 
+def test_a_detector_variant_rescores_the_stored_texts_without_generating(tmp_path, tiny_smollm2, tiny_gemma3):
+    """``detector=`` changes only how a text is scored: a run of ``aar:detector=release`` beside
+    ``aar`` makes no new text, and its rows carry the same texts scored by the other test."""
+    tpr = load("tpr")
+    config = tpr.Config.from_preset("tiny", out=tmp_path / "tpr", schemes=("aar",))
+    first = execute(tpr, config, command="test store")
+    made = len(list((tmp_path / "generations").glob("*.json")))
+    both = execute(tpr, tpr.Config.from_preset("tiny", out=tmp_path / "tpr", schemes=("aar", "aar:detector=release")),
+                   command="test rescore")
+    assert len(list((tmp_path / "generations").glob("*.json"))) == made  # nothing generated again
+    rows = both.rows
+    ours, release = rows[rows["scheme"] == "aar"], rows[rows["scheme"] == "aar:detector=release"]
+    assert len(ours) == len(release) == len(first.rows)
+    assert sorted(ours["text"]) == sorted(release["text"])
+    assert not np.allclose(sorted(ours["z"]), sorted(release["z"]))  # scored by a different test
+
+
 def test_store_of_a_committed_output_stays_in_scratch(tmp_path):
     decay = load("decay")
     assert decay.Config(out=tmp_path / "runs" / "decay").store_root() == tmp_path / "runs" / "generations"

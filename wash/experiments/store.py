@@ -19,6 +19,7 @@ generations they return (``JobOutput.generations``).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -34,6 +35,18 @@ if TYPE_CHECKING:
     from wash.experiments.config import ExperimentConfig
 
 
+#: Scheme parameters that only a detector reads: the text does not depend on them, so a text's
+#: key leaves them out and one text is scored by every detector variant (``aar:detector=release``
+#: re-scores the texts of ``aar``). A spec without them keeps the key it always had.
+DETECTOR_ONLY_PARAMS = ("detector",)
+
+
+def text_spec(spec: ProviderSpec) -> ProviderSpec:
+    """``spec`` as far as the text depends on it (``DETECTOR_ONLY_PARAMS`` dropped)."""
+    kept = tuple((k, v) for k, v in spec.params if k not in DETECTOR_ONLY_PARAMS)
+    return spec if kept == spec.params else dataclasses.replace(spec, params=kept)
+
+
 class GenerationStore:
     """One JSON file per generation under ``root``, named by a hash of its key."""
 
@@ -45,7 +58,7 @@ class GenerationStore:
             **overrides: Any) -> dict[str, Any]:
         """What the text of this generation depends on (``overrides`` as given to the engine)."""
         providers = ("|".join(s.model for s in specs) if mode == "unwatermarked"
-                     else specs_text(specs[:1] if mode == "single" else specs))
+                     else specs_text([text_spec(s) for s in (specs[:1] if mode == "single" else specs)]))
         overrides = dict(overrides)
         aggregate = overrides.pop("aggregate", config.aggregate)
         # One provider is its own aggregate under every rule: a ``single`` text is the same text.
