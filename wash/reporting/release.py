@@ -34,11 +34,22 @@ SAME_AS_RELEASE_FORM = "= release form"
 SCHEME_ORDER = ("kgw", "aar", "dipmark", "exp-edit", "its-edit", "waterbag", "unigram", "synthid")
 
 
+#: A scheme token's detector variant as ``scheme_and_form`` appends it to the form.
+RELEASE_DETECTOR = " (detector=release)"
+
+
+def split_detector(form: str) -> tuple[str, bool]:
+    """``"soft (detector=release)"`` -> ``("soft", True)``: the form, and whether the release's detector scored."""
+    return (form[:-len(RELEASE_DETECTOR)], True) if form.endswith(RELEASE_DETECTOR) else (form, False)
+
+
 def system_of(scheme: str, form: str, lineup: str, setting: str) -> str | None:
     """Which column a run's row belongs to (``None``: a system this section does not compare).
 
     A single provider has no partners: an anchor run's single is its form's independent single.
+    The release's detector scoring the same texts goes in its system's column, beside ours.
     """
+    form, _ = split_detector(form)
     release = RELEASE_FORMS.get(scheme, rt.default_form(scheme))
     if lineup == "anchor" and setting != "single":
         return ANCHOR if form == release else None
@@ -53,14 +64,19 @@ def _pivot(t: pd.DataFrame, cell: Callable[[pd.Series], str], paper: Callable[[p
     t["system"] = [system_of(s, f, lu, st) for s, f, lu, st in zip(t["scheme"], t["form"], t["lineup"],
                                                                    t["setting"])]
     t = t[t["system"].notna()]
+    t["release_detector"] = [split_detector(f)[1] for f in t["form"]]
     rows = []
     for scheme in sorted(t["scheme"].unique(), key=lambda s: (SCHEME_ORDER.index(s) if s in SCHEME_ORDER else 99, s)):
         for setting in SETTINGS:
-            here = t[(t["scheme"] == scheme) & (t["setting"] == setting)].drop_duplicates("system")
+            both = t[(t["scheme"] == scheme) & (t["setting"] == setting)]
+            here = both[~both["release_detector"]].drop_duplicates("system")
             if here["system"].nunique() < 2 and not (setting == "single" and len(here)):
                 continue
             by = {r["system"]: r for _, r in here.iterrows()}
+            theirs = {r["system"]: r for _, r in both[both["release_detector"]].drop_duplicates("system").iterrows()}
             cells = {s: cell(by[s]) if s in by else MISSING for s in (OURS, RELEASE_FORM, ANCHOR)}
+            for s, r in theirs.items():  # the release's detector on the same texts
+                cells[s] = f"{cells[s]} · release detector: {cell(r)}"
             if scheme not in RELEASE_FORMS:  # the release serves the original form: the same system
                 cells[RELEASE_FORM] = SAME_AS_OURS
             if setting == "single":  # one provider alone: no partners, so no line-up
@@ -116,7 +132,8 @@ def release_section(root: Path) -> list[str]:
            "and one watermarked anchor among unwatermarked partners. One row per scheme and setting, one "
            "column per system run, the paper's cell last: compare along a row. `= ours` marks a scheme whose "
            "release form is the original; a single provider has no partners, so no line-up; "
-           f"`{MISSING}`: not run (yet); `{NO_SCORE}`: run, but the test had nothing to score.", ""]
+           f"`{MISSING}`: not run (yet); `{NO_SCORE}`: run, but the test had nothing to score; "
+           "`release detector`: the same texts scored by the release's detector instead of ours.", ""]
     if ident:
         out += ["Is this model watermarked? Water-Probe's own z (the paper's Table 1 statistic, its "
                 "Llama-3.1-8B value last), then the calibrated test: S above its null, p, verdict (open serving)",
