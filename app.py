@@ -4,7 +4,7 @@ Run ``python app.py`` (or ``make run``): the server listens on 0.0.0.0:7860 unle
 ``GRADIO_SERVER_NAME`` / ``GRADIO_SERVER_PORT`` (or a platform's ``PORT``) say otherwise. ``WASH_APP_MODELS``
 picks the offered models (default: the real offline smollm2 and gemma3),
 ``WASH_APP_CONCURRENCY`` how many generations run at once (default 2),
-``WASH_MALLOC_ARENAS`` how many glibc malloc arenas the process keeps (default 2). Models start
+``WASH_MALLOC_ARENAS`` a cap on glibc's malloc arenas (default: none). Models start
 loading in a background thread before the server starts (the page shows the
 progress, the ``status`` API endpoint reports it), load once per process and are
 shared by every session; everything a session shows is kept in its own ``gr.State``.
@@ -365,7 +365,7 @@ def _log_preload(message: str) -> None:
 
 
 def main() -> None:
-    limit_malloc_arenas()  # before any thread allocates (wash/ui/settings.py says why)
+    limit_malloc_arenas()  # opt-in, before any thread allocates (wash/ui/settings.py says why)
     # Loading starts before the UI is even built: the first click should find the models ready.
     preload = start_preload(app_models(), echo=_log_preload)
     demo = build_demo(preload)

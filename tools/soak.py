@@ -203,7 +203,7 @@ def soak(args: argparse.Namespace) -> dict:
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "backend": args.backend, "models": models, "clients": args.clients, "seconds": args.seconds,
         "concurrency_limit": os.environ.get("WASH_APP_CONCURRENCY", "2 (default)"),
-        "malloc_arenas": os.environ.get("WASH_MALLOC_ARENAS", "2 (default)"),
+        "malloc_arenas": os.environ.get("WASH_MALLOC_ARENAS", "glibc default"),
         "preset": {"table": table["data"], "mode": mode, "max_new_tokens": args.max_new_tokens,
                    "forwards": args.forwards},
         "start_to_ready_s": round(ready_s, 1),

@@ -61,20 +61,20 @@ def concurrency_limit() -> int:
 
 
 def limit_malloc_arenas() -> int | None:
-    """Cap glibc's malloc arenas for this process (``WASH_MALLOC_ARENAS``, default 2; 0 leaves glibc's).
+    """Cap glibc's malloc arenas for this process at ``WASH_MALLOC_ARENAS`` (unset or 0: glibc's default).
 
-    Why: the server runs each request on whichever of its worker threads is free, and glibc
-    gives every thread that allocates an arena of its own (up to 8 per core), each keeping
-    the freed memory of a generation's tensors. The app's resident memory then climbed for
-    minutes under load, one arena at a time (+7.1% over a 10-minute soak, still rising). With
-    16 threads taking 48 generations two at a time, the process grew 155 MB with glibc's
-    default and 15 MB with two arenas (docs/BENCHMARKS.md, "Soak"). Call it before any thread
-    starts. Returns the cap set, or ``None`` (not glibc, or left alone).
+    Why it is offered: the server runs each request on whichever worker thread is free,
+    and glibc gives every thread that allocates an arena of its own (up to 8 per core),
+    each keeping freed memory; a memory-tight host may want fewer. Why it is off by
+    default: in two 10-minute soaks of 16 clients (docs/BENCHMARKS.md, "Soak"), glibc's
+    default grew 4.0% after warm-up and two arenas 3.0%, both under the 5% bar, while
+    the capped run delivered 17% fewer tokens/s; one run each settles neither
+    difference. Call it before any thread starts. Returns the cap set, or ``None``.
     """
     import ctypes
     import ctypes.util
 
-    raw = os.environ.get(MALLOC_ARENAS_ENV, "").strip() or "2"
+    raw = os.environ.get(MALLOC_ARENAS_ENV, "").strip() or "0"
     try:
         arenas = int(raw)
     except ValueError:
