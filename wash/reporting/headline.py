@@ -20,7 +20,7 @@ from wash.detection.thresholds import Z_THRESHOLD
 
 #: The folders the headline quotes; ``HEADLINE_SOURCES`` are the files its numbers come from.
 HEADLINE_FOLDERS = ("decay-kgw-paper", "decay-mix-paper", "tpr-paper", "identify-calibrated", "identify-anchor",
-                    "baselines-10x100",
+                    "tpr-anchor", "baselines-10x100",
                     "quality-paper", "decay-kgw-open", "entropy")
 
 NAMES = {"kgw": "KGW", "aar": "AAR", "dipmark": "DiPMark", "its-edit": "ITS-Edit", "exp-edit": "EXP-Edit",
@@ -273,9 +273,42 @@ def quality(F: dict[str, Folder]) -> str | None:
     return text
 
 
+def release_detection(root: Path, F: dict[str, Folder]) -> str | None:
+    """The paper's Table 2 under its release's systems: TPR at N = 5 beside the paper's, and whether
+    the paper's value lies inside our interval."""
+    folder = "tpr-anchor"
+    if folder not in F:
+        return None
+    t = rt.detection_table(root, folder)
+    n5 = t[t["setting"] == "WASH N=5"]
+    if n5.empty:
+        return None
+    parts = []
+    for _, r in n5.iterrows():
+        if r["form"].endswith(" (detector=release)"):
+            continue
+        label = name(r["scheme"]) + (f" ({r['form']})" if r["form"] != rt.NO_FORM else "")
+        text = f"{label} {pct_ci(r['tpr'], r['tpr_low'], r['tpr_high'])}"
+        if not pd.isna(r["paper_tpr"]):
+            inside = r["tpr_low"] <= r["paper_tpr"] <= r["tpr_high"]
+            text += f" (paper {paper_pct(r['paper_tpr'])}, {'inside' if inside else 'outside'} our interval)"
+        theirs = n5[(n5["scheme"] == r["scheme"]) & (n5["form"] == r["form"] + " (detector=release)")]
+        if len(theirs):
+            x = theirs.iloc[0]
+            text += f", {pct_ci(x['tpr'], x['tpr_low'], x['tpr_high'])} by the release's detector"
+        parts.append(text)
+    out = (f"**Table 2 with the release's systems** (`{folder}`: one watermarked anchor, release forms, "
+           f"TPR at {FPR_LEVEL} FPR under WASH at N = 5.) " + "; ".join(parts) + ".")
+    planned = rt.unmeasured_schemes(root, folder)
+    if planned or F[folder].partial:
+        out += " The run is partial" + (f": {names(planned)} not yet measured" if planned else "") + "."
+    return out
+
+
 def provenance(F: dict[str, Folder]) -> str:
     """Which engine made the headline's runs, and which runs it leaves out (and why)."""
-    quoted = [F[k] for k in ("decay-kgw-paper", "tpr-paper", "identify-calibrated", "identify-anchor", "baselines-10x100",
+    quoted = [F[k] for k in ("decay-kgw-paper", "tpr-paper", "identify-calibrated", "identify-anchor", "tpr-anchor",
+                             "baselines-10x100",
                              "quality-paper") if k in F]
     engines = sorted({f.engine for f in quoted})
     tpr = F.get("tpr-paper")
@@ -302,6 +335,6 @@ def provenance(F: dict[str, Folder]) -> str:
 def headline(root: Path, F: dict[str, Folder]) -> list[str]:
     """The headline's lines: the provenance sentence, then one bullet per finding (one line each)."""
     bullets = [b for b in (decay(F), detection(root, F), identification(root, F), release_lineup(root, F),
-                           baselines(F), quality(F))
+                           release_detection(root, F), baselines(F), quality(F))
                if b]
     return [provenance(F), "", *(f"* {b}" for b in bullets)]
