@@ -68,6 +68,8 @@ def _pivot(t: pd.DataFrame, cell: Callable[[pd.Series], str], paper: Callable[[p
     rows = []
     for scheme in sorted(t["scheme"].unique(), key=lambda s: (SCHEME_ORDER.index(s) if s in SCHEME_ORDER else 99, s)):
         for setting in SETTINGS:
+            if setting == "single" and scheme not in RELEASE_FORMS:
+                continue  # one provider in the original form: one system, already in the main tables
             both = t[(t["scheme"] == scheme) & (t["setting"] == setting)]
             here = both[~both["release_detector"]].drop_duplicates("system")
             if here["system"].nunique() < 2 and not (setting == "single" and len(here)):
@@ -131,7 +133,8 @@ def release_section(root: Path) -> list[str]:
            "(the keyed law normalised and sampled, not the point mass), ITS-Edit with one shared permutation, "
            "and one watermarked anchor among unwatermarked partners. One row per scheme and setting, one "
            "column per system run, the paper's cell last: compare along a row. `= ours` marks a scheme whose "
-           "release form is the original; a single provider has no partners, so no line-up; "
+           "release form is the original (its single provider is then one system, shown in the main tables); "
+           "a single provider has no partners, so no line-up; "
            f"`{MISSING}`: not run (yet); `{NO_SCORE}`: run, but the test had nothing to score; "
            "`release detector`: the same texts scored by the release's detector instead of ours.", ""]
     if ident:
