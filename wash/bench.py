@@ -42,6 +42,7 @@ from datetime import datetime, timezone
 import torch
 
 from wash.engine.config import add_backend_arguments
+from wash.engine.settings import PROFILES
 from wash.engine.parallel import settings as forward_settings
 
 PROMPT = ("The committee published its annual report on the state of the regional railways, and the "
@@ -60,10 +61,9 @@ def plain_decode_ms(name: str, tokens: int, backend: str = "local", top_k: int =
     only the top-k rows are served, so a Ray actor sends those instead of the whole
     row (``sampling.ServedRows``); the greedy token, the row's maximum, is the same.
     """
-    from wash.engine.sampling import ServedRows
-
     from wash.engine.members import LocalMember
     from wash.engine.models import load_model
+    from wash.engine.sampling import ServedRows
 
     if backend == "ray":
         from wash.engine.ray_members import ray_members
@@ -232,7 +232,7 @@ def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int, rounds
 
 
 #: The paper's serving profile's top-k, under which an actor sends only the rows it can keep.
-TOP_K = 10
+TOP_K = PROFILES["paper"].top_k
 
 
 def _median_diff(local: list[float], ray: list[float]) -> float:
