@@ -43,9 +43,11 @@ def _copy(tmp_path, folder: str):
     return tmp_path / folder
 
 
-def test_detection_figure_draws_every_summary_cell_with_its_interval_and_the_papers_table_2():
+def test_detection_figure_draws_every_summary_cell_with_its_interval_and_the_papers_table_2(tmp_path):
     summary = pd.read_csv(TPR / "tpr_summary.csv")
-    fig = results.view().detection_figure
+    # the headline run alone; the other committed folders (forms, line-ups) are tested in the line-up test below
+    _copy(tmp_path, rt.DETECTION_FOLDER)
+    fig = results.view(root=tmp_path).detection_figure
     traces = _traces(fig)
     for (mode, n), cells in summary.groupby(["mode", "n"]):
         trace = traces[rt.setting_label(mode, n)]
@@ -65,7 +67,7 @@ def test_detection_figure_draws_every_summary_cell_with_its_interval_and_the_pap
         assert _points(paper) == {_label(s): pytest.approx(v) for s, v in expected.items() if not math.isnan(v)}
     assert not any(name.startswith("paper Table 2, naive") or name == "paper Table 2, WASH N=3" for name in traces)
     # a planned cell without a row gets the paper's marker and no measured dot
-    for scheme in rt.unmeasured_schemes():
+    for scheme in rt.unmeasured_schemes(root=tmp_path):
         assert all(_label(scheme) not in t.x for t in fig.data if not t.name.startswith("paper"))
     its5 = summary[(summary["scheme"] == "its-edit") & (summary["mode"] == "wash") & (summary["n"] == 5)]
     if its5.empty:  # the committed run has not reached it yet
@@ -110,8 +112,10 @@ def test_tables_show_the_measured_cells_the_verdict_and_the_paper_comparable_z()
     det, ident = view.detection_table, view.identification_table
     assert list(det.columns) == results.DETECTION_HEADERS and list(ident.columns) == results.IDENTIFICATION_HEADERS
     summary = pd.read_csv(TPR / "tpr_summary.csv")
-    assert len(det) == len(summary) + (det["TPR [95% CI]"] == results.NOT_MEASURED).sum()
-    kgw5 = det[(det["scheme (form)"] == "KGW") & (det["setting"] == "WASH N=5")].iloc[0]
+    # every committed folder's rows (the headline run and the release's line-up), plus the planned cells
+    assert len(det) == len(rt.detection_tables()) + (det["TPR [95% CI]"] == results.NOT_MEASURED).sum()
+    kgw5 = det[(det["scheme (form)"] == "KGW") & (det["setting"] == "WASH N=5")
+               & (det["line-up"] == "independent")].iloc[0]
     cell = summary[(summary["scheme"] == "kgw") & (summary["mode"] == "wash") & (summary["n"] == 5)].iloc[0]
     assert kgw5["TPR [95% CI]"] == (f"{cell['tpr'] * 100:.0f}% [{cell['tpr_ci_low'] * 100:.0f}, "
                                     f"{cell['tpr_ci_high'] * 100:.0f}]")
