@@ -69,10 +69,11 @@ def detection_section(root: Path, F: dict[str, Folder]) -> list[str]:
     if f is None:
         return []
     t = rt.detection_table(root)
+    shown = t[t["mode"] != "naive"]  # the naive average's rows: one sentence here, every row on the run's page
     rows = [[name(r["scheme"]), r["form"], r["lineup"], r["setting"],
              pct_ci(r["tpr"], r["tpr_low"], r["tpr_high"]),
              pct_ci(r["fpr_check"], r["fpr_check_low"], r["fpr_check_high"]), str(r["negatives"]),
-             num(r["threshold"]), num(r["mean_z"]), paper_pct(r["paper_tpr"])] for _, r in t.iterrows()]
+             num(r["threshold"]), num(r["mean_z"]), paper_pct(r["paper_tpr"])] for _, r in shown.iterrows()]
     for scheme in rt.unmeasured_schemes(root):
         for setting, method in (("single", "watermarked"), ("WASH N=5", "wash N=5")):
             paper = rt.paper_tpr(scheme, method)
@@ -98,10 +99,23 @@ def detection_section(root: Path, F: dict[str, Folder]) -> list[str]:
         "paper's release serves a soft form; `per-position`: ITS-Edit draws a fresh permutation per key "
         "element). Line-up `independent`: every provider holds its own watermark and key. A cell whose "
         "negatives are few "
-        "(see `negatives`) has a coarse threshold: read it as provisional." + _fpr_note(t) + _guide_note(root),
+        "(see `negatives`) has a coarse threshold: read it as provisional." + _naive_note(t, f) + _fpr_note(t)
+        + _guide_note(root),
         "",
         *figure(f),
     ]
+
+
+def _naive_note(t: pd.DataFrame, f: Folder) -> str:
+    """How far the naive average (no routing) lies from WASH, cell by cell: why its rows are not repeated here."""
+    key = ["scheme", "form", "lineup", "n"]
+    pairs = t[t["mode"] == "naive"].merge(t[t["mode"] == "wash"], on=key, suffixes=("_naive", "_wash"))
+    if pairs.empty:
+        return ""
+    gap = (pairs["tpr_naive"] - pairs["tpr_wash"]).abs()
+    return (f" The naive average (the same models averaged without routing) is not shown: in its "
+            f"{len(pairs)} cells its TPR lies within {gap.max() * 100:.0f} points of WASH's at the same N "
+            f"(median {gap.median() * 100:.0f}); its rows are on {page_link(f.name)}.")
 
 
 def _guide_note(root: Path) -> str:
