@@ -34,8 +34,9 @@ def made(tmp_path, tiny_smollm2, tiny_gemma3):
 def test_a_refilled_store_lets_a_grown_run_rescore_instead_of_generating(made, monkeypatch):
     tpr, folder, store, texts, first = made
     counts = store_from_runs.refill(folder)
-    assert counts == {"texts": texts, "scores_checked": len(first), "written": texts}
-    assert store_from_runs.refill(folder)["written"] == 0  # already there
+    assert counts == {"texts": texts, "scores_checked": len(first), "written": texts, "already_stored": 0}
+    again = store_from_runs.refill(folder)  # already there: neither checked nor written again
+    assert again == {"texts": 0, "scores_checked": 0, "written": 0, "already_stored": texts}
 
     def no_generation(*args, **kwargs):
         raise AssertionError("a refilled text was generated again")

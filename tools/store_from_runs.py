@@ -73,7 +73,8 @@ def refill(folder: Path, dry_run: bool = False, tolerance: float = 1e-9,
     by_job = dict(tuple(rows.groupby("job", sort=False)))
     store = GenerationStore(config.store_root())
     entries: dict[str, tuple[dict, dict]] = {}
-    checked = 0
+    checked = present = 0
+    seen: set[str] = set()
     for job in plan:
         if job.fn is not generation_job or job.id not in by_job:
             continue
@@ -81,10 +82,15 @@ def refill(folder: Path, dry_run: bool = False, tolerance: float = 1e-9,
             continue
         specs, prompt, mode, cfg, seed = job.args
         key = GenerationStore.key(specs, prompt, mode, cfg, seed)
-        if json.dumps(key, sort_keys=True, default=str) in entries:  # one text, checked once
+        text_id = json.dumps(key, sort_keys=True, default=str)
+        if text_id in seen:  # one text (negatives are shared by every scheme), checked once
             continue
+        seen.add(text_id)
         job_rows = by_job[job.id]
         value = stored_value(job_rows.iloc[0])
+        if store.get(key) == value:  # refilled (and checked) before, or never lost
+            present += 1
+            continue
         scored = detect(specs[:1] if mode == "single" else specs, value["text"], cfg.z_threshold)
         z_now = {d.key: d.z for d in scored}
         for _, r in job_rows.iterrows():
@@ -92,14 +98,14 @@ def refill(folder: Path, dry_run: bool = False, tolerance: float = 1e-9,
                 raise SystemExit(f"store_from_runs: job {job.id} scores z = {z_now[int(r['provider_key'])]} "
                                  f"now against {r['z']} in the CSV: nothing written")
             checked += 1
-        entries[json.dumps(key, sort_keys=True, default=str)] = (key, value)
+        entries[text_id] = (key, value)
     written = 0
     if not dry_run:
         for key, value in entries.values():
             if store.get(key) is None:
                 store.put(key, value)
                 written += 1
-    return {"texts": len(entries), "scores_checked": checked, "written": written}
+    return {"texts": len(entries), "scores_checked": checked, "written": written, "already_stored": present}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     counts = refill(args.folder, args.dry_run, args.tolerance, tuple(args.schemes))
     print(f"store_from_runs: {counts['texts']} texts, {counts['scores_checked']} scores re-checked, "
-          f"{counts['written']} written" + (" (dry run)" if args.dry_run else ""))
+          f"{counts['written']} written, {counts['already_stored']} already stored"
+          + (" (dry run)" if args.dry_run else ""))
     return 0
 
 
