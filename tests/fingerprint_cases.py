@@ -16,12 +16,23 @@ every hash. Three hashes per case:
   over a CDF), each hashed bit for bit; as a sorted multiset, since the eager
   step's models compute on their own threads in no fixed order.
 
-Floats are written exactly (``repr``), so the hashes pin bits, not roundings. They
-hold for one torch build on one kind of CPU; the test pins one torch thread per
-model (``WASH_THREADS_PER_MODEL=1``) so a machine's core count does not enter.
-After an intended change of behaviour, rewrite the file::
+Floats are written exactly (``repr``), so ``events``, ``draws`` and an
+identification's hash pin bits, not roundings, and those bits hold for one torch
+build on one kind of CPU: an AMD EPYC and an Intel Xeon, both running torch
+2.13.0's CPU wheel, give every case the same text and number of draws but different
+last bits in the probabilities. So ``fingerprint.json`` keeps the ``PORTABLE`` parts
+(text, number of draws) once, checked on every machine, and the bit-level parts per
+``platform()`` (CPU vendor and the instruction set torch dispatches to, torch
+version), checked where that platform is recorded. The test pins one torch thread
+per model (``WASH_THREADS_PER_MODEL=1``) so a machine's core count does not enter.
+
+After an intended change of behaviour, rewrite the file on every recorded platform
+(``--write`` replaces this platform's entry and the portable parts, and drops the
+other platforms' entries, which no longer describe the engine); on a new kind of
+machine, add its entry (``--add-platform`` checks the portable parts first)::
 
     PYTHONPATH=. OMP_NUM_THREADS=1 python tests/fingerprint_cases.py --write
+    PYTHONPATH=. OMP_NUM_THREADS=1 python tests/fingerprint_cases.py --add-platform
 """
 
 from __future__ import annotations
@@ -38,6 +49,59 @@ from typing import Any
 import torch
 
 EXPECTED = Path(__file__).with_name("fingerprint.json")
+#: The parts of a case's fingerprint that hold on every machine; the rest pin float bits.
+PORTABLE = ("text", "n_draws")
+
+
+def platform() -> str:
+    """The kind of machine float bits depend on: CPU vendor, torch's CPU dispatch level, torch version."""
+    vendor = "unknown-vendor"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("vendor_id"):
+                vendor = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{vendor} {torch.backends.cpu.get_cpu_capability()}, torch {torch.__version__}"
+
+
+def split(found: dict[str, dict]) -> tuple[dict[str, dict], dict[str, dict]]:
+    """A run's fingerprints as (portable parts, this platform's bit-level parts), case by case."""
+    portable = {n: {k: v for k, v in h.items() if k in PORTABLE} for n, h in found.items()}
+    bits = {n: {k: v for k, v in h.items() if k not in PORTABLE} for n, h in found.items()}
+    return {n: h for n, h in portable.items() if h}, bits
+
+
+def expected(name: str, recorded: dict, where: str | None = None) -> tuple[dict, dict | None]:
+    """Case ``name``'s recorded portable parts, and its bit-level parts on ``where`` (this platform by
+    default; ``None`` when that platform has no entry)."""
+    entry = _entry(recorded["platforms"], where or platform())
+    return recorded["portable"].get(name, {}), entry.get(name) if entry is not None else None
+
+
+def _entry(platforms: dict[str, dict], where: str) -> dict | None:
+    """``where``'s entry; else one recorded before the dispatch level was (``"<vendor> *, torch <v>"``)."""
+    if where in platforms:
+        return platforms[where]
+    vendor, rest = where.split(" ", 1)
+    torch_version = rest.split(", ", 1)[1]
+    return platforms.get(f"{vendor} *, {torch_version}")
+
+
+def check(name: str, found: dict, recorded: dict) -> None:
+    """Assert ``found`` against the record: the portable parts always, the bits where this platform is
+    recorded (else a skip that says how to record it: a new kind of CPU is not a change of behaviour)."""
+    import pytest
+
+    portable, bits = expected(name, recorded)
+    mine_portable, mine_bits = split({name: found})
+    assert mine_portable.get(name, {}) == portable, f"{name}: text or number of draws changed"
+    if bits is None:
+        pytest.skip(f"no bit-level fingerprint recorded for {platform()} (recorded: "
+                    f"{', '.join(recorded['platforms'])}); add one with "
+                    "`python tests/fingerprint_cases.py --add-platform`")
+    assert mine_bits[name] == bits, f"{name}: float bits changed on {platform()}"
 PROMPT = "The committee met on Tuesday to discuss"
 MIXED = ["tiny-smollm2:kgw:1", "tiny-gemma3:kgw:2", "tiny-smollm2:unigram:3"]
 #: Three schemes of three families (green list, sampling, distribution-preserving reweighting),
@@ -203,8 +267,18 @@ if __name__ == "__main__":
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     found = run_all()
+    portable, bits = split(found)
     if "--write" in sys.argv:
-        EXPECTED.write_text(json.dumps(found, indent=1, sort_keys=True) + "\n")
-        print(f"wrote {EXPECTED}")
+        record = {"portable": portable, "platforms": {platform(): bits}}
+    elif "--add-platform" in sys.argv:
+        record = json.loads(EXPECTED.read_text())
+        if portable != record["portable"]:
+            changed = sorted(n for n in portable if portable[n] != record["portable"].get(n))
+            sys.exit(f"the portable parts differ from the record ({', '.join(changed)}): the engine's "
+                     "behaviour changed, not only the machine; nothing written")
+        record["platforms"][platform()] = bits
     else:
-        print(json.dumps(found, indent=1, sort_keys=True))
+        print(json.dumps({"platform": platform(), **found}, indent=1, sort_keys=True))
+        sys.exit(0)
+    EXPECTED.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {EXPECTED} ({', '.join(record['platforms'])})")

@@ -95,7 +95,14 @@ def _its_config(path: Path, keylen: int, length: int, n_runs: int = 20) -> Path:
 
 
 def _markllm_its_text(markllm, prompt: str) -> str:
+    """MarkLLM's ITSEdit text of ``sequence_length`` tokens, not cut at the first token id 2.
+
+    Its ``clip`` truncates at id 2, LLaMA's end of text, which in SmolLM2's vocabulary is
+    ``<|im_end|>``: where the sampler draws it early (after 39 tokens on an AMD EPYC, whose
+    floats differ in the last bits from an Intel Xeon's) the text is too short to show power,
+    and its length would depend on the CPU. The tokens past it are still ITSEdit's draws."""
     torch.manual_seed(ITS_KEY)  # MarkLLM's ITSEdit draws its generation seed from the global RNG
+    markllm.clip = lambda tokens: tokens
     return markllm.generate_watermarked_text(prompt)
 
 

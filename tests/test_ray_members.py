@@ -20,7 +20,7 @@ import pytest
 
 ray = pytest.importorskip("ray")
 
-from fingerprint_cases import EXPECTED, PROMPT, run_case  # noqa: E402
+from fingerprint_cases import EXPECTED, PROMPT, check, run_case  # noqa: E402
 
 from wash.engine.config import GenerationConfig, ProviderSpec  # noqa: E402
 from wash.engine.ensemble import generate, generate_stream  # noqa: E402
@@ -63,7 +63,7 @@ def test_ray_backend_reproduces_the_committed_fingerprint(name, monkeypatch):
     both actors); ``wash-eager-schemes`` adds a coordinated provider and a sampling scheme.
     """
     monkeypatch.setenv("WASH_BACKEND", "ray")
-    assert run_case(name) == _EXPECTED[name]
+    check(name, run_case(name), _EXPECTED)
 
 
 def test_a_routed_run_matches_local_event_by_event():
