@@ -188,3 +188,22 @@ def test_partial_runs_say_so_on_their_pages(name):
     page = (REPO / "docs" / "results" / f"{name}.md").read_text()
     if f.partial:
         assert f"{f.jobs_done} of {f.jobs_total} jobs" in page
+
+
+def test_the_release_line_up_bullet_sorts_cells_not_schemes(tmp_path):
+    """A scheme whose WASH cells fall on both sides of z = 4 is split, each cell naming its N: AAR's N = 5
+    (below 4, as in the paper) is not reported among the cells that stay above."""
+    from wash.reporting.headline import release_lineup
+
+    shutil.copytree(rt.RESULTS_ROOT / "identify-anchor", tmp_path / "identify-anchor")
+    t = pd.read_csv(tmp_path / "identify-anchor" / "identify_summary.csv")
+    aar = (t["mode"] == "wash") & t["scheme"].str.startswith("aar")
+    assert sorted(t.loc[aar, "n"]) == [3, 5]
+    t.loc[aar & (t["n"] == 5), "z"] = 1.5  # whatever the committed run holds: one below, one above
+    t.loc[aar & (t["n"] == 3), "z"] = 9.5
+    t.to_csv(tmp_path / "identify-anchor" / "identify_summary.csv", index=False)
+    text = release_lineup(tmp_path, folders(tmp_path))
+    below, above = text.split(" It does not for ")
+    assert "AAR (soft) 1.5 (paper 2.2) at N = 5" in below and "9.5" not in below
+    assert above.startswith("AAR (soft) 9.5 (paper 3.7) at N = 3") and "1.5" not in above
+    assert "KGW" in below and " at N = " not in below.split("KGW")[1].split(";")[0]  # a whole scheme lists both

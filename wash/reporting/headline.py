@@ -182,9 +182,14 @@ def release_lineup(root: Path, F: dict[str, Folder]) -> str | None:
     below, above = [], []
     for scheme, rows in wash.groupby("scheme", sort=False):
         label = name(scheme) + (f" ({rows['form'].iloc[0]})" if rows["form"].iloc[0] != rt.NO_FORM else "")
-        cells = ", ".join(f"{num(r['z_waterprobe'], 1)} (paper {num(r['paper_z'], 1)})"
-                          for _, r in rows.sort_values("n").iterrows())
-        (below if (rows["z_waterprobe"] < Z_THRESHOLD).all() else above).append(f"{label} {cells}")
+        under = rows["z_waterprobe"] < Z_THRESHOLD
+        for side, part in ((below, rows[under]), (above, rows[~under])):
+            if part.empty:
+                continue
+            # a scheme split between the two lists names its N; a whole one lists N = 3, 5 in order
+            at = (lambda r: f" at N = {int(r['n'])}") if len(part) < len(rows) else (lambda r: "")
+            side.append(label + " " + ", ".join(f"{num(r['z_waterprobe'], 1)} (paper {num(r['paper_z'], 1)}){at(r)}"
+                                                for _, r in part.sort_values("n").iterrows()))
     ident = wash[wash["identified"]]
     text = (f"**The paper's release, like for like** (`{folder}`: one watermarked anchor, the partners the "
             "same base models unwatermarked, AAR in the release's soft form; Water-Probe z at N = 3, 5.) ")
@@ -198,8 +203,13 @@ def release_lineup(root: Path, F: dict[str, Folder]) -> str | None:
                  f"{pval(wash['p_r3'].min())} to {pval(wash['p_r3'].max())}: washed out for Water-Probe's z, "
                  "not for a test calibrated against the unwatermarked models.")
     else:
+        # a scheme identified at one N only says which, so the count reads back from the names
+        whole = [s for s in ident["scheme"].unique() if (ident["scheme"] == s).sum() == (wash["scheme"] == s).sum()]
+        parts = ([f"{names(whole)} at every N"] if whole else []) + [
+            f"{name(s)} at N = {', '.join(str(int(n)) for n in sorted(ident.loc[ident['scheme'] == s, 'n']))}"
+            for s in ident["scheme"].unique() if s not in whole]
         text += (f" The calibrated test identifies {len(ident)} of these {len(wash)} systems "
-                 f"({names(ident['scheme'].unique())}).")
+                 f"({'; '.join(parts)}).")
     return text
 
 

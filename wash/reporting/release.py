@@ -17,6 +17,7 @@ from typing import Callable
 import pandas as pd
 
 from wash import results_tables as rt
+from wash.detection.thresholds import Z_THRESHOLD
 from wash.reporting.fmt import MISSING, md_table, missing, num, num_ci, paper_pct, pct_ci, pval
 from wash.reporting.headline import name
 
@@ -60,13 +61,10 @@ def system_of(scheme: str, form: str, lineup: str, setting: str) -> str | None:
 
 def _pivot(t: pd.DataFrame, cell: Callable[[pd.Series], str], paper: Callable[[pd.Series], str]) -> list[list[str]]:
     """One row per (scheme, setting) run by more than one system, a cell per system; the paper last."""
-    t = t[t["setting"].isin(SETTINGS)].copy()
-    t["system"] = [system_of(s, f, lu, st) for s, f, lu, st in zip(t["scheme"], t["form"], t["lineup"],
-                                                                   t["setting"])]
+    t = _systems(t[t["setting"].isin(SETTINGS)])
     t = t[t["system"].notna()]
-    t["release_detector"] = [split_detector(f)[1] for f in t["form"]]
     rows = []
-    for scheme in sorted(t["scheme"].unique(), key=lambda s: (SCHEME_ORDER.index(s) if s in SCHEME_ORDER else 99, s)):
+    for scheme in _ordered(t["scheme"]):
         for setting in SETTINGS:
             if setting == "single" and scheme not in RELEASE_FORMS:
                 continue  # one provider in the original form: one system, already in the main tables
@@ -92,15 +90,89 @@ def _pivot(t: pd.DataFrame, cell: Callable[[pd.Series], str], paper: Callable[[p
     return [r for r in rows if r[0] in compared]
 
 
+def _systems(t: pd.DataFrame) -> pd.DataFrame:
+    """Each row labelled with its system (column) and whether the release's detector scored it."""
+    return t.assign(system=[system_of(s, f, lu, st) for s, f, lu, st in zip(t["scheme"], t["form"], t["lineup"],
+                                                                              t["setting"])],
+                    release_detector=[split_detector(f)[1] for f in t["form"]])
+
+
+def _ordered(schemes) -> list[str]:
+    return sorted(set(schemes), key=lambda s: (SCHEME_ORDER.index(s) if s in SCHEME_ORDER else 99, s))
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def detection_verdict(t: pd.DataFrame) -> str | None:
+    """Is each paper's Table 2 cell (WASH N = 5) reproduced by the release's system (one anchor,
+    release form)? Inside our interval, or which side of it; and, where the release's detector
+    scored the same texts, the same question for it, with its power on a single provider, since a
+    detector that flags few watermarked texts alone cannot give the paper's cells."""
+    t = _systems(t)
+    n5 = t[(t["system"] == ANCHOR) & (t["setting"] == "WASH N=5") & t["paper_tpr"].notna()]
+    if n5.empty:
+        return None
+    side = {"inside": [], "above": [], "below": []}
+    for scheme in _ordered(n5["scheme"]):
+        for _, r in n5[n5["scheme"] == scheme].sort_values("release_detector").iterrows():
+            where = ("inside" if r["tpr_low"] <= r["paper_tpr"] <= r["tpr_high"]
+                     else "above" if r["tpr_low"] > r["paper_tpr"] else "below")
+            who = " by the release's detector" if r["release_detector"] else ""
+            side[where].append(f"{name(scheme)}{who} ({pct_ci(r['tpr'], r['tpr_low'], r['tpr_high'])} against "
+                               f"{paper_pct(r['paper_tpr'])})")
+    parts = [f"{label} {_and(side[key])}" for key, label in
+             (("inside", "reproduced (the paper's cell inside our interval) for"),
+              ("above", "ours above the paper's for"), ("below", "ours below the paper's for")) if side[key]]
+    text = "Verdict at WASH N = 5, the release's system (one anchor): " + "; ".join(parts) + "."
+    alone = t[(t["setting"] == "single") & t["release_detector"] & t["paper_tpr"].notna()]
+    if len(alone):
+        cells = [f"{name(r['scheme'])} {pct_ci(r['tpr'], r['tpr_low'], r['tpr_high'])} (paper "
+                 f"{paper_pct(r['paper_tpr'])})" for _, r in alone.drop_duplicates("scheme").iterrows()]
+        text += " Alone, the release's detector flags " + _and(cells) + " of a single provider's texts."
+        weak = alone[alone["tpr_high"] < alone["paper_tpr"]].drop_duplicates("scheme")
+        if len(weak):
+            text += (f" So the paper's {_and([name(s) for s in weak['scheme']])} cells cannot come from that "
+                     "detector as we read the release's code.")
+    return text
+
+
+def identification_verdict(t: pd.DataFrame) -> str | None:
+    """Does Water-Probe's z stay below the threshold under the release's system, as every WASH cell
+    of the paper's Table 1 does? Counted cell by cell, naming the ones that do not."""
+    t = _systems(t)
+    wash = t[(t["system"] == ANCHOR) & t["setting"].isin(SETTINGS[1:]) & t["z_waterprobe"].notna()]
+    if wash.empty:
+        return None
+    above = wash[wash["z_waterprobe"] >= Z_THRESHOLD]
+    text = (f"Verdict, the release's system (one anchor): Water-Probe's z stays below {Z_THRESHOLD:g} in "
+            f"{len(wash) - len(above)} of {len(wash)} WASH cells, as every WASH cell of the paper's Table 1 does")
+    if len(above):
+        text += "; not for " + _and([f"{name(r['scheme'])} {r['setting']} ({num(r['z_waterprobe'], 1)}, paper "
+                                     f"{num(r['paper_z'], 1)})" for _, r in above.iterrows()])
+    return text + "."
+
+
 def _several(t: pd.DataFrame) -> bool:
     return len(t.drop_duplicates(["form", "lineup"])) > 1 and t["source"].nunique() > 1
 
 
-def identification_rows(root: Path) -> list[list[str]]:
+def _identification(root: Path) -> pd.DataFrame:
+    """Every identification run's rows at the largest sample count (the size the paper's z needs)."""
     t = rt.identification_tables(root)
-    if t.empty or not _several(t):
+    return t[t["samples"] == t["samples"].max()] if not t.empty and _several(t) else t.iloc[0:0]
+
+
+def _detection(root: Path) -> pd.DataFrame:
+    t = rt.detection_tables(root)
+    return t if not t.empty and _several(t) else t.iloc[0:0]
+
+
+def identification_rows(root: Path) -> list[list[str]]:
+    t = _identification(root)
+    if t.empty:
         return []
-    t = t[t["samples"] == t["samples"].max()]
 
     def cell(r: pd.Series) -> str:
         if missing(r["p"]):
@@ -112,8 +184,8 @@ def identification_rows(root: Path) -> list[list[str]]:
 
 
 def detection_rows(root: Path) -> list[list[str]]:
-    t = rt.detection_tables(root)
-    if t.empty or not _several(t):
+    t = _detection(root)
+    if t.empty:
         return []
 
     def cell(r: pd.Series) -> str:
@@ -141,8 +213,12 @@ def release_section(root: Path) -> list[str]:
         out += ["Is this model watermarked? Water-Probe's own z (the paper's Table 1 statistic, its "
                 "Llama-3.1-8B value last), then the calibrated test: S above its null, p, verdict (open serving)",
                 "", *md_table(["scheme", "setting", *systems, "paper Table 1 z"], ident), ""]
+        verdict = identification_verdict(_identification(root))
+        out += [verdict, ""] if verdict else []
     if det:
         out += ["Is this text watermarked? TPR at 5% FPR on held-out negatives, and the FPR the threshold "
                 "gives on the other half (paper serving), beside the paper's Table 2", "",
                 *md_table(["scheme", "setting", *systems, "paper Table 2"], det), ""]
+        verdict = detection_verdict(_detection(root))
+        out += [verdict, ""] if verdict else []
     return out
