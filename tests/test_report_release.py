@@ -106,5 +106,5 @@ def test_the_table_1_verdict_counts_cells_below_the_threshold_and_names_the_othe
                       "z_waterprobe": [0.5, -0.2, 28.0, 3.99, 95.0], "paper_z": [0.6, 0.4, 3.7, 2.2, 3.7]})
     text = identification_verdict(t)
     assert "below 4 in 3 of 4 WASH cells" in text  # the independent run is another system
-    assert text.endswith("not for AAR WASH N=3 (28.0, paper 3.7).")
+    assert text.endswith("not for AAR (soft) at WASH N=3 (28.0, paper 3.7).")
     assert identification_verdict(t[t["lineup"] == "independent"]) is None

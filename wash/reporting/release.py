@@ -101,6 +101,11 @@ def _ordered(schemes) -> list[str]:
     return sorted(set(schemes), key=lambda s: (SCHEME_ORDER.index(s) if s in SCHEME_ORDER else 99, s))
 
 
+def _form(form: str) -> str:
+    """`` (soft)`` for a scheme served in a named form; nothing for the original."""
+    return "" if form == rt.NO_FORM else f" ({split_detector(form)[0]})"
+
+
 def _and(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
@@ -149,8 +154,9 @@ def identification_verdict(t: pd.DataFrame) -> str | None:
     text = (f"Verdict, the release's system (one anchor): Water-Probe's z stays below {Z_THRESHOLD:g} in "
             f"{len(wash) - len(above)} of {len(wash)} WASH cells, as every WASH cell of the paper's Table 1 does")
     if len(above):
-        text += "; not for " + _and([f"{name(r['scheme'])} {r['setting']} ({num(r['z_waterprobe'], 1)}, paper "
-                                     f"{num(r['paper_z'], 1)})" for _, r in above.iterrows()])
+        text += "; not for " + _and([f"{name(r['scheme'])}{_form(r['form'])} at {r['setting']} ("
+                                     f"{num(r['z_waterprobe'], 1)}, paper {num(r['paper_z'], 1)})"
+                                     for _, r in above.iterrows()])
     return text + "."
 
 
