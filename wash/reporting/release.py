@@ -171,12 +171,12 @@ def _identification(root: Path) -> pd.DataFrame:
 
 
 def _detection(root: Path) -> pd.DataFrame:
+    """Every detection run's rows; none while each scheme has one system (the main tables show it)."""
     t = rt.detection_tables(root)
     return t if not t.empty and _several(t) else t.iloc[0:0]
 
 
-def identification_rows(root: Path) -> list[list[str]]:
-    t = _identification(root)
+def identification_rows(t: pd.DataFrame) -> list[list[str]]:
     if t.empty:
         return []
 
@@ -189,8 +189,7 @@ def identification_rows(root: Path) -> list[list[str]]:
     return _pivot(t, cell, lambda r: num(r["paper_z"], 1))
 
 
-def detection_rows(root: Path) -> list[list[str]]:
-    t = _detection(root)
+def detection_rows(t: pd.DataFrame) -> list[list[str]]:
     if t.empty:
         return []
 
@@ -202,7 +201,8 @@ def detection_rows(root: Path) -> list[list[str]]:
 
 
 def release_section(root: Path) -> list[str]:
-    ident, det = identification_rows(root), detection_rows(root)
+    ident_t, det_t = _identification(root), _detection(root)  # each read once: rows and verdict share it
+    ident, det = identification_rows(ident_t), detection_rows(det_t)
     if not ident and not det:
         return []
     systems = [OURS, RELEASE_FORM, ANCHOR]
@@ -219,12 +219,12 @@ def release_section(root: Path) -> list[str]:
         out += ["Is this model watermarked? Water-Probe's own z (the paper's Table 1 statistic, its "
                 "Llama-3.1-8B value last), then the calibrated test: S above its null, p, verdict (open serving)",
                 "", *md_table(["scheme", "setting", *systems, "paper Table 1 z"], ident), ""]
-        verdict = identification_verdict(_identification(root))
+        verdict = identification_verdict(ident_t)
         out += [verdict, ""] if verdict else []
     if det:
         out += ["Is this text watermarked? TPR at 5% FPR on held-out negatives, and the FPR the threshold "
                 "gives on the other half (paper serving), beside the paper's Table 2", "",
                 *md_table(["scheme", "setting", *systems, "paper Table 2"], det), ""]
-        verdict = detection_verdict(_detection(root))
+        verdict = detection_verdict(det_t)
         out += [verdict, ""] if verdict else []
     return out
