@@ -21,8 +21,8 @@ PROMPT = "The committee met on Tuesday to discuss"
 
 
 def readme_example() -> str:
-    """The Python block of the README's "Use it from Python" section."""
-    section = README.read_text().split("## Use it from Python", 1)[1]
+    """The Python block of the README's "Quick start from Python" section."""
+    section = README.read_text().split("## Quick start from Python", 1)[1]
     return re.search(r"```python\n(.*?)```", section, re.S).group(1)
 
 

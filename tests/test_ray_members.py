@@ -164,14 +164,14 @@ def test_an_unknown_backend_is_refused_before_anything_starts():
 
 
 def test_readme_paper_size_command_is_a_valid_ray_config(monkeypatch):
-    """The README's "Run it at the paper's size" command parses and validates (no model loads)."""
+    """docs/USAGE.md's "Run it at the paper's size" command parses and validates (no model loads)."""
     import re
     import shlex
 
     from wash.cli import build_parser
     from wash.engine.config import from_command_line
 
-    section = (Path(__file__).resolve().parents[1] / "README.md").read_text().split(
+    section = (Path(__file__).resolve().parents[1] / "docs" / "USAGE.md").read_text().split(
         "### Run it at the paper's size", 1)[1]
     block = re.search(r"```bash\n(.*?)```", section, re.S).group(1)
     command = re.search(r"python -m wash (generate .*?)(?:\n\n|\Z)", block.replace("\\\n", " "), re.S).group(1)

@@ -23,6 +23,7 @@ from wash import reporting
 from wash import results_tables as rt
 from wash.reporting import descriptions
 from wash.reporting.data import folders
+from wash.reporting.findings import FINDINGS_FOLDERS, findings, findings_table
 from wash.reporting.headline import HEADLINE_FOLDERS, headline
 
 REPO = reporting.REPO
@@ -54,10 +55,10 @@ def _numbers_of(value) -> list[float]:
     return []
 
 
-def _cells() -> list[float]:
-    """Every numeric cell of the headline's summary CSVs and metas, and the paper's values."""
+def _cells(names=HEADLINE_FOLDERS) -> list[float]:
+    """Every numeric cell of the named folders' summary CSVs and metas, and the paper's values."""
     values: list[float] = []
-    for name in HEADLINE_FOLDERS:
+    for name in names:
         path = rt.RESULTS_ROOT / name
         for csv in path.glob("*_summary.csv"):
             frame = pd.read_csv(csv)
@@ -107,13 +108,41 @@ def _readme_section(text: str) -> str:
     return text[start:end + len(reporting.README_END)]
 
 
-def test_the_readme_quotes_the_reports_headline():
-    section = _readme_section((REPO / "README.md").read_text())
-    assert section == reporting.readme_section(), f"README.md's results section is out of date: {HINT}"
-    assert len(section.splitlines()) <= 15
-    page = (REPO / "docs" / "RESULTS.md").read_text().splitlines()
-    quoted = [line for line in section.splitlines() if line.startswith("* ")]
-    assert quoted and all(line in page for line in quoted), f"the README's headline is not the page's: {HINT}"
+def test_the_readme_opens_with_the_reports_main_finding_table():
+    text = (REPO / "README.md").read_text()
+    section = _readme_section(text)
+    assert section == reporting.readme_section(), f"README.md's main-finding table is out of date: {HINT}"
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| The paper")]
+    assert len(rows) == len(findings(rt.RESULTS_ROOT, folders())) >= 6
+    # on the first screen: the table starts within the README's first 60 lines
+    assert text[:text.index(reporting.README_START)].count("\n") < 60
+
+
+def test_every_number_in_the_main_finding_table_resolves_to_a_cell():
+    text = "\n".join(findings_table(rt.RESULTS_ROOT, folders()))
+    tokens = NUMBER.findall(text)
+    assert len(tokens) > 30, tokens
+    cells = _cells(FINDINGS_FOLDERS) + list(rt.PAPER_CLAIMS.values())
+    unresolved = [t for t in tokens if t not in LITERALS
+                  and not any(_printed(t, c * scale) for c in cells for scale in (1, 100))]
+    assert not unresolved, f"main-finding numbers without a cell: {unresolved}"
+
+
+@pytest.mark.parametrize("column, cut, word", [
+    ("tpr", 0.0, "**Holds** for every one"),      # every scheme at 0% TPR: the TPR claims hold
+    ("tpr", 0.99, "**Not reproduced**"),          # every scheme at 99%: none holds
+])
+def test_the_tpr_verdicts_follow_the_numbers(tmp_path, column, cut, word):
+    root = tmp_path / "results"
+    shutil.copytree(rt.RESULTS_ROOT / rt.DETECTION_FOLDER, root / rt.DETECTION_FOLDER)
+    summary = next((root / rt.DETECTION_FOLDER).glob("*_summary.csv"))
+    frame = pd.read_csv(summary)
+    frame[column] = cut
+    frame[f"{column}_ci_low"] = cut
+    frame[f"{column}_ci_high"] = cut
+    frame.to_csv(summary, index=False)
+    rows = [f for f in findings(root, folders(root)) if "TPR" in f.claim]
+    assert len(rows) == 2 and all(word in f.verdict for f in rows), [f.verdict for f in rows]
 
 
 def test_the_results_page_is_short():

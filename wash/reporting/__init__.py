@@ -3,7 +3,7 @@
 Writes ``docs/RESULTS.md`` (the headline, the two questions beside the paper, the main
 runs), ``docs/results/<folder>.md`` (one page per results folder, every column),
 ``docs/README.md`` (the documents, one line each) and the README's results section
-(between ``README_START`` and ``README_END``: the headline's sentences). Nothing in them
+(between ``README_START`` and ``README_END``: the main-finding table of ``findings``). Nothing in them
 is typed by hand except fixed prose: a result that changes without a re-generated report
 fails ``tests/test_report_docs.py``.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from wash.reporting.data import folders
 from wash.reporting.experiments import experiment_page
-from wash.reporting.headline import headline
+from wash.reporting.findings import findings_table
 from wash.reporting.dilution import dilution_figure, dilution_fits
 from wash.reporting.page import DILUTION_FIGURE, GENERATED, provenance_table, results_page
 from wash.results_tables import RESULTS_ROOT
@@ -37,6 +37,11 @@ DOCS = {
     "BENCHMARKS.md": "latency and memory of the WASH loop, the app and the test suite, with commands and "
                      "dates",
     "DETECTORS.md": "how each detector counts evidence, and its null distribution on looping text",
+    "USAGE.md": "the Python API and the command line: modes, forwards, aggregation rules, threads, backends",
+    "SCHEMES.md": "the watermark schemes, their defaults (generated) and the release's forms",
+    "ARCHITECTURE.md": "where each concept of the paper lives in the code",
+    "EXPERIMENTS.md": "the experiments: commands, outputs, the driver and the generation store",
+    "TESTING.md": "what `make test` runs, the fingerprints, the benchmark and measurement tools",
 }
 #: Data files in docs/ that documents link to, one line for all.
 DOC_DATA = ("bench-*.json, bench-threads/, detector-null-*.json, routing-cjk.txt: the raw outputs "
@@ -44,12 +49,12 @@ DOC_DATA = ("bench-*.json, bench-threads/, detector-null-*.json, routing-cjk.txt
 
 
 def readme_section(root: Path = RESULTS_ROOT) -> str:
-    """The README's results section, markers included: the headline's sentences and a link."""
+    """The README's main-finding table, markers included: one row per claim of the paper, and a link."""
     lines = [README_START, GENERATED, "",
-             "Results, with their commands, dates and intervals: [docs/RESULTS.md](docs/RESULTS.md), "
-             "generated "
-             f"from `results/` by `{REGENERATE}`. Its headline:", "",
-             *headline(root, folders(root)), README_END]
+             *findings_table(root, folders(root)), "",
+             "Each row names the committed run under `results/` it reads (SmolLM2-135M and Gemma-3-270M on a "
+             "CPU, in place of the paper's 8B models); the runs' commands, dates, serving and every cell: "
+             "[docs/RESULTS.md](docs/RESULTS.md).", README_END]
     return "\n".join(lines)
 
 
