@@ -11,9 +11,9 @@ takes the screenshot. The ``held_app`` fixture serves ``app.build_demo`` in this
 process with a preload the test holds open, to see the page during a load and a
 click that has to wait for it.
 
-Set ``WASH_APP_SCREENSHOT=assets/screenshot.png`` (and optionally
-``WASH_APP_E2E_TOKENS``) to write the real-model screenshot into the repository;
-otherwise it goes to pytest's temporary directory.
+Set ``WASH_APP_E2E_TOKENS`` to change the real-model run's length. Its screenshot goes to
+pytest's temporary directory; the committed ones (``assets/screenshot.png``,
+``docs/figures/tab-*.png``) are written by ``python -m tools.screenshots`` (docs/SCREENSHOTS.md).
 """
 
 from __future__ import annotations
@@ -745,7 +745,7 @@ def test_browser_identify_tab_answers_for_the_ensemble(tiny_app, browser):
 @pytest.mark.e2e
 def test_browser_real_models_paper_preset(browser, tmp_path):
     tokens = int(os.environ.get("WASH_APP_E2E_TOKENS", "6"))
-    shot = Path(os.environ.get("WASH_APP_SCREENSHOT") or tmp_path / "screenshot.png")
+    shot = tmp_path / "screenshot.png"
     server_gen = _serve(None, tmp_path / "real-app.log")
     server = next(server_gen)
     try:

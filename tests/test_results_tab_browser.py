@@ -6,18 +6,17 @@ tables are filled, both plotly figures are drawn with the committed rows, a part
 says so, the page asked nothing of any other host (plotly comes with Gradio), and that
 choosing a scheme redraws the figures and narrows the tables.
 
-Set ``WASH_RESULTS_SCREENSHOT=docs/figures/results-tab.png`` to write the screenshot
-into the repository; otherwise it goes to pytest's temporary directory.
+The test's screenshot goes to pytest's temporary directory; the committed picture of the
+tab, ``docs/figures/tab-results.png``, is written by ``python -m tools.screenshots``
+(docs/SCREENSHOTS.md).
 """
 
 from __future__ import annotations
 
-import os
 import time
-from pathlib import Path
 
 import pytest
-from support import ROOT, served_app
+from support import served_app
 
 from wash import results_tables as rt
 
@@ -87,9 +86,7 @@ def test_browser_results_tab_shows_both_tables_and_figures_and_the_selector_narr
         assert "Partial run" in _text(page, "results-detection-status")
     assert "Look at" in _text(page, "results-detection-sentence")
     assert "Look at" in _text(page, "results-identification-sentence")
-    shot = Path(os.environ.get("WASH_RESULTS_SCREENSHOT") or tmp_path / "results-tab.png")
-    if not shot.is_absolute():
-        shot = ROOT / shot
+    shot = tmp_path / "results-tab.png"
     page.wait_for_timeout(500)  # let plotly finish its transitions before the picture
     page.screenshot(path=str(shot), full_page=True)
     assert shot.stat().st_size > 10_000

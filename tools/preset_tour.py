@@ -46,16 +46,18 @@ _HEAD_JS = """() => Array.from(document.querySelectorAll('#detection-table table
   .map(th => th.innerText.trim())"""
 
 
-def start_app(log: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
+def start_app(log: Path, port: int = 0) -> tuple[subprocess.Popen, str]:
+    """``app.py`` on ``port`` (0: any free one), its output in ``log``; the process and its URL."""
+    port = port or free_port()
     proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=app_env(port), stdout=open(log, "w"),
                             stderr=subprocess.STDOUT, start_new_session=True)
     return proc, f"http://127.0.0.1:{port}"
 
 
-def open_page(browser, url: str, deadline: float):
+def open_page(browser, url: str, deadline: float, viewport: dict | None = None):
+    """A page on the app once it answers (retried until ``deadline``, a ``time.monotonic()`` value)."""
     while True:
-        page = browser.new_page(viewport={"width": 1400, "height": 1800})
+        page = browser.new_page(viewport=viewport or {"width": 1400, "height": 1800})
         try:
             page.goto(url, wait_until="load")
             page.wait_for_selector("#generate-btn", timeout=30_000)
