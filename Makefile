@@ -1,7 +1,12 @@
 # Two commands set up a fresh machine from nothing:
 #   make run   - create .venv, install everything (offline models included), start the app (:7860)
 #   make test  - same set-up, then the whole test suite
+# and one builds the Hugging Face Space (docs/SPACE.md):
+#   make space - write the Space's folder to $(SPACE_OUT)
+# The set-up needs Python 3.11: the test set's markllm (requirements-dev.txt) pins
+# Pillow==9.4.0, which has no wheels past 3.11; the package itself needs 3.11 or later.
 PYTHON ?= python3
+PYTHON_VERSION = 3.11
 VENV   ?= .venv
 PY      = $(VENV)/bin/python
 STAMP   = $(VENV)/.installed
@@ -9,13 +14,25 @@ export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_VERBOSITY ?= error
 export PYTHONUNBUFFERED = 1
 
-.PHONY: run test setup demo bench clean chromium
+SPACE_OUT ?= out/space
 
-$(STAMP): requirements.txt requirements-nodeps.txt requirements-dev.txt
+.PHONY: run test setup demo bench clean chromium space space-check
+
+# The interpreter the venv is (or will be) made from; the set-up stops first, in one line,
+# when it is not $(PYTHON_VERSION) (expanded only when the venv is to be installed).
+SETUP_PY = $(if $(wildcard $(PY)),$(PY),$(PYTHON))
+SETUP_PY_FOUND = $(shell $(SETUP_PY) -c 'import platform; print(platform.python_version())' 2>/dev/null)
+SETUP_PY_ERROR = the set-up needs Python $(PYTHON_VERSION) (the package needs 3.11 or later; the tests' markllm pins \
+  Pillow==9.4.0, which has no wheels past 3.11), \
+  and $(SETUP_PY) is $(or $(SETUP_PY_FOUND),not found): run 'make PYTHON=python$(PYTHON_VERSION)' \
+  (after 'make clean' if $(VENV) exists)
+
+$(STAMP): requirements.txt requirements-ray.txt requirements-nodeps.txt requirements-dev.txt
+	$(if $(filter $(PYTHON_VERSION).%,$(SETUP_PY_FOUND)),,$(error $(SETUP_PY_ERROR)))
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -r requirements.txt -r requirements-dev.txt
+	$(PY) -m pip install -q -r requirements.txt -r requirements-ray.txt -r requirements-dev.txt
 	$(PY) -m pip install -q --no-deps -r requirements-nodeps.txt
 	touch $(STAMP)
 
@@ -44,6 +61,13 @@ test: setup chromium
 
 bench: setup
 	$(PY) -m wash bench
+
+space: setup
+	$(PY) -m wash space --out $(SPACE_OUT)
+
+# A fresh venv from the Space's requirements.txt alone, the app started from the folder (docs/SPACE.md).
+space-check: setup
+	$(PY) -m tools.space_check
 
 clean:
 	rm -rf $(VENV) .pytest_cache

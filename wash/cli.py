@@ -1,4 +1,4 @@
-"""Command line: ``python -m wash generate|detect|bench|experiment|report``.
+"""Command line: ``python -m wash generate|detect|bench|experiment|report|space``.
 
 Bad input of any kind ends in one line on stderr naming the problem and the
 accepted values, and exit code 2; never a traceback. A member lost during a run
@@ -150,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     from wash.reporting import add_parser as add_report
     add_report(sub)
+    from wash.space import add_parser as add_space
+    add_space(sub)
     return parser
 
 

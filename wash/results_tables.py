@@ -366,7 +366,8 @@ def null_exceedance(z: float, root: Path = RESULTS_ROOT, folder: str = DETECTION
     """The share of a run's unwatermarked negatives (``role == "negative"``) whose own detector's z exceeds
     ``z``: the measured false-positive rate of the line ``z``. None where the run has no negatives."""
     path = Path(root) / folder
-    runs = sorted(path.glob("*_runs.csv"))
+    # a Space build ships a runs CSV over the Hub's 10 MB limit gzip-compressed (wash/space.py): same rows
+    runs = sorted(path.glob("*_runs.csv")) or sorted(path.glob("*_runs.csv.gz"))
     if not runs:
         return None
     frame = pd.read_csv(runs[0], usecols=lambda c: c in ("role", "z"))

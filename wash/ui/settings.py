@@ -2,7 +2,10 @@
 
 ``WASH_APP_MODELS`` (comma-separated, e.g. ``tiny-smollm2,tiny-gemma3``) replaces
 the model choices so tests and small machines can use fast models; by default
-the app offers the two real offline models. A model outside the choices is
+the app offers the two real offline models, those of them that can load here: a
+Space installs its requirements.txt alone, which cannot install SmolLM2's package,
+and without the hub the app then serves Gemma-3-270M alone and its page names the
+missing model and why (``missing_models``). A model outside the choices is
 refused with a message naming them, except hub ids or directories when
 ``WASH_ALLOW_EXTERNAL_MODELS`` allows them (the engine's own rule).
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 import os
 
 from wash.errors import WashInputError
+from wash.engine.cache import missing_reason
 from wash.engine.catalog import ALLOW_EXTERNAL_ENV, CATALOG, OFFLINE_DEFAULTS, check_model_name
 
 APP_MODELS_ENV = "WASH_APP_MODELS"
@@ -30,11 +34,30 @@ def app_models() -> list[str]:
     """The model names offered in the providers table, in display order."""
     raw = os.environ.get(APP_MODELS_ENV, "").strip()
     if not raw:
-        return list(OFFLINE_DEFAULTS)
+        missing = missing_models()
+        # none loadable: offer them all, so the first load reports what to install
+        return [n for n in OFFLINE_DEFAULTS if n not in missing] or list(OFFLINE_DEFAULTS)
     names = [n.strip() for n in raw.split(",") if n.strip()]
     for name in names:
         check_model_name(name)  # raises WashInputError for an unknown name at start-up
     return list(dict.fromkeys(names))
+
+
+def missing_models() -> dict[str, str]:
+    """The default models this machine cannot load, each with why (``cache.missing_reason``).
+
+    Empty when ``WASH_APP_MODELS`` names the models: a model asked for by name is
+    offered, and its load fails with the same reason if it cannot load."""
+    if os.environ.get(APP_MODELS_ENV, "").strip():
+        return {}
+    reasons = {name: missing_reason(name) for name in OFFLINE_DEFAULTS}
+    return {name: why for name, why in reasons.items() if why}
+
+
+def missing_markdown(missing: dict[str, str]) -> str:
+    """The page's line naming each model the app cannot serve here, and why (empty when none)."""
+    return "  \n".join(f"**{CATALOG[name].title} (`{name}`) is not offered here:** {why}"
+                        for name, why in missing.items())
 
 
 def external_allowed() -> bool:
@@ -48,6 +71,9 @@ def check_app_model(name: str, choices: list[str] | None = None) -> str:
         return name
     if name not in CATALOG and external_allowed():
         return check_model_name(name, allow_external=True)
+    why = missing_models().get(name)
+    if why:
+        raise WashInputError(f"model '{name}' is not offered here: {why}")
     hint = "" if external_allowed() else f" (hub ids need {ALLOW_EXTERNAL_ENV}=1)"
     raise WashInputError(f"unknown model '{name}' (this app offers: {', '.join(choices)}){hint}")
 

