@@ -42,6 +42,9 @@ DOCS = {
     "ARCHITECTURE.md": "where each concept of the paper lives in the code",
     "EXPERIMENTS.md": "the experiments: commands, outputs, the driver and the generation store",
     "TESTING.md": "what `make test` runs, the fingerprints, the benchmark and measurement tools",
+    "SPACE.md": "the Hugging Face Space: how to build and push it, what it holds, its check from a fresh venv",
+    "SCREENSHOTS.md": "the README's and the tabs' screenshots: the script that makes them, to re-run after a UI "
+                      "change",
 }
 #: Data files in docs/ that documents link to, one line for all.
 DOC_DATA = ("bench-*.json, bench-threads/, detector-null-*.json, routing-cjk.txt: the raw outputs "
