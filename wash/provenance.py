@@ -39,7 +39,7 @@ def portable(arg: str, root: Path = REPO, home: Path | None = None) -> str:
     an interpreter ``python``, a path inside the running virtual environment ``$VIRTUAL_ENV/...``,
     a path under the home directory ``~/...``; anything else unchanged.
 
-    ``--opt=/abs/path`` is treated as its value. A path outside all three (``/tmp/x``) is kept:
+    ``--opt=/abs/path`` is treated as its value. A path outside all three (a temporary directory, say) is kept:
     the caller decides whether such a path belongs in a committed record at all.
     """
     if arg.startswith("-") and "=" in arg:
