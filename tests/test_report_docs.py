@@ -237,3 +237,30 @@ def test_the_release_line_up_bullet_sorts_cells_not_schemes(tmp_path):
     assert "AAR (soft) 1.5 (paper 2.2) at N = 5" in below and "9.5" not in below
     assert above.startswith("AAR (soft) 9.5 (paper 3.7) at N = 3") and "1.5" not in above
     assert "KGW" in below and " at N = " not in below.split("KGW")[1].split(";")[0]  # a whole scheme lists both
+
+
+def test_every_data_file_and_figure_in_docs_is_named_by_another_tracked_file():
+    """A figure or raw output in docs/ that nothing names is dead weight (and a Space ships it):
+    each is named by some other tracked file, by its path from the repository root or from docs/,
+    or by its folder (``docs/bench-threads/``)."""
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True
+                             ).stdout.decode().split("\0")
+    texts = {}
+    for name in tracked:
+        path = REPO / name
+        if name and path.is_file():
+            data = path.read_bytes()
+            if b"\0" not in data[:8192]:
+                texts[name] = data.decode("utf-8", errors="replace")
+    data_files = [n for n in tracked if n.startswith("docs/") and not n.endswith(".md") and n in texts
+                  or n.startswith("docs/figures/")]
+    assert data_files
+    unnamed = []
+    for name in data_files:
+        folder = Path(name).parent.as_posix()
+        forms = {name, name.removeprefix("docs/")} | ({folder + "/"} if folder not in ("docs", "docs/figures") else set())
+        if not any(form in text for other, text in texts.items() if other != name for form in forms):
+            unnamed.append(name)
+    assert not unnamed, f"named by no tracked file (remove them, or link them where they are quoted): {unnamed}"

@@ -47,9 +47,9 @@ def test_arguments_default_to_the_repository_and_a_fixed_run():
     assert (args.out_dir, args.preset, args.prompt, args.seed) == (ROOT, 0, 1, 2)
     assert (args.tokens, args.profile) == (64, "open")
     assert (args.width, args.port, args.skip, args.models, args.probe) == (1280, 0, [], "", "fast")
-    args = parse_args(["--out-dir", "/tmp/x", "--tokens", "8", "--skip", "Identify", "--skip", "Theory",
+    args = parse_args(["--out-dir", "out/x", "--tokens", "8", "--skip", "Identify", "--skip", "Theory",
                        "--models", "tiny-smollm2,tiny-gemma3", "--port", "7961"])
-    assert (args.out_dir, args.tokens, args.port) == (Path("/tmp/x"), 8, 7961)
+    assert (args.out_dir, args.tokens, args.port) == (Path("out/x"), 8, 7961)
     assert (args.skip, args.models) == (["Identify", "Theory"], "tiny-smollm2,tiny-gemma3")
     for bad in (["--tokens", "0"], ["--prompt", "-1"], ["--profile", "fast"], ["--seed", "x"]):
         with pytest.raises(SystemExit):

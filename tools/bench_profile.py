@@ -15,7 +15,6 @@ It wraps engine internals with timers, so run it alone on an idle machine.
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -23,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from wash.bench import PROMPT, providers_for
+from wash.provenance import cpu_description, load_average
 
 
 def _forward_ms(lm, head: bool, ids_per_step: int = 1, steps: int = 20) -> float:
@@ -98,7 +98,7 @@ def main() -> None:
     lms = {m: load_model(m) for m in ("smollm2", "gemma3")}
     report = {"command": "python -m tools.bench_profile",
               "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-              "load_average_at_start": list(os.getloadavg()),
+              "machine": cpu_description(), "load_average_at_start": load_average(),
               "eager_step": {"gemma3 alone": eager_step(["gemma3:kgw:1"]),
                              "smollm2, gemma3, smollm2": eager_step(providers_for(3, ("smollm2", "gemma3")))},
               "forward_cost_ms": forward_cost(lms)}

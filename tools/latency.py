@@ -23,7 +23,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import shlex
 import signal
 import socket
 import statistics
@@ -32,6 +31,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from wash.provenance import command_line, cpu_description, load_average, portable_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -146,6 +147,7 @@ def measure(args: argparse.Namespace) -> dict:
     fd, log_name = tempfile.mkstemp(prefix="wash-latency-app-", suffix=".log")
     os.close(fd)
     log = Path(log_name)
+    print(f"the app's log: {log}", file=sys.stderr)  # scratch: not part of the report
     command = [sys.executable, "app.py"]
     with open(log, "w") as log_file:
         started = time.monotonic()
@@ -177,10 +179,10 @@ def measure(args: argparse.Namespace) -> dict:
             if cache is not None:
                 cache.cleanup()
     return {
-        "command": shlex.join([Path(sys.executable).name, "-m", "tools.latency", *sys.argv[1:]]),
+        "command": command_line(["python", "-m", "tools.latency", *sys.argv[1:]]),
         "env": {k: os.environ[k] for k in ("WASH_APP_MODELS", "WASH_CACHE_DIR", "WASH_APP_CONCURRENCY")
                 if k in os.environ},
-        "app_command": shlex.join(command),
+        "app_command": command_line(command),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "models": models,
         "fresh_cache": bool(args.fresh),
@@ -189,15 +191,17 @@ def measure(args: argparse.Namespace) -> dict:
         "server_answering_s": round(answering_s, 3),
         "start_to_ready_s": round(ready_s, 3),
         "app_reported_preload_s": status["elapsed_s"],
-        "preload_messages": status["messages"],
+        # the app's own log lines, its model cache named as the setting that chose it
+        "preload_messages": [portable_text(m, {cache.name: "$WASH_CACHE_DIR"} if cache else {})
+                             for m in status["messages"]],
         "click_to_first_token_s": ({"median": round(statistics.median(samples), 3), "samples": samples}
                                    if samples else None),
         "identify_fast_s": ({"median": round(statistics.median(identify), 1), "samples": identify,
                              "tables": identify_rows} if identify else None),
         "final_status": statuses[-1] if statuses else None,
+        "machine": cpu_description(),
         "cpu_count": os.cpu_count(),
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-        "app_log": str(log),
+        "load_average": load_average(),
     }
 
 

@@ -22,7 +22,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import shlex
 import subprocess
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from wash.provenance import command_line, cpu_description, load_average
 from tools.latency import ROOT, app_env, free_port, stop_app
 
 CHROMIUM = "/usr/bin/chromium"
@@ -124,6 +124,7 @@ def tour(args: argparse.Namespace) -> dict:
     chosen = [int(i) for i in args.presets.split(",")] if args.presets else list(range(len(names)))
     seeds = [int(s) for s in args.seeds.split(",")]
     log = Path(tempfile.mkstemp(prefix="wash-tour-app-", suffix=".log")[1])
+    print(f"the app's log: {log}", file=sys.stderr)  # scratch: not part of the meta
     proc, url = start_app(log)
     records, runs_meta = [], []
     try:
@@ -157,12 +158,12 @@ def tour(args: argparse.Namespace) -> dict:
                .agg(["count", "min", "max", "mean"]).reset_index())
     summary.to_csv(out / "tour_summary.csv", index=False)
     meta = {
-        "command": shlex.join([Path(sys.executable).name, "-m", "tools.preset_tour", *sys.argv[1:]]),
+        "command": command_line(["python", "-m", "tools.preset_tour", *sys.argv[1:]]),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "env": {k: os.environ[k] for k in ("WASH_APP_MODELS",) if k in os.environ},
         "browser": CHROMIUM, "seeds": seeds, "runs": runs_meta,
         "engine_comparison": compare_with_engine(runs),
-        "load_average": list(os.getloadavg()), "app_log": str(log),
+        "machine": cpu_description(), "load_average": load_average(),
     }
     (out / "tour_meta.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False))
     return meta

@@ -1,7 +1,7 @@
 """Take the README's screenshot and one per tab from the real app, so that none can go stale.
 
     python -m tools.screenshots                                   # real models: writes into the repository
-    WASH_APP_MODELS=tiny-smollm2,tiny-gemma3 python -m tools.screenshots --out-dir /tmp/shots   # quick check
+    WASH_APP_MODELS=tiny-smollm2,tiny-gemma3 python -m tools.screenshots --out-dir out/shots   # quick check
 
 It starts ``app.py`` (the models of ``--models``, else of ``WASH_APP_MODELS``, else the
 app's default: the real offline models), opens the page in Debian's headless Chromium

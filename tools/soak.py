@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from wash.provenance import command_line, cpu_description, load_average
 from tools.latency import ROOT, _client, app_env, default_request, free_port, stop_app, wait_ready
 
 #: (what is wrong, changes to a good request, words the refusal must contain).
@@ -154,6 +155,7 @@ def soak(args: argparse.Namespace) -> dict:
     fd, log_name = tempfile.mkstemp(prefix="wash-soak-app-", suffix=".log")
     os.close(fd)
     log = Path(log_name)
+    print(f"the app's log: {log}", file=sys.stderr)  # scratch: not part of the report
     memory: list[tuple[float, float]] = []
     tally = Tally()
     with open(log, "w") as log_file:
@@ -199,7 +201,7 @@ def soak(args: argparse.Namespace) -> dict:
     warm, end = at(args.warmup), memory[-1][1] if memory else float("nan")
     lat = sorted(tally.latencies)
     return {
-        "command": " ".join(["python", "-m", "tools.soak", *sys.argv[1:]]),
+        "command": command_line(["python", "-m", "tools.soak", *sys.argv[1:]]),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "backend": args.backend, "models": models, "clients": args.clients, "seconds": args.seconds,
         "concurrency_limit": os.environ.get("WASH_APP_CONCURRENCY", "2 (default)"),
@@ -218,9 +220,9 @@ def soak(args: argparse.Namespace) -> dict:
                    "growth_pct": round(100 * (end - warm) / warm, 1) if warm == warm and warm else None,
                    "samples_every_30s": [m for m in memory if int(m[0]) % 30 == 0]},
         "app_alive_at_end": alive,
+        "machine": cpu_description(),
         "cpu_count": os.cpu_count(),
-        "load_average_end": list(os.getloadavg()),
-        "app_log": str(log),
+        "load_average_end": load_average(),
     }
 
 

@@ -1,7 +1,7 @@
 """Check a Space build as the Hub runs it: a fresh venv from its requirements.txt alone (a script, not a test).
 
     python -m tools.space_check                      # build, install, start, ask, report
-    python -m tools.space_check --work /tmp/sc --keep --out docs/space-check.json
+    python -m tools.space_check --work out/space-check --keep --out docs/space-check.json
 
 It builds the Space (``wash.space.build``) into ``WORK/space``, creates ``WORK/venv``
 with ``--python`` (the front matter's ``python_version`` by default) and installs the

@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -44,6 +43,7 @@ import torch
 from wash.engine.config import add_backend_arguments
 from wash.engine.settings import PROFILES
 from wash.engine.parallel import settings as forward_settings
+from wash.provenance import command_line, cpu_description, load_average
 
 PROMPT = ("The committee published its annual report on the state of the regional railways, and the "
           "first chapter explains")
@@ -149,6 +149,13 @@ def _median_of(runs: list[dict]) -> dict:
     return out
 
 
+def _machine() -> str:
+    """The machine's kind and what this process computes on: ``Linux x86_64, 2 logical CPUs (AMD EPYC),
+    2 torch threads, cpu``."""
+    return (f"{cpu_description()}, {torch.get_num_threads()} torch threads, "
+            f"{'cuda' if torch.cuda.is_available() else 'cpu'}")
+
+
 def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int, rounds: int = 3,
               backend: str = "local") -> dict:
     """Every latency is measured ``rounds`` times, interleaved (plain decodes, then each N eager
@@ -167,12 +174,12 @@ def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int, rounds
 
         for m in models:
             load_model(m)
-    report: dict = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-                    "machine": f"{platform.machine()}, {torch.get_num_threads()} torch threads, "
-                               f"{'cuda' if torch.cuda.is_available() else 'cpu'}",
+    report: dict = {"command": command_line(["python", "-m", "wash", *sys.argv[1:]]),
+                    "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+                    "machine": _machine(),
                     "models": list(models), "tokens": tokens, "rounds": rounds, "backend": backend,
                     # Quote only runs that started on an idle machine (load average well below 1).
-                    "load_average_at_start": list(os.getloadavg()),
+                    "load_average_at_start": load_average(),
                     "forwards": forward_settings()}
     plain_rounds: dict[str, list[float]] = {m: [] for m in models}
     eager_rounds: dict[str, list[dict]] = {str(n): [] for n in (2, 3, 5)}
@@ -264,7 +271,7 @@ def compare_backends(models: tuple[str, str], tokens: int, rounds: int = 3, addr
     steps: dict = {b: {f: {str(n): [] for n in (2, 3, 5)} for f in ("eager", "lazy")} for b in backends}
     plain_k: dict = {b: {m: [] for m in models} for b in backends}
     steps_k: dict = {b: {f: [] for f in ("eager", "lazy")} for b in backends}
-    started = list(os.getloadavg())
+    started = load_average()
     for r in range(rounds):
         for m in models:
             for b in backends:
@@ -309,9 +316,9 @@ def compare_backends(models: tuple[str, str], tokens: int, rounds: int = 3, addr
                             "ray_overhead_ms": _median_diff(local, ray), "local_ms_rounds": local,
                             "ray_ms_rounds": ray})
     n3 = next(row for row in table if row["forwards"] == "eager" and row["n"] == 3)
-    return {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "machine": f"{platform.machine()}, {os.cpu_count()} cores, {torch.get_num_threads()} torch threads, "
-                       f"{'cuda' if torch.cuda.is_available() else 'cpu'}",
+    return {"command": command_line(["python", "-m", "wash", *sys.argv[1:]]),
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "machine": _machine(),
             "models": list(models), "tokens": tokens, "rounds": rounds, "load_average_at_start": started,
             "forwards_settings": forward_settings(), "plain_decode": plain_table, "wash": table,
             "top_k": TOP_K, "top_k_rows_shipped": top_k_table,

@@ -35,6 +35,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 from wash.detection.thresholds import Z_THRESHOLD
+from wash.provenance import command_line
 
 #: Keys scored per loop construction are KEY_BASE, KEY_BASE + 1, ...
 KEY_BASE = 7_000_001
@@ -241,7 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(format_row(r))
     if args.out:
         given = list(argv) if argv is not None else sys.argv[1:]
-        doc = {"command": "python -m wash.detection.null " + " ".join(given),
+        doc = {"command": command_line(["python", "-m", "wash.detection.null", *given]),
                "date": started.strftime("%Y-%m-%d %H:%M UTC"), "tokenizer": args.tokenizer,
                "loops": [loop.label for loop in loops], "keys": args.keys, "key_base": KEY_BASE,
                "loop_seed": LOOP_SEED, "z_line": Z_LINE, "rows": [asdict(r) for r in rows]}

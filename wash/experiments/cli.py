@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from wash.engine.config import DEFAULT_PROFILE, FORWARDS, PROFILES
 from wash.errors import WashInputError
 from wash.experiments import EXPERIMENTS, load
 from wash.experiments.ensembles import LINEUPS, scheme_variant
+from wash.provenance import command_line
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:
@@ -186,7 +186,7 @@ def cmd_experiment(args: argparse.Namespace) -> int:
         jobs = module.jobs(config)
         print(json.dumps({**config.to_dict(), "jobs": len({j.id for j in jobs})}, indent=2))
         return 0
-    command = "python -m wash " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else None
+    command = command_line(["python", "-m", "wash", *sys.argv[1:]]) if sys.argv[1:] else None
     if not 1 <= args.workers <= 64:
         raise WashInputError(f"--workers must be from 1 to 64, got {args.workers}")
     out = execute(module, config, command=command, workers=args.workers, partial=args.partial)

@@ -44,7 +44,6 @@ import datetime as _dt
 import json
 import multiprocessing
 import os
-import platform
 import signal
 import sys
 import threading
@@ -61,6 +60,7 @@ from wash.experiments.config import ExperimentConfig
 from wash.experiments.jobs import Job, JobOutput, run_job, unique_jobs
 from wash.experiments.store import GenerationStore, store_of
 from wash.experiments.table import ResultTable
+from wash.provenance import command_line, cpu_description, load_average, portable
 from wash.version import engine_fingerprint, git_commit
 
 
@@ -137,19 +137,10 @@ def forward_settings(workers: int = 1) -> dict[str, Any]:
 
 
 def machine_description() -> str:
+    """The kind of machine (system, CPU model, logical CPUs) and torch's version and threads."""
     import torch
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return (f"{platform.system()} {platform.machine()}, {os.cpu_count()} logical CPUs ({cpu}), "
-            f"torch {torch.__version__} threads={torch.get_num_threads()}")
+    return f"{cpu_description()}, torch {torch.__version__} threads={torch.get_num_threads()}"
 
 
 # -- running the plan ---------------------------------------------------------------------
@@ -230,7 +221,7 @@ def execute(experiment: Experiment, config: ExperimentConfig, command: str | Non
     plan = unique_jobs(experiment.jobs(config))
     table = ResultTable(out / f"{name}_runs.csv")
     todo = [] if partial else [j for j in plan if j.id not in table.done]
-    start = time.perf_counter()
+    start, load_at_start = time.perf_counter(), load_average()
     label = name if workers == 1 else f"{name} [{workers} workers]"
     with tqdm(total=len(plan), initial=len(plan) - len(todo), desc=label, unit="job", file=sys.stderr,
               dynamic_ncols=True, mininterval=1.0) as bar:
@@ -246,14 +237,14 @@ def execute(experiment: Experiment, config: ExperimentConfig, command: str | Non
                   "the same command resumes from there", file=sys.stderr)
             if record.ran:  # their compute time counts in the resumed run's total
                 write_meta(out / f"{name}_meta.json", name, config, command, len(plan), record.ran,
-                           time.perf_counter() - start, workers, jobs_done=done)
+                           time.perf_counter() - start, workers, jobs_done=done, load_at_start=load_at_start)
             raise
         finally:
             table.order_by(plan)
     elapsed = time.perf_counter() - start
     done = len(table.done & {j.id for j in plan})
     meta = write_meta(out / f"{name}_meta.json", name, config, command, len(plan), record.ran, elapsed,
-                      workers, jobs_done=done)
+                      workers, jobs_done=done, load_at_start=load_at_start)
     rows = table.rows_of(plan)
     summary = experiment.summarize(rows, config)
     summary_csv = out / f"{name}_summary.csv"
@@ -266,20 +257,27 @@ def execute(experiment: Experiment, config: ExperimentConfig, command: str | Non
 
 # -- outputs --------------------------------------------------------------------------------
 def write_meta(path: Path, name: str, config: ExperimentConfig, command: str | None, jobs_total: int,
-               ran: int, elapsed: float, workers: int = 1, jobs_done: int | None = None) -> dict[str, Any]:
-    """Record how the outputs were made (written before summarising, so a later failure keeps it)."""
+               ran: int, elapsed: float, workers: int = 1, jobs_done: int | None = None,
+               load_at_start: list[float] | None = None) -> dict[str, Any]:
+    """Record how the outputs were made (written before summarising, so a later failure keeps it).
+
+    The command and ``config.out`` are recorded relative to the repository root
+    (``wash.provenance``): a committed meta names no path of the machine it was made on.
+    """
     import torch
 
     previous = json.loads(path.read_text()) if path.exists() else {}
     same_plan = _same_plan(previous.get("config"), config)
     meta = {
         "experiment": name,
-        "command": command or " ".join(sys.argv),
+        "command": command or command_line(["python", *sys.argv]),
         "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine_description(),
+        # the 1, 5 and 15 minute load averages when the jobs started and when this was written
+        "load_average": {"start": load_at_start, "end": load_average()},
         "code": git_commit(),
         "engine": engine_fingerprint(),
-        "config": config.to_dict(),
+        "config": {**config.to_dict(), "out": portable(str(config.out))},
         "profile": {"name": config.profile, **config.serving.settings()},
         "jobs_total": jobs_total,
         # how many of the plan's jobs have rows (below jobs_total: a partial summary)
@@ -295,11 +293,14 @@ def write_meta(path: Path, name: str, config: ExperimentConfig, command: str | N
     }
     if same_plan and ran == 0:  # a pure re-summary keeps the command, date and code of the run that computed the rows
         # ``note``: what a person recorded about how the rows were computed (a restored meta, say)
-        for k in ("command", "date", "code", "engine", "workers", "threads_per_worker", "forward_settings", "note"):
+        for k in ("command", "date", "code", "engine", "workers", "threads_per_worker", "forward_settings",
+                  "load_average", "note"):
             if k in previous:
                 meta[k] = previous[k]
+        if "load_average" not in previous:  # this call's load says nothing of the run that made the rows
+            del meta["load_average"]
         meta["summarised_with"] = git_commit()
-        meta["summarised_by"] = command or " ".join(sys.argv)
+        meta["summarised_by"] = command or command_line(["python", *sys.argv])
     path.write_text(json.dumps(meta, indent=2))
     return meta
 

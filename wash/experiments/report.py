@@ -73,19 +73,33 @@ def _time_note(meta: dict) -> str:
     return f", {meta['elapsed_s_total']:.0f} s wall-clock running them"
 
 
+def load_note(load: dict | None) -> str:
+    """``load average (1, 5, 15 min) 1.05, 0.50, 0.20 at the start, 2.10, 2.00, 1.50 at the end`` from
+    a meta's ``load_average``; metas written before it was recorded say so."""
+    def fmt(values) -> str:
+        return ", ".join(f"{v:.2f}" for v in values)
+
+    if not isinstance(load, dict) or not any(load.values()):
+        return "load average: not recorded"
+    parts = [f"{fmt(load[k])} at the {k}" for k in ("start", "end") if load.get(k)]
+    return "load average (1, 5, 15 min) " + ", ".join(parts)
+
+
 def run_header(meta: dict) -> list[str]:
     """The lines that say which run made a table: command; date, code, engine, profile, forwards,
-    machine, jobs and time; the meta's note, if any."""
+    machine, load, jobs and time; the meta's note, if any."""
+    note = str(meta.get("note") or "").rstrip(". ")
     return [f"Command: `{meta['command']}`  ",
             f"Date: {meta['date']}; code: {meta.get('code', 'not recorded')}"
             + (f" (engine {meta['engine']})" if meta.get("engine") else "")
             + _profile_note(meta)
             + f"; forwards: {meta.get('forwards', 'eager')}{_forward_note(meta)}; machine: {meta['machine']}; "
+            + load_note(meta.get("load_average")) + "; "
             + _jobs_note(meta) + _time_note(meta)
             + (f" in {meta['workers']} worker processes of {meta.get('threads_per_worker', '?')} torch "
                f"thread(s) each."
                if meta.get("workers", 1) > 1 else "."),
-            *([f"Note: {meta['note']}."] if meta.get("note") else [])]
+            *([f"Note: {note}."] if note else [])]
 
 
 def section(out_dir: Path, figures: Path | None, link_prefix: str = "figures",

@@ -34,8 +34,8 @@ DOCS = {
               "browser",
     "BASELINES.md": "the paper's baselines (ToBlend, De-mark, RandomWalk) as generation modes: parameters, "
                     "defaults, what is not reproduced",
-    "BENCHMARKS.md": "latency and memory of the WASH loop, the app and the test suite, with commands and "
-                     "dates",
+    "BENCHMARKS.md": "latency and memory of the WASH loop, the app and the test suite, each with its "
+                     "command, date, machine and load",
     "DETECTORS.md": "how each detector counts evidence, and its null distribution on looping text",
     "USAGE.md": "the Python API and the command line: modes, forwards, aggregation rules, threads, backends",
     "SCHEMES.md": "the watermark schemes, their defaults (generated) and the release's forms",
@@ -47,8 +47,8 @@ DOCS = {
                       "change",
 }
 #: Data files in docs/ that documents link to, one line for all.
-DOC_DATA = ("bench-*.json, bench-threads/, detector-null-*.json, routing-cjk.txt: the raw outputs "
-            "BENCHMARKS.md, DETECTORS.md and earlier results quote")
+DOC_DATA = ("bench-*.json, bench-threads/, soak-*.json, arena-growth.json, test-suite.json, "
+            "detector-null-*.json: the raw outputs BENCHMARKS.md, APP.md and DETECTORS.md quote")
 
 
 def readme_section(root: Path = RESULTS_ROOT) -> str:

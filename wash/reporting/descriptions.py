@@ -100,8 +100,7 @@ FOLDERS = {
         "the 1/N law read off one scheme. Its single-provider texts are the same texts as `tpr-paper`'s "
         "(the shared generation store)."),
     "decay-kgw-open": (
-        "KGW in both settings under open serving (no truncation), re-made on today's engine; a partial "
-        "summary while the run is under way."),
+        "KGW in both settings under open serving (no truncation)."),
     "decay-mix-paper": (
         "Every scheme mixed in one ensemble, base models alternating, served as the paper's release "
         "serves: each scheme has few texts per N, hence the wide intervals."),

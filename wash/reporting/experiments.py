@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import string
 
-from wash.experiments.report import markdown_table, run_header
+from wash.experiments.report import load_note, markdown_table, run_header
 from wash.reporting.data import Folder
 from wash.reporting.descriptions import EXPERIMENTS, FOLDERS, QUICK, is_quick
 from wash.reporting.fmt import md_table
@@ -41,7 +41,8 @@ def _header(f: Folder) -> list[str]:
         return run_header(m)
     # the browser tour's meta has its own fields
     return [f"Command: `{m.get('command', '?')}`  ",
-            f"Date: {m.get('date', '?')}; browser: {m.get('browser', 'not recorded')}; seeds: "
+            f"Date: {m.get('date', '?')}; machine: {m.get('machine', 'not recorded')}; "
+            f"{load_note({'end': m.get('load_average')})}; browser: {m.get('browser', 'not recorded')}; seeds: "
             f"{', '.join(map(str, m.get('seeds', [])))}."]
 
 

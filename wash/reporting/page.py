@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from wash import results_tables as rt
+from wash.experiments.report import load_note
 from wash.reporting.data import Folder
 from wash.reporting.descriptions import is_quick
 from wash.reporting.dilution import dilution_fits
@@ -35,8 +36,9 @@ def short_header(f: Folder) -> str:
     jobs = (f"{f.jobs_done} of {f.jobs_total} jobs, a partial summary" if f.partial else
             f"{f.jobs_total} jobs" if f.jobs_total is not None else "jobs not recorded")
     return (f"Run: `{m.get('command', '?')}` ({m.get('date', '?')}; code {m.get('code', 'not recorded')}, "
-            f"engine {f.engine}; profile {f.profile}; {jobs}). Every column, the meta's note and the "
-            f"figure: {page_link(f.name)}.")
+            f"engine {f.engine}; profile {f.profile}; {jobs}; machine: {m.get('machine', 'not recorded')}; "
+            f"{load_note(m.get('load_average'))}). Every column, the meta's note and the figure: "
+            f"{page_link(f.name)}.")
 
 
 def figure(f: Folder, prefix: str = "../results/") -> list[str]:
@@ -273,7 +275,7 @@ def entropy_section(F: dict[str, Folder]) -> list[str]:
             f"{Z_THRESHOLD:g} when the single provider's z is below "
             f"{Z_THRESHOLD:g} x N, and entropy, which sets the single z, decides it.", "",
             short_header(f) + (" This run predates the engine of the headline's runs: read it as the shape "
-                               "of the law, not as today's "
+                               "of the law, not as the headline engine's "
                                "numbers." if f.engine != F.get("tpr-paper", f).engine else ""),
             "", *md_table(["scheme", "N", "mean z / (z_single / "
                                           "N)", "range over settings", "settings"], rows), "",
@@ -345,7 +347,7 @@ def not_washed_section(root: Path, F: dict[str, Folder]) -> list[str]:
     rq = F.get("rules-quick")
     if rq is not None and "beats_mean_every_scheme" in rq.summary:
         if not rq.summary["beats_mean_every_scheme"].fillna(False).astype(bool).any():
-            bullets.append("**No aggregation rule we tried fixes it for free.** No rule in `rules-quick` "
+            bullets.append("**No aggregation rule measured here fixes it for free.** No rule in `rules-quick` "
                            "lowers z below the mean's on every scheme; the robust ones that mute AAR "
                            f"raise perplexity ({page_link(rq.name)}).")
     bullets.append("**What this does not say.** These are models of 135M and 270M parameters with "

@@ -139,7 +139,7 @@ def detection_verdict(t: pd.DataFrame) -> str | None:
         weak = alone[alone["tpr_high"] < alone["paper_tpr"]].drop_duplicates("scheme")
         if len(weak):
             text += (f" So the paper's {_and([name(s) for s in weak['scheme']])} cells cannot come from that "
-                     "detector as we read the release's code.")
+                     "detector as implemented here from the release's code.")
     return text
 
 
