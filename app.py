@@ -153,7 +153,7 @@ def _generate_tab(models: list[str], preload: Preload | None) -> dict:
     with gr.Accordion("Which tokens still carry a watermark? (per-token evidence)", open=True):
         w["evidence_provider"] = gr.Dropdown([], value=None, label="colour the final text by this provider's "
                                              "detector", interactive=False, elem_id="evidence-provider")
-        w["evidence"] = gr.HighlightedText(label="per-token evidence (green: for the watermark, red: against)",
+        w["evidence"] = gr.HighlightedText(label="per-token evidence (red: for the watermark, purple: against)",
                                            show_legend=False, combine_adjacent=False, interactive=False,
                                            elem_id="evidence-text")
         w["evidence_note"] = gr.Markdown("", elem_id="evidence-note")
@@ -187,7 +187,7 @@ def _detect_tab(models: list[str]) -> dict:
     w["result"] = gr.Dataframe(label="Verdicts", interactive=False, elem_id="detect-table")
     w["provider"] = gr.Dropdown([], label="colour the tokens by this provider's detector",
                                 elem_id="detect-provider")
-    w["tokens"] = gr.HighlightedText(label="Per-token detector scores (green: counts for the watermark)",
+    w["tokens"] = gr.HighlightedText(label="Per-token detector scores (red: for the watermark, purple: against)",
                                      show_legend=True, elem_id="detect-tokens", interactive=False)
     w["rows"] = gr.State([])
     return w

@@ -60,13 +60,13 @@ def describe_step(step: StepEvent, labels: Sequence[str], lazy: bool = False) ->
         origin = (f"drawn from **{who}** alone, picked uniformly at random (lazy forwards: the same law "
                   f"as drawing from p̄ of all {n} provider(s)); every vocabulary holds it.")
     elif who is None:
-        origin = (f"first token of routed span {step.span_id}: drawn from p̄ but missing from some "
+        origin = (f"first token of routed span {step.span_id + 1}: drawn from p̄ but missing from some "
                   f"vocabularies. Specialists that can continue it: {holders}.")
     elif lazy:
-        origin = (f"routed span {step.span_id}: drawn from **{who}** alone (lazy forwards: the uniformly "
+        origin = (f"routed span {step.span_id + 1}: drawn from **{who}** alone (lazy forwards: the uniformly "
                   f"picked provider, or the span's specialist). Specialists holding the span: {holders}.")
     else:
-        origin = (f"routed span {step.span_id}: produced by specialist **{who}** alone "
+        origin = (f"routed span {step.span_id + 1}: produced by specialist **{who}** alone "
                   f"(picked uniformly). Specialists still holding the span: {holders}.")
     gap = "" if step.linf is None else f" ‖p̄ − p*‖∞ = {step.linf:.4f}."
     missing = ""
@@ -114,6 +114,6 @@ def evidence_note(detection) -> str:
                 f"(an alignment test), so no token carries a score of its own: nothing is coloured.")
     scored = sum(s is not None for s in detection.per_token)
     return (f"{detection.provider}'s own tokenisation of the final text ({len(detection.tokens)} tokens, "
-            f"{scored} scored; grey: not scored, e.g. a repeated context). Green: evidence for its "
-            f"watermark, red: against, full colour at {FULL_COLOUR_SD:g} standard deviations of a token's "
+            f"{scored} scored; uncoloured: not scored, e.g. a repeated context). Red: evidence for its "
+            f"watermark, purple: against, full colour at {FULL_COLOUR_SD:g} standard deviations of a token's "
             f"score on unwatermarked text. Its z over the whole text: {detection.z:.2f}.")
