@@ -104,7 +104,7 @@ EXPECTED = {
     "quality": {"task", "scheme", "mode", "scorer", "value", "median", "median_ci_low", "median_ci_high", "metric"},
     "cost": {"variant", "per_token_ms", "latency_ratio", "peak_rss_mb", "memory_ratio"},
     "identify": {"mode", "scheme", "n", "aggregate", "z", "band", "mean_score", "s", "s_low", "s_high", "p",
-                 "p_r3", "p_floor", "identified", "null_s_mean", "null_runs", "samples", "samples_per_context", "fit"},
+                 "p_holm", "holm_tests", "p_r3", "p_floor", "identified", "null_s_mean", "null_runs", "samples", "samples_per_context", "fit"},
     "entropy": {"scheme", "n", "top_k", "temperature", "z", "z_times_n", "z_single_over_n", "entropy"},
     "rules": {"arm", "rule", "scheme", "n", "rows", "z_mean", "z_sd", "ppl", "ppl_ratio_to_mean",
               "beats_mean", "beats_mean_every_scheme"},
@@ -184,6 +184,9 @@ def test_values_are_sane(outputs):
     assert identify["band"].isin(["high", "low", "none"]).all() and identify["mean_score"].between(-1, 1).all()
     # every system is judged against its own line-up's null, at its own budget
     assert (identify["null_runs"] == 8).all() and identify["p"].between(0, 1, inclusive="right").all()
+    # the verdict reads Holm's adjustment over the systems sharing a null: never below the raw p
+    assert (identify["p_holm"] >= identify["p"]).all() and identify["p_holm"].le(1).all()
+    assert (identify["identified"] == (identify["p_holm"] < 0.05)).all()
     assert (identify["s_low"] <= identify["s"] + 1e-12).all() and (identify["s"] <= identify["s_high"] + 1e-12).all()
     assert sorted(identify["samples"].unique()) == [20, 40]  # the budget sweep beside the full budget
     identify_rows = outputs["identify"][2].rows
@@ -207,8 +210,10 @@ def test_rerun_recomputes_nothing(outputs):
     module, config, first = outputs["decay"]
     again = execute(module, config, command="test again")
     assert again.jobs_run == 0 and again.jobs_total == first.jobs_total
-    # a pure re-summary keeps the date, code and compute time of the run that made the rows
+    # a pure re-summary keeps the date, code, machine and compute time of the run that made the rows
     assert again.meta["date"] == first.meta["date"] and again.meta["code"] == first.meta["code"]
+    assert again.meta["jobs_run_now"] == first.meta["jobs_run_now"] > 0
+    assert again.meta["elapsed_s_now"] == first.meta["elapsed_s_now"] and again.meta["machine"] == first.meta["machine"]
     assert again.meta["elapsed_s_total"] >= first.meta["elapsed_s_total"] > 0
     pd.testing.assert_frame_equal(again.summary.reset_index(drop=True), first.summary.reset_index(drop=True),
                                   check_dtype=False)

@@ -112,7 +112,7 @@ def test_real_smollm2_is_identified_with_kgw_and_not_without(smollm2):
     The verdict is the calibrated p against 30 null runs of the unwatermarked model
     (probed with another seed); Water-Probe's z of the same unwatermarked system can pass 4
     on three runs, which is why it is not the verdict."""
-    from wash.detection.identify_stats import identified, null_p
+    from wash.detection.identify_stats import identified, permutation_p
 
     spec = [ProviderSpec.parse("smollm2:kgw:15485863")]
     probe = Probe(contexts=20, samples=200, runs=3, seed=0)
@@ -121,8 +121,8 @@ def test_real_smollm2_is_identified_with_kgw_and_not_without(smollm2):
     plain = identify(spec, "unwatermarked", probe)
     assert marked.z > 10, marked
     assert marked.s_low > max(null.scores), (marked, null.scores)
-    assert identified(null_p(marked.scores, null.scores)) and null_p(marked.scores, null.scores) < 0.01
-    assert not identified(null_p(plain.scores, null.scores)), (plain.scores, null.scores)
+    assert identified(permutation_p(marked.scores, null.scores)) and permutation_p(marked.scores, null.scores) < 0.01
+    assert not identified(permutation_p(plain.scores, null.scores)), (plain.scores, null.scores)
 
 
 def test_v2_accounts_for_every_sample(tiny_smollm2):

@@ -1,8 +1,11 @@
-"""The calibrated identification statistics: sparse counts, the context bootstrap, the null's p.
+"""The calibrated identification statistics: sparse counts, the context bootstrap, the
+permutation p against the null's runs and Holm's adjustment over the systems sharing it.
 
-The examples are small enough to check by hand; the p-value's behaviour (uniform for
-an unwatermarked system, tiny for a point-mass one) runs on the tiny random models
-around real tokenizers, with fixed seeds and loose bounds.
+The examples are small enough to check by hand; the p-value's law (uniform for a
+system drawn like its null, its floor for one above every null run) and the
+family-wise error of the Holm-adjusted verdict are checked on simulated run scores
+with fixed seeds and binomial tolerances, and again on the tiny random models around
+real tokenizers.
 """
 
 from __future__ import annotations
@@ -13,8 +16,9 @@ import math
 import numpy as np
 import pytest
 
-from wash.detection.identify_stats import (TokenCounts, context_bootstrap, identified, matrix_score, null_means, null_p,
-                                 pair_matrix, pair_score, ranks, resampled_score)
+from wash.detection.identify_stats import (PERMUTATION_RESAMPLES, TokenCounts, context_bootstrap, holm, holm_by,
+                                           identified, matrix_score, p_floor, pair_matrix, pair_score,
+                                           permutation_exact, permutation_p, ranks, resampled_score)
 
 
 def dense_pair_score(p1c1, p1c2, p2c1, p2c2, top=50):
@@ -102,24 +106,110 @@ def test_a_deterministic_system_has_a_point_interval():
     assert context_bootstrap([m, m, m]) == (1.0, 1.0, 1.0)
 
 
-def test_null_p_by_hand_and_finite_for_a_deterministic_system():
-    null = [0.1, 0.2, 0.3, 0.4]
-    assert sorted(null_means(null, 2)) == pytest.approx([0.15, 0.2, 0.25, 0.25, 0.3, 0.35])
-    assert null_p([0.3, 0.3], null) == pytest.approx(3 / 7)  # 0.3 and 0.35 reach it, plus one
-    assert null_p([0.9, 0.9], null) == pytest.approx(1 / 7)  # above every null mean: finite
-    assert null_p([0.0, 0.0], null) == pytest.approx(1.0)
-    assert null_p([0.9, 0.9, 0.1], null, runs=2) == pytest.approx(1 / 7)  # the first ``runs`` runs
-    assert identified(1 / 7, alpha=0.2) and not identified(3 / 7) and not identified(math.nan)
-    with pytest.raises(ValueError, match="fewer than"):
-        null_means([0.1, 0.2], 3)
+def test_permutation_p_by_hand_and_finite_for_a_deterministic_system():
+    """Two runs against three: C(5, 2) = 10 splits, every one enumerated."""
+    null = [0.1, 0.4, 0.5]
+    # the observed pair sums to 0.5; the pairs of {0.1, ..., 0.5} summing to 0.5 or more: 8 of 10
+    assert permutation_p([0.3, 0.2], null) == pytest.approx(8 / 10)
+    assert permutation_p([0.9, 0.9], null) == pytest.approx(1 / 10)  # above every null run: the floor, finite
+    assert permutation_p([0.0, 0.05], null) == pytest.approx(1.0)
+    assert permutation_p([0.9, 0.9, 0.0], null, runs=2) == pytest.approx(1 / 10)  # the first ``runs`` runs
+    assert p_floor(2, 3) == pytest.approx(1 / 10) and permutation_exact(2, 3)
+    assert identified(1 / 10, alpha=0.2) and not identified(8 / 10) and not identified(math.nan)
 
 
-def test_null_means_sample_subsets_when_there_are_too_many():
-    null = np.linspace(0, 1, 50)
-    law = null_means(null, 10, draws=500, seed=3)
-    assert law.size == 500 and np.allclose(law, null_means(null, 10, draws=500, seed=3))
-    assert math.comb(50, 3) == len(null_means(null, 3))  # 19,600 subsets: every one
-    assert abs(law.mean() - 0.5) < 0.03
+def test_the_floor_is_the_exact_count_or_the_monte_carlo_resamples():
+    """R = 3 against 50 runs is exact (23,426 splits); R = 10 against 50 is a Monte Carlo whose
+    floor 1 / (resamples + 1) a system above every null run reaches exactly, seed for seed."""
+    rng = np.random.default_rng(0)
+    null = rng.normal(0.1, 0.02, 50)
+    high = rng.normal(0.4, 0.01, 10)
+    assert permutation_exact(3, 50) and not permutation_exact(10, 50)
+    assert p_floor(3, 50) == pytest.approx(1 / math.comb(53, 3))
+    assert p_floor(10, 50) == pytest.approx(1 / (PERMUTATION_RESAMPLES + 1))
+    assert permutation_p(high, null, runs=3) == pytest.approx(p_floor(3, 50))
+    assert permutation_p(high, null) == pytest.approx(p_floor(10, 50))
+    assert permutation_p(high, null, resamples=999) == pytest.approx(1 / 1000)
+    middle = rng.normal(0.11, 0.02, 10)
+    assert permutation_p(middle, null, resamples=999, seed=3) == permutation_p(middle, null, resamples=999, seed=3)
+
+
+def test_permutation_p_of_a_system_drawn_like_its_null_is_uniform():
+    """300 seeds of 10 runs against 50 from one law: p's uniform (KS), 5% of them below 0.05
+    within a binomial 99.9% band, and each p at least its floor."""
+    from scipy import stats
+
+    ps = []
+    for seed in range(300):
+        rng = np.random.default_rng(seed)
+        ps.append(permutation_p(rng.normal(0.1, 0.02, 10), rng.normal(0.1, 0.02, 50), resamples=999, seed=seed))
+    ps = np.asarray(ps)
+    assert (ps >= 1 / 1000).all() and (ps <= 1).all()
+    assert stats.kstest(ps, "uniform").pvalue > 0.01
+    low, high = stats.binom.ppf([0.0005, 0.9995], 300, 0.05)
+    assert low <= np.count_nonzero(ps < 0.05) <= high, np.count_nonzero(ps < 0.05)
+
+
+def test_a_shifted_system_gets_a_small_p():
+    """A shift of one null sd over 10 runs against 50 (power about 0.9 at 5%): caught in at
+    least 30 of 40 seeds."""
+    caught = 0
+    for seed in range(40):
+        rng = np.random.default_rng(100 + seed)
+        caught += permutation_p(rng.normal(0.12, 0.02, 10), rng.normal(0.1, 0.02, 50), resamples=999,
+                                seed=seed) < 0.05
+    assert caught >= 30, caught
+
+
+def test_a_null_without_scored_runs_gives_no_p():
+    assert math.isnan(permutation_p([0.3, 0.2, 0.4], [math.nan] * 50))
+    assert math.isnan(permutation_p([math.nan, 0.2, 0.4], [0.1] * 50))
+    assert math.isnan(permutation_p([0.3, 0.2], [0.1] * 50, runs=3))  # fewer runs than asked
+    assert math.isnan(p_floor(3, 2))
+
+
+# -- Holm over the systems that share a null -----------------------------------------------
+def test_holm_by_hand():
+    """Sorted 0.005, 0.01, 0.03, 0.04 times 4, 3, 2, 1: 0.02, 0.03, 0.06, 0.04 -> running max 0.06."""
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1
+    assert holm([0.02]) == pytest.approx([0.02])  # one test: no adjustment
+    adjusted = holm([0.01, math.nan, 0.04])  # a NaN is no test: m = 2
+    assert adjusted[0] == pytest.approx(0.02) and math.isnan(adjusted[1]) and adjusted[2] == pytest.approx(0.04)
+    assert holm([]).size == 0
+
+
+def test_holm_never_lowers_a_p_and_keeps_the_order():
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        p = rng.uniform(0, 0.2, rng.integers(1, 12))
+        adjusted = holm(p)
+        order = np.argsort(p, kind="stable")
+        assert (adjusted >= p - 1e-15).all() and (adjusted <= 1).all()
+        assert (np.diff(adjusted[order]) >= -1e-15).all()
+
+
+def test_holm_by_adjusts_each_family_alone():
+    adjusted = holm_by([0.01, 0.04, 0.01, 0.03], ["a", "b", "a", "b"])
+    assert adjusted == pytest.approx([0.02, 0.06, 0.02, 0.06])
+
+
+def test_the_holm_verdict_keeps_the_false_identifications_at_5_percent():
+    """Seven unwatermarked systems of 10 runs against one shared null of 50 (as a table's
+    line-up), 400 seeds: the chance that any is called identified stays within a binomial
+    99.9% band of 5% or below; the raw p's, uncorrected, call one far more often."""
+    from scipy import stats
+
+    trials, systems = 400, 7
+    any_holm = any_raw = 0
+    for seed in range(trials):
+        rng = np.random.default_rng(1000 + seed)
+        null = rng.normal(0.1, 0.02, 50)
+        ps = [permutation_p(rng.normal(0.1, 0.02, 10), null, resamples=199, seed=seed) for _ in range(systems)]
+        any_holm += any(identified(p) for p in holm(ps))
+        any_raw += any(identified(p) for p in ps)
+    assert any_holm <= stats.binom.ppf(0.999, trials, 0.05), any_holm
+    assert any_raw > stats.binom.ppf(0.999, trials, 0.05), any_raw
 
 
 # -- on the tiny models ------------------------------------------------------------------
@@ -140,8 +230,8 @@ def test_an_unwatermarked_system_is_not_identified_against_its_null(tiny_null):
     from wash.detection.identification import Probe, identify
 
     spec, null = tiny_null
-    ps = [null_p(identify(spec, "unwatermarked", Probe(contexts=12, samples=100, runs=3, seed=seed,
-                                                       interval=False)).scores, null.scores)
+    ps = [permutation_p(identify(spec, "unwatermarked", Probe(contexts=12, samples=100, runs=3, seed=seed,
+                                                               interval=False)).scores, null.scores)
           for seed in range(8)]
     assert sum(p < 0.05 for p in ps) <= 2, ps
     assert 0.2 < float(np.mean(ps)) < 0.8, ps
@@ -155,8 +245,8 @@ def test_a_point_mass_system_gets_a_small_finite_p(tiny_null):
     _spec, null = tiny_null
     aar = identify([ProviderSpec.parse("tiny-smollm2:aar:1")], "single", Probe(contexts=12, samples=100, runs=3))
     assert aar.z == math.inf and aar.s == aar.s_low == pytest.approx(aar.s_high) == pytest.approx(1.0)
-    p = null_p(aar.scores, null.scores)
-    assert 0 < p < 0.01 and identified(p)
+    p = permutation_p(aar.scores, null.scores)  # 3 runs against 40, exact: the floor, 1 / C(43, 3)
+    assert p == pytest.approx(p_floor(3, 40)) and identified(p)
 
 
 def test_rows_kept_on_disk_serve_a_later_process_bit_for_bit(tiny_smollm2, tmp_path):
@@ -179,11 +269,6 @@ def test_rows_kept_on_disk_serve_a_later_process_bit_for_bit(tiny_smollm2, tmp_p
         SERVED_ROWS.clear()
 
 
-def test_a_null_without_scored_runs_gives_no_p():
-    assert math.isnan(null_p([0.3, 0.2, 0.4], [math.nan] * 50))
-    assert math.isnan(null_p([math.nan, 0.2, 0.4], [0.1] * 50))
-
-
 def test_the_summary_reads_null_rows_back_from_csv(tmp_path):
     """pandas reads a CSV cell "null" as NaN: the summary takes each row's mode from its job key."""
     import json
@@ -204,7 +289,38 @@ def test_the_summary_reads_null_rows_back_from_csv(tmp_path):
     pd.DataFrame([row("null", [0.1, 0.2, 0.15, 0.12, 0.18]), row("wash", [0.5, 0.6, 0.55])]).to_csv(path, index=False)
     summary = experiment.summarize(read_rows(path), experiment.Config.from_preset("tiny"))
     assert list(summary["mode"]) == ["wash"] and summary["null_runs"].iloc[0] == 5
-    assert summary["p"].iloc[0] == pytest.approx(1 / 11)  # above all C(5, 3) = 10 null means
+    assert summary["p"].iloc[0] == pytest.approx(1 / 56)  # above every null run: 1 of C(8, 3) = 56 splits
+    assert summary["p_floor"].iloc[0] == pytest.approx(1 / 56)
+    assert summary["holm_tests"].iloc[0] == 1 and summary["p_holm"].iloc[0] == summary["p"].iloc[0]
+
+
+def test_the_summary_adjusts_by_holm_within_each_shared_null(tmp_path):
+    """Two systems share the N = 3 null, one is alone at N = 2: Holm doubles the smaller p of the
+    shared pair and leaves the lone system's p as it is."""
+    import json
+
+    import pandas as pd
+
+    from wash.experiments import identify as experiment
+    from wash.experiments.table import read_rows
+
+    def row(mode, n, scheme, scores):
+        key = {"mode": mode, "n": n, "samples": 100, "seed": 0, "scheme": scheme}
+        return {"job": json.dumps(key), **key, "aggregate": "mean", "scores": " ".join(map(str, scores)),
+                "z": 1.0, "band": "none", "s": 0.5, "s_low": 0.4, "s_high": 0.6, "mean_score": 0.5,
+                "sd_score": 0.1, "samples_per_context": 30.0, "fit": 0.5, "contexts_scored": 10}
+
+    null = [0.1, 0.2, 0.15, 0.12, 0.18]
+    path = tmp_path / "identify_runs.csv"
+    pd.DataFrame([row("null", 3, "none", null), row("null", 2, "none", null),
+                  row("wash", 3, "kgw", [0.5, 0.6, 0.55]), row("wash", 3, "aar", [0.16, 0.17, 0.14]),
+                  row("wash", 2, "kgw", [0.5, 0.6, 0.55])]).to_csv(path, index=False)
+    s = experiment.summarize(read_rows(path), experiment.Config.from_preset("tiny")).set_index(["n", "scheme"])
+    assert list(s["holm_tests"]) == [2, 2, 1]
+    assert s.loc[(3, "kgw"), "p_holm"] == pytest.approx(2 / 56) and s.loc[(2, "kgw"), "p_holm"] == pytest.approx(1 / 56)
+    assert s.loc[(3, "aar"), "p"] > 2 / 56  # the larger p of two: times 1, Holm leaves it
+    assert s.loc[(3, "aar"), "p_holm"] == pytest.approx(s.loc[(3, "aar"), "p"])
+    assert list(s["identified"]) == [True, False, True]
 
 
 def test_a_results_table_keeps_words_pandas_would_call_missing(tmp_path):

@@ -28,6 +28,12 @@ def test_identify_probes_each_system_and_reports_calibrated_verdicts(tiny_smollm
         assert len(p.null) == identify_ui.NULL_RUNS and 0 < p.p <= 1 and r.s_low <= r.s <= r.s_high
     # provider 1 alone has its own line-up (one model); the ensemble and no watermark share one
     assert results[0].null != results[1].null and results[1].null == results[2].null
+    # Holm over the systems sharing a null: provider 1 alone is its null's only test, the other two share one
+    assert results[0].p_holm == results[0].p
+    assert sorted(p.p_holm for p in results[1:]) == pytest.approx(
+        sorted([min(1.0, 2 * min(results[1].p, results[2].p)), max(min(1.0, 2 * min(results[1].p, results[2].p)),
+                                                                     max(results[1].p, results[2].p))]))
+    assert all(p.identified == (p.p_holm < 0.05) for p in results)
     fractions = [f for f, _ in seen]
     assert fractions == sorted(fractions) and 0 < fractions[0] and fractions[-1] == pytest.approx(1.0)
     assert any("null" in what for _, what in seen)

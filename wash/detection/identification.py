@@ -249,8 +249,9 @@ class Identification:
 
     ``z``, ``band``, ``mean`` and ``sd`` are Water-Probe's, over the first
     ``WATER_PROBE_RUNS`` runs (as the paper), kept for comparison with it; the verdict
-    is the calibrated p (``identify_stats.null_p``), which needs the null runs of the
-    system's line-up and so is computed by whoever probed them.
+    is the calibrated p (``identify_stats.permutation_p``, Holm-adjusted over the systems
+    sharing a null), which needs the null runs of the system's line-up and so is
+    computed by whoever probed them.
     """
 
     mode: str

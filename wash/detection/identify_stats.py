@@ -21,11 +21,20 @@ ten apart between two line-ups, a deterministic system gives +inf, and the
 unwatermarked S measured here ranges from 0.05 to 0.15 with probe and line-up.
 Water-Probe itself calibrates nothing. So this module also gives:
 
-- ``null_p``: the one-sided p of a system's mean-of-R run scores against the same
-  mean over R runs of the *unwatermarked* system of the same line-up, probed at the
-  same budget, serving and prompts (``experiment identify`` probes 50 or more null
-  runs). The verdict "identified at 5%" comes from this p (``ALPHA``); a
-  deterministic system gets a finite p like any other.
+- ``permutation_p``: the one-sided p of a two-sample permutation test of the system's
+  R run scores against the runs of the *unwatermarked* system of the same line-up,
+  probed at the same budget, serving and prompts (``experiment identify`` probes 50 or
+  more null runs); the statistic is the difference of the two means. Both samples
+  enter the permutation law, so its spread is that of a mean of R runs from the pooled
+  R + M runs, not of R runs drawn without replacement from the null's M alone (which
+  comes out too narrow). Exact when the splits number at most ``PERMUTATION_RESAMPLES``
+  (3 runs against 50: 23,426 splits), else a seeded Monte Carlo of that many splits,
+  whose floor 1 / (resamples + 1) says only that no resample reached the system.
+- ``holm``: Holm's step-down adjustment over the systems judged against one null
+  (one folder, line-up, budget): every system of a table shares its line-up's null, so
+  raw p's below 5% would flag one of several unwatermarked systems far more often than
+  5%. The verdict "identified at 5%" (``identified``, ``ALPHA_IDENTIFY``) reads the
+  Holm-adjusted p; a deterministic system gets a finite p like any other.
 - ``context_bootstrap``: a percentile interval of S from resampling *contexts*. Pairs
   share contexts, so resampling pairs would treat 17,000 overlapping pairs as
   independent and give an interval far too narrow.
@@ -50,7 +59,7 @@ import math
 import warnings
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Mapping, Sequence
+from typing import Hashable, Mapping, Sequence
 
 import numpy as np
 from wash.detection.thresholds import ALPHA_IDENTIFY, Z_HIGH, Z_THRESHOLD
@@ -59,10 +68,11 @@ from wash.detection.thresholds import ALPHA_IDENTIFY, Z_HIGH, Z_THRESHOLD
 TOP = 50
 NULL_MEAN = 0.1
 BANDS = ((Z_HIGH, "high"), (Z_THRESHOLD, "low"))
-#: Resamples of the context bootstrap, and of the null's mean-of-R law when there are
-#: more subsets of null runs than this.
+#: Resamples of the context bootstrap.
 BOOTSTRAP_RESAMPLES = 2000
-NULL_DRAWS = 20000
+#: Splits of the permutation test: every split when there are at most this many, else this
+#: many random ones (a Monte Carlo p, floor 1e-05).
+PERMUTATION_RESAMPLES = 99_999
 
 
 @dataclass(frozen=True, eq=False)
@@ -287,43 +297,81 @@ def resampled_score(matrices: Sequence[np.ndarray], weights: np.ndarray) -> floa
     return float(np.mean(runs)) if runs else math.nan
 
 
-def null_means(null_scores: Sequence[float], runs: int, draws: int = NULL_DRAWS, seed: int = 0) -> np.ndarray:
-    """The null's law of a mean over ``runs`` runs: means of subsets of the null runs.
-
-    Every subset of ``runs`` distinct null runs when there are at most ``draws`` of them
-    (the exact empirical law), else ``draws`` random subsets (seeded)."""
-    null = np.asarray([s for s in null_scores if math.isfinite(s)], dtype=np.float64)
-    if null.size < runs:
-        raise ValueError(f"the null has {null.size} runs, fewer than the {runs} a mean needs")
-    if math.comb(null.size, runs) <= draws:
-        return np.asarray([null[list(c)].mean() for c in itertools.combinations(range(null.size), runs)])
-    rng = np.random.default_rng(seed)
-    return np.asarray([null[rng.choice(null.size, runs, replace=False)].mean() for _ in range(draws)])
+def _finite(values: Sequence[float]) -> np.ndarray:
+    return np.asarray([s for s in values if math.isfinite(s)], dtype=np.float64)
 
 
-def null_p(scores: Sequence[float], null_scores: Sequence[float], runs: int | None = None,
-           draws: int = NULL_DRAWS, seed: int = 0) -> float:
-    """One-sided p of the system's mean over its first ``runs`` runs against the null's.
+def permutation_exact(runs: int, null_runs: int, resamples: int = PERMUTATION_RESAMPLES) -> bool:
+    """Whether the test of ``runs`` runs against ``null_runs`` enumerates every split (scipy's rule)."""
+    return math.comb(runs + null_runs, runs) <= resamples
 
-    p = (1 + #{null means >= observed}) / (1 + B) over the B null means of
-    ``null_means``: finite even for a deterministic system far above every null run.
-    Its floor, 1 / (1 + B), says only that the system beat every subset of null runs;
-    how far into the tail that is rests on the null's 50-odd runs. NaN when the system
-    or the null has fewer than ``runs`` scored runs (a budget too small to keep any
-    context pair).
+
+def p_floor(runs: int, null_runs: int, resamples: int = PERMUTATION_RESAMPLES) -> float:
+    """The smallest p the test can give: 1 / (number of splits) when exact, 1 / (resamples + 1) if not.
+
+    A system above every null run reaches it; NaN where no p is given (``permutation_p``)."""
+    if runs < 1 or null_runs < runs:
+        return math.nan
+    if permutation_exact(runs, null_runs, resamples):
+        return 1.0 / math.comb(runs + null_runs, runs)
+    return 1.0 / (resamples + 1)
+
+
+def _mean_difference(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    return np.mean(x, axis=axis) - np.mean(y, axis=axis)
+
+
+def permutation_p(scores: Sequence[float], null_scores: Sequence[float], runs: int | None = None,
+                  resamples: int = PERMUTATION_RESAMPLES, seed: int = 0) -> float:
+    """One-sided p that the system's first ``runs`` runs score higher than the null's runs.
+
+    A two-sample permutation test (``scipy.stats.permutation_test``, independent
+    samples) of the difference of means, exact or Monte Carlo (see the module doc and
+    ``p_floor``). NaN when the system has fewer than ``runs`` runs or a non-finite
+    one, or the null has fewer than ``runs`` scored runs (a budget too small to keep
+    any context pair); the null's unscored runs are dropped.
     """
+    from scipy import stats
+
     runs = len(scores) if runs is None else runs
     values = np.asarray(list(scores)[:runs], dtype=np.float64)
-    if values.size < runs or not np.isfinite(values).all():
+    null = _finite(null_scores)
+    if runs < 1 or values.size < runs or not np.isfinite(values).all() or null.size < runs:
         return math.nan
-    if sum(1 for s in null_scores if math.isfinite(s)) < runs:  # a null too small to score (no pairs)
-        return math.nan
-    law = null_means(null_scores, runs, draws, seed)
-    observed = float(values.mean())
-    # a tolerance for float sums: a system equal to a null subset counts as reaching it
-    return float((1 + np.count_nonzero(law >= observed - 1e-12)) / (1 + law.size))
+    result = stats.permutation_test((values, null), _mean_difference, permutation_type="independent",
+                                    vectorized=True, n_resamples=resamples, alternative="greater",
+                                    rng=np.random.default_rng(seed))
+    return float(result.pvalue)
+
+
+def holm(pvalues: Sequence[float]) -> np.ndarray:
+    """Holm's step-down adjusted p-values (same order as given); NaN entries are no test and stay NaN.
+
+    With the m finite p's sorted, p_(1) <= ... <= p_(m), the i-th adjusted value is
+    max over j <= i of min(1, (m - j + 1) p_(j)); rejecting where it is below alpha
+    keeps the chance of any false rejection at most alpha whatever the tests'
+    dependence (they share one null here).
+    """
+    p = np.asarray(pvalues, dtype=np.float64)
+    out = np.full(p.shape, math.nan)
+    finite = np.flatnonzero(np.isfinite(p))
+    order = finite[np.argsort(p[finite], kind="stable")]
+    m = order.size
+    out[order] = np.minimum(1.0, np.maximum.accumulate((m - np.arange(m)) * p[order]))
+    return out
+
+
+def holm_by(pvalues: Sequence[float], families: Sequence[Hashable]) -> np.ndarray:
+    """``holm`` within each family (the systems that share one null), in the order given."""
+    p = np.asarray(pvalues, dtype=np.float64)
+    keys = list(families)
+    out = np.full(p.shape, math.nan)
+    for key in dict.fromkeys(keys):
+        idx = np.asarray([i for i, k in enumerate(keys) if k == key])
+        out[idx] = holm(p[idx])
+    return out
 
 
 def identified(p: float, alpha: float = ALPHA_IDENTIFY) -> bool:
-    """The verdict "this system is watermarked" at level ``alpha``: the calibrated p below it."""
+    """The verdict "this system is watermarked" at level ``alpha``: its (Holm-adjusted) p below it."""
     return bool(math.isfinite(p) and p < alpha)

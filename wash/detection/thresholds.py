@@ -14,9 +14,9 @@ on the committed unwatermarked texts of ``results/tpr-paper`` no more than
 (``wash.results_tables.null_exceedance``; tests/test_results_tables.py checks it),
 so a provider below it is within the range of unwatermarked text.
 ``ALPHA_IDENTIFY`` is the level of the identification verdict: a system is called
-watermarked when its p against the measured unwatermarked null is below it
-(``wash.detection.identify_stats.null_p``); Water-Probe's z bands are shown beside it, never
-as the verdict.
+watermarked when its permutation p against the measured unwatermarked null, Holm-adjusted
+over the systems sharing that null, is below it (``wash.detection.identify_stats``);
+Water-Probe's z bands are shown beside it, never as the verdict.
 """
 from __future__ import annotations
 

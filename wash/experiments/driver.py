@@ -291,10 +291,10 @@ def write_meta(path: Path, name: str, config: ExperimentConfig, command: str | N
         # compute time accumulated over resumed invocations of the same plan
         "elapsed_s_total": round(elapsed + (previous.get("elapsed_s_total", 0.0) if same_plan else 0.0), 1),
     }
-    if same_plan and ran == 0:  # a pure re-summary keeps the command, date and code of the run that computed the rows
+    if same_plan and ran == 0:  # a pure re-summary keeps the command, date, code and machine of the run that computed the rows
         # ``note``: what a person recorded about how the rows were computed (a restored meta, say)
-        for k in ("command", "date", "code", "engine", "workers", "threads_per_worker", "forward_settings",
-                  "load_average", "note"):
+        for k in ("command", "date", "machine", "code", "engine", "workers", "threads_per_worker", "forward_settings",
+                  "jobs_run_now", "elapsed_s_now", "load_average", "note"):
             if k in previous:
                 meta[k] = previous[k]
         if "load_average" not in previous:  # this call's load says nothing of the run that made the rows

@@ -12,8 +12,9 @@ over N providers of that scheme with independent keys and base models cycling ov
 The verdict is calibrated (``wash.detection.identify_stats``): for every line-up probed (one
 model; each N) the unwatermarked system is probed ``null_runs`` times (50) at the
 same budget, serving and prompts, with an independent seed (rows of mode ``null``);
-a system's p is its mean-of-R S against the null's mean-of-R law, for R = 3 (the
-paper's runs) and R = ``runs`` (10), and "identified" means p < 5% over all runs.
+a system's p is a two-sample permutation test of its R runs against the null's runs,
+for R = 3 (the paper's runs) and R = ``runs`` (10), and "identified" means that the
+p over all runs, Holm-adjusted over the systems sharing that null, is below 5%.
 S carries a 95% bootstrap interval over contexts. Water-Probe's z over the first
 three runs stays as a column, for comparison with the paper only. The budget sweep
 probes KGW at WASH N = 3 again at 2k, 5k and 10k samples (each with its own null):
@@ -173,18 +174,9 @@ def jobs(config: Config) -> list[Job]:
     return out + costly
 
 
-COLUMNS = ["mode", "scheme", "n", "aggregate", "samples", "z", "band", "s", "s_low", "s_high", "p", "p_floor", "p_r3",
-           "identified", "null_s_mean", "null_s_sd", "null_runs", "runs", "mean_score", "sd_score",
+COLUMNS = ["mode", "scheme", "n", "aggregate", "samples", "z", "band", "s", "s_low", "s_high", "p", "p_holm",
+           "holm_tests", "p_floor", "p_r3", "identified", "null_s_mean", "null_s_sd", "null_runs", "runs", "mean_score", "sd_score",
            "samples_per_context", "fit", "contexts_scored", "seeds"]
-
-
-def p_floor(null_runs: int, runs: int) -> float:
-    """The smallest p the null can give a mean over ``runs`` runs: 1 / (1 + its number of null means)."""
-    from wash.detection.identify_stats import NULL_DRAWS
-
-    if runs < 1 or null_runs < runs:
-        return math.nan
-    return 1.0 / (1 + min(math.comb(null_runs, runs), NULL_DRAWS))
 
 
 def _scores(cell) -> list[float]:
@@ -194,14 +186,16 @@ def _scores(cell) -> list[float]:
 def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
     """One row per system: S and its interval, the calibrated p (R = 3 and all runs), Water-Probe's z.
 
-    A system's p is against the null of its own line-up (same N, same samples); the
-    verdict ``identified`` is ``p < ALPHA_IDENTIFY`` for the p over all runs, and
-    ``p_floor`` is the smallest p that null can give (the system above every null
-    mean). ``null_runs`` counts the null's scored runs (a small budget can leave a
-    run without any context pair). Several
+    A system's p (``permutation_p``) is against the null of its own line-up (same N,
+    same samples, same seed); ``p_holm`` adjusts the p over all runs by Holm over the
+    ``holm_tests`` systems of this summary that share that null, and the verdict
+    ``identified`` is ``p_holm < ALPHA_IDENTIFY``. ``p_floor`` is the smallest p the
+    test can give (the system above every null run); ``p_r3`` is the raw p of the
+    first three runs (the paper's runs), not adjusted. ``null_runs`` counts the null's
+    scored runs (a small budget can leave a run without any context pair). Several
     seeds of one system (rare) give one row each.
     """
-    from wash.detection.identify_stats import identified, null_p
+    from wash.detection.identify_stats import holm_by, identified, p_floor, permutation_p
 
     if rows.empty:
         return pd.DataFrame(columns=COLUMNS)
@@ -209,23 +203,28 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
     rows = rows.assign(mode=rows["job"].map(lambda j: json.loads(j)["mode"]))
     nulls = {(int(r.n), int(r.samples), int(r.seed)): _scores(r.scores)
              for r in rows[rows["mode"] == "null"].itertuples()}
-    records = []
+    records, families = [], []
     for r in rows[rows["mode"] != "null"].itertuples():
         scores = _scores(r.scores)
-        null = nulls.get((int(r.n), int(r.samples), int(r.seed)))
-        p = null_p(scores, null) if null and len(null) >= len(scores) else math.nan
-        p3 = null_p(scores, null, runs=3) if null and len(scores) >= 3 else math.nan
-        scored = [v for v in (null or []) if math.isfinite(v)]  # runs with at least one context pair
+        family = (int(r.n), int(r.samples), int(r.seed))
+        null = nulls.get(family, [])
+        scored = [v for v in null if math.isfinite(v)]  # runs with at least one context pair
+        families.append(family if null else None)
         records.append({"mode": r.mode, "scheme": r.scheme, "n": int(r.n), "aggregate": r.aggregate,
                         "samples": int(r.samples), "z": r.z, "band": r.band, "s": r.s, "s_low": r.s_low,
-                        "s_high": r.s_high, "p": p, "p_floor": p_floor(len(scored), len(scores)), "p_r3": p3,
-                        "identified": identified(p),
+                        "s_high": r.s_high, "p": permutation_p(scores, null),
+                        "p_floor": p_floor(len(scores), len(scored)), "p_r3": permutation_p(scores, null, runs=3),
                         "null_s_mean": float(np.mean(scored)) if scored else math.nan,
                         "null_s_sd": float(np.std(scored, ddof=1)) if len(scored) > 1 else math.nan,
                         "null_runs": len(scored), "runs": len(scores),
                         "mean_score": r.mean_score, "sd_score": r.sd_score,
                         "samples_per_context": r.samples_per_context, "fit": r.fit,
                         "contexts_scored": r.contexts_scored, "seeds": 1})
+    adjusted = holm_by([r["p"] for r in records], families)
+    for record, family, p_holm in zip(records, families, adjusted):
+        record["p_holm"] = float(p_holm)
+        record["holm_tests"] = sum(1 for f, r in zip(families, records) if f == family and math.isfinite(r["p"]))
+        record["identified"] = identified(p_holm)
     return pd.DataFrame.from_records(records, columns=COLUMNS)
 
 

@@ -10,9 +10,11 @@ The tab probes up to three systems built from the providers table, on the same
 contexts and seeds: provider 1 alone, the WASH ensemble of every provider, and the
 same base models without watermarks. The verdict is calibrated: each system's
 line-up (its base models) is also probed ``NULL_RUNS`` times without watermarks,
-with another seed, and a system is called watermarked when its p against that null
-is below ``ALPHA_IDENTIFY`` (``wash.detection.identify_stats.null_p``). The null costs no
-forwards (the base rows are those the systems already computed), only sampling.
+with another seed; a system's p is a permutation test of its runs against that
+null's (``wash.detection.identify_stats.permutation_p``), Holm-adjusted over the systems
+probed here that share the null, and the system is called watermarked when the
+adjusted p is below ``ALPHA_IDENTIFY``. The null costs no forwards (the base rows are
+those the systems already computed), only sampling.
 Water-Probe's z is shown beside the verdict for comparison with the paper, never
 as the verdict.
 """
@@ -29,7 +31,7 @@ import plotly.graph_objects as go
 
 from wash.errors import WashInputError
 from wash.detection.identification import Identification, Probe
-from wash.detection.identify_stats import identified, null_p
+from wash.detection.identify_stats import holm_by, identified, permutation_p
 from wash.detection.thresholds import ALPHA_IDENTIFY, Z_THRESHOLD
 from wash.ui.providers import rows_to_specs
 
@@ -44,22 +46,24 @@ PROBES = {"fast": Probe(version="v1", contexts=20, samples=200, runs=3),
 NULL_RUNS = 50
 #: The null's probe seed is the systems' plus this (independent samples).
 NULL_SEED_OFFSET = 1000
-COLUMNS = ["system", "providers", "verdict", "p", "S (95% CI)", "null S", "Water-Probe z (band)",
+COLUMNS = ["system", "providers", "verdict", "p", "p (Holm)", "S (95% CI)", "null S", "Water-Probe z (band)",
            "run scores", "contexts", "samples", "seconds"]
 
 
 @dataclass
 class Probed:
-    """One probed system, the null runs of its line-up, and the calibrated p."""
+    """One probed system, the null runs of its line-up, the permutation p and its Holm adjustment
+    over the systems probed against the same null (the verdict reads ``p_holm``)."""
 
     name: str
     result: Identification
     null: list[float]
     p: float
+    p_holm: float
 
     @property
     def identified(self) -> bool:
-        return identified(self.p)
+        return identified(self.p_holm)
 
 
 def run_identify(table: Any, systems: Sequence[str], probe_name: str, choices: list[str] | None = None,
@@ -112,7 +116,10 @@ def run_identify(table: Any, systems: Sequence[str], probe_name: str, choices: l
         nulls[lineup] = identify(served, "unwatermarked", null_probe, pset=null_pset,
                                  progress=reporter(f"probing the unwatermarked null of {len(lineup)} model(s)")).scores
         done += 1
-    return [Probed(name, r, nulls[lineup], null_p(r.scores, nulls[lineup])) for name, r, lineup in results]
+    ps = [permutation_p(r.scores, nulls[lineup]) for _, r, lineup in results]
+    adjusted = holm_by(ps, [lineup for *_, lineup in results])
+    return [Probed(name, r, nulls[lineup], p, float(p_holm))
+            for (name, r, lineup), p, p_holm in zip(results, ps, adjusted)]
 
 
 def _z_text(z: float, band: str) -> str:
@@ -131,7 +138,7 @@ def _null_text(null: Sequence[float]) -> str:
 
 def results_frame(results: Sequence[Probed]) -> pd.DataFrame:
     rows = [{"system": p.name, "providers": ", ".join(p.result.providers), "verdict": _verdict(p),
-             "p": f"{p.p:.3g}", "S (95% CI)": f"{p.result.s:.3f} [{p.result.s_low:.3f}, {p.result.s_high:.3f}]",
+             "p": f"{p.p:.3g}", "p (Holm)": f"{p.p_holm:.3g}", "S (95% CI)": f"{p.result.s:.3f} [{p.result.s_low:.3f}, {p.result.s_high:.3f}]",
              "null S": _null_text(p.null), "Water-Probe z (band)": _z_text(p.result.z, p.result.band),
              "run scores": ", ".join(f"{s:.3f}" for s in p.result.scores), "contexts": p.result.contexts,
              "samples": p.result.samples, "seconds": round(p.result.seconds, 1)} for p in results]
@@ -151,7 +158,7 @@ def figure(results: Sequence[Probed]) -> go.Figure:
                          error_y=dict(type="data", symmetric=False,
                                       array=[p.result.s_high - p.result.s for p in results],
                                       arrayminus=[p.result.s - p.result.s_low for p in results]),
-                         text=[f"p = {p.p:.2g}" for p in results], textposition="outside"), row=1, col=1)
+                         text=[f"Holm p = {p.p_holm:.2g}" for p in results], textposition="outside"), row=1, col=1)
     nulls = pd.Series([sum(p.null) / len(p.null) for p in results], dtype=float)
     fig.add_trace(go.Scatter(x=names, y=nulls.tolist(), mode="markers", name="null mean",
                              marker=dict(symbol="line-ew-open", size=28, color="#6b7280", line=dict(width=2))),
@@ -171,13 +178,13 @@ def summary(results: Sequence[Probed]) -> str:
     lines = []
     for p in results:
         r = p.result
-        lines.append(f"- **{p.name}**: {_verdict(p)} (p = {p.p:.3g}); S = {r.s:.3f} [{r.s_low:.3f}, {r.s_high:.3f}] "
+        lines.append(f"- **{p.name}**: {_verdict(p)} (p = {p.p:.3g}, Holm-adjusted {p.p_holm:.3g}); S = {r.s:.3f} [{r.s_low:.3f}, {r.s_high:.3f}] "
                      f"against the unwatermarked null {_null_text(p.null)}; Water-Probe z {_z_text(r.z, r.band)}.")
     return ("\n".join(lines) + "\n\nS measures how much each system's token rankings after the same answer prefix "
-            "agree between two different prompts; a keyed watermark makes them agree more. p compares a system's "
-            f"mean S over its {len(results[0].result.scores) if results else 3} runs with the same mean over "
-            f"runs of the same base models without watermarks ({NULL_RUNS} runs, another seed): "
-            f"below {ALPHA_IDENTIFY:g} the system is called watermarked. Water-Probe's own z (above "
+            "agree between two different prompts; a keyed watermark makes them agree more. p is a permutation "
+            f"test of a system's {len(results[0].result.scores) if results else 3} runs against runs of the same "
+            f"base models without watermarks ({NULL_RUNS} runs, another seed), Holm-adjusted over the systems "
+            f"sharing those runs: below {ALPHA_IDENTIFY:g} the system is called watermarked. Water-Probe's own z (above "
             f"{Z_THRESHOLD:g}: its low-confidence band) divides by the spread of three runs against a fixed mean of "
             f"0.1 and can pass {Z_THRESHOLD:g} on an unwatermarked model, so it is shown for comparison with the "
             "paper only.")
