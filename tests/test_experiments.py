@@ -262,8 +262,9 @@ def test_a_re_summary_keeps_the_record_of_the_run_that_computed_the_rows(outputs
     assert again.meta["summarised_by"] == "test re-summary"
     # a meta written before a config field existed is the same plan while the field is at its default
     path = next(out.glob("*_meta.json"))
-    path.write_text(json.dumps({**before, "note": "restored by hand"}))
-    assert execute(module, config, command="test note", partial=True).meta["note"] == "restored by hand"
+    path.write_text(json.dumps({**before, "note": "restored by hand", "machine": "the machine of the run"}))
+    kept = execute(module, config, command="test note", partial=True).meta
+    assert kept["note"] == "restored by hand" and kept["machine"] == "the machine of the run"
     older = {**before, "config": {k: v for k, v in before["config"].items() if k != "lineup"}}
     path.write_text(json.dumps(older))
     assert execute(module, config, command="test older meta", partial=True).meta["command"] == before["command"]

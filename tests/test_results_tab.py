@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 
 from wash import results_tables as rt
-from wash.detection.thresholds import FPR_CALIBRATED
+from wash.detection.thresholds import ALPHA_IDENTIFY, FPR_CALIBRATED
 from wash.ui import results
 
 TPR = rt.RESULTS_ROOT / rt.DETECTION_FOLDER
@@ -126,6 +126,9 @@ def test_tables_show_the_measured_cells_the_verdict_and_the_paper_comparable_z()
             assert shown["verdict"].startswith("no p")
         else:
             assert shown["verdict"] == ("identified" if row["identified"] else "not identified")
+            # the verdict is Holm's: the adjusted p, never below the raw one, against the level
+            assert row["p_holm"] >= row["p"] and row["identified"] == (row["p_holm"] < ALPHA_IDENTIFY)
+            assert shown["p"] == results.pval(row["p"]) and shown["Holm p"] == results.pval(row["p_holm"])
         if not pd.isna(row["paper_z"]):
             assert shown["paper Table 1 z"].startswith(f"{row['paper_z']:.1f} (")
         assert shown["scheme (form)"] == results.scheme_label(row)
@@ -235,7 +238,6 @@ def test_sentences_hold_no_typed_number_only_the_datas():
     from wash.detection.thresholds), the intervals' 95% and the paper's table names; with them, the numbers it adds
     are cells of the tables."""
     from wash.reporting.fmt import FPR_LEVEL
-    from wash.detection.thresholds import ALPHA_IDENTIFY
 
     def typed(text: str) -> list[str]:
         for quoted in ("95%", FPR_LEVEL, f"{ALPHA_IDENTIFY:g}", "Table 2"):

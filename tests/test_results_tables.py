@@ -61,13 +61,32 @@ def test_identification_table_cells_equal_the_identify_summary():
     table = rt.identification_table()
     summary = pd.read_csv(IDENTIFY / "identify_summary.csv")
     assert len(table) == len(summary)
-    pairs = {"s": "s", "s_low": "s_low", "s_high": "s_high", "p": "p", "p_floor": "p_floor",
+    pairs = {"s": "s", "s_low": "s_low", "s_high": "s_high", "p": "p", "p_holm": "p_holm", "holm_tests": "holm_tests",
+             "p_floor": "p_floor",
              "identified": "identified", "z_waterprobe": "z", "null_s_mean": "null_s_mean", "scheme": "scheme",
              "mode": "mode", "n": "n", "samples": "samples", "band": "band"}
     for (_, row), (_, cells) in zip(table.iterrows(), summary.iterrows()):
         for ours, theirs in pairs.items():
             assert same(row[ours], cells[theirs]), (ours, row["scheme"], row["setting"], row["samples"])
     assert (table["profile"] == json.loads((IDENTIFY / "identify_meta.json").read_text())["profile"]["name"]).all()
+
+
+@pytest.mark.parametrize("folder", rt.IDENTIFICATION_FOLDERS)
+def test_every_committed_verdict_is_holm_over_the_systems_sharing_its_null(folder):
+    """Each folder's systems sharing a null (same N and budget) form one Holm family: the committed
+    ``p_holm`` is Holm's adjustment of their ``p``, never below it nor below the test's floor, and
+    ``identified`` reads it."""
+    from wash.detection.identify_stats import holm
+    from wash.detection.thresholds import ALPHA_IDENTIFY
+
+    table = rt.identification_table(folder_name=folder)
+    scored = table[table["p"].notna()]
+    assert not scored.empty
+    for _, family in scored.groupby(["n", "samples"]):
+        assert list(family["p_holm"]) == pytest.approx(list(holm(family["p"])))
+        assert (family["holm_tests"] == len(family)).all()
+    assert (scored["p_holm"] >= scored["p"]).all() and (scored["p"] >= scored["p_floor"] - 1e-12).all()
+    assert (table["identified"] == (table["p_holm"] < ALPHA_IDENTIFY)).all()
 
 
 def test_identification_table_puts_the_papers_table_1_beside_the_matching_settings():

@@ -280,7 +280,7 @@ def detection_table(root: Path = RESULTS_ROOT, folder_name: str = DETECTION_FOLD
 
 
 IDENTIFICATION_COLUMNS = ["scheme", "form", "lineup", "profile", "setting", "mode", "n", "samples", "runs", "s",
-                          "s_low", "s_high", "p", "p_floor", "p_r3", "identified", "z_waterprobe", "band", "null_s_mean",
+                          "s_low", "s_high", "p", "p_holm", "holm_tests", "p_floor", "p_r3", "identified", "z_waterprobe", "band", "null_s_mean",
                           "null_s_sd", "null_runs", "contexts_scored", "paper_z", "paper_z_low", "paper_z_high",
                           "source", "partial", "jobs"]
 
@@ -288,9 +288,11 @@ IDENTIFICATION_COLUMNS = ["scheme", "form", "lineup", "profile", "setting", "mod
 def identification_table(root: Path = RESULTS_ROOT, folder_name: str = IDENTIFICATION_FOLDER) -> pd.DataFrame:
     """"Is this model watermarked?": one row per probed system of ``identify-calibrated``.
 
-    ``identified`` is the calibrated verdict (p of the system's mean S against the
-    unwatermarked line-up's null, below ``wash.detection.thresholds.ALPHA_IDENTIFY``); ``p_floor``
-    the smallest p the null's runs can give; ``s_low``/``s_high`` S's 95% interval over
+    ``p`` is the one-sided permutation p of the system's runs against the unwatermarked
+    line-up's null runs, ``p_holm`` that p Holm-adjusted over the ``holm_tests`` systems of
+    the folder sharing the null, and ``identified`` the verdict ``p_holm`` below
+    ``wash.detection.thresholds.ALPHA_IDENTIFY`` (``wash.detection.identify_stats``); ``p_floor``
+    the smallest p the test can give; ``p_r3`` the raw p of the first three runs; ``s_low``/``s_high`` S's 95% interval over
     contexts; ``z_waterprobe`` Water-Probe's own z over the first three runs, the number
     comparable with the paper's Table 1 (``paper_z``: its Llama-3.1-8B value;
     ``paper_z_low``/``paper_z_high``: the range over its three base models). The budget
@@ -307,7 +309,8 @@ def identification_table(root: Path = RESULTS_ROOT, folder_name: str = IDENTIFIC
         "samples": s["samples"].astype(int),
         "runs": s["runs"].astype(int),
         "s": s["s"], "s_low": s["s_low"], "s_high": s["s_high"],
-        "p": s["p"], "p_floor": s["p_floor"], "p_r3": s["p_r3"],
+        "p": s["p"], "p_holm": s["p_holm"], "holm_tests": s["holm_tests"].astype(int),
+        "p_floor": s["p_floor"], "p_r3": s["p_r3"],
         "identified": s["identified"].astype(bool),
         "z_waterprobe": s["z"], "band": s["band"],
         "null_s_mean": s["null_s_mean"], "null_s_sd": s["null_s_sd"], "null_runs": s["null_runs"].astype(int),

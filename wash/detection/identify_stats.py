@@ -73,6 +73,8 @@ BOOTSTRAP_RESAMPLES = 2000
 #: Splits of the permutation test: every split when there are at most this many, else this
 #: many random ones (a Monte Carlo p, floor 1e-05).
 PERMUTATION_RESAMPLES = 99_999
+#: What the documents and the app call the verdict's test.
+TEST_NAME = "Holm-corrected permutation test"
 
 
 @dataclass(frozen=True, eq=False)

@@ -8,6 +8,8 @@ refuses a decimal number or a percentage in these templates.
 
 from __future__ import annotations
 
+from wash.detection.identify_stats import PERMUTATION_RESAMPLES
+
 #: Per experiment: what it measures (the paper's counterpart in parentheses).
 EXPERIMENTS = {
     "decay": (
@@ -31,8 +33,10 @@ EXPERIMENTS = {
         "token is sampled under both, and every pair of prefixes scores the cosine of the rank-sign "
         "changes between the prompts. S is the mean over pairs. The paper's Table 1 very probably reports "
         "Water-Probe's z = (mean S - mu) / sd over three runs (the paper does not name its statistic). "
-        "Runs with a `p` column are calibrated: each line-up is also probed without watermarks (the null), "
-        "and `identified` is the verdict of the one-sided p of the system's mean S against the null's; "
+        "Runs with a `p` column are calibrated: each line-up is also probed without watermarks (the null); "
+        "`p` is a one-sided two-sample permutation test of the system's runs against the null's runs, "
+        "`p_holm` that p Holm-adjusted over the `holm_tests` systems of the run that share the null, and "
+        "`identified` the verdict, `p_holm` below the identification level (`ALPHA_IDENTIFY`); "
         "older runs report Water-Probe's z alone, which is a t statistic with two degrees of freedom "
         "against a mean that is not our models' null."),
     "quality": (
@@ -92,7 +96,9 @@ FOLDERS = {
     "identify-calibrated": (
         "The calibrated run: mixed base models, each line-up's null probed many times at the same budget, "
         "serving and prompts with another seed. `p_r3` is the same test over the first three runs, as the "
-        "paper runs three; `p_floor` is the smallest p the null's runs allow. The rows with fewer "
+        "paper runs three (raw, not adjusted); `p_floor` is the smallest p the test can give: 1 over the "
+        "number of splits where every split is enumerated (three runs), else 1 over the "
+        f"{PERMUTATION_RESAMPLES:,} random splits plus one (ten runs). The rows with fewer "
         "`samples` are a budget sweep of one system. Water-Probe's `z` and `band` stay for comparison with "
         "the paper only."),
     "decay-kgw-paper": (

@@ -15,6 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from wash import results_tables as rt
+from wash.detection.identify_stats import TEST_NAME
 from wash.detection.thresholds import Z_THRESHOLD
 from wash.reporting.data import Folder
 from wash.reporting.fmt import FPR_LEVEL, md_table, num, num_ci, paper_pct, pct, pct_ci
@@ -117,8 +118,8 @@ def identification(root: Path, F: dict[str, Folder]) -> Finding | None:
     ident = wash[wash["identified"]]
     under = wash[wash["z_waterprobe"] < Z_THRESHOLD]
     whole = [s for s in dict.fromkeys(ident["scheme"]) if (ident["scheme"] == s).sum() == (wash["scheme"] == s).sum()]
-    ours = (f"`{rt.IDENTIFICATION_FOLDER}` (every provider watermarked, its own key): a test calibrated on "
-            f"unwatermarked runs identifies {len(ident)} of {len(wash)} WASH systems at N = 3, 5"
+    ours = (f"`{rt.IDENTIFICATION_FOLDER}` (every provider watermarked, its own key): the {TEST_NAME} "
+            f"against unwatermarked runs identifies {len(ident)} of {len(wash)} WASH systems at N = 3, 5"
             + (f" ({names(whole)} at both)" if whole else "")
             + f"; Water-Probe's own z is below {Z_THRESHOLD:g} in {len(under)} of {len(wash)}")
     paper_range = rt.paper_table1()
@@ -144,7 +145,7 @@ def release(root: Path, F: dict[str, Folder]) -> Finding | None:
     under = wash[wash["z_waterprobe"] < Z_THRESHOLD]
     ident = wash[wash["identified"]]
     ours = (f"One watermarked anchor diluted by unwatermarked models (`identify-anchor`): Water-Probe's z "
-            f"below {Z_THRESHOLD:g} in {len(under)} of {len(wash)} WASH cells; the calibrated test "
+            f"below {Z_THRESHOLD:g} in {len(under)} of {len(wash)} WASH cells; the {TEST_NAME} "
             f"identifies {len(ident)} of {len(wash)}")
     inside = total = 0
     if "tpr-anchor" in F:
@@ -159,7 +160,7 @@ def release(root: Path, F: dict[str, Folder]) -> Finding | None:
             "Mostly reproduced" if len(under) * 2 > len(wash) and inside * 2 > total else "Partly reproduced")
     verdict = (f"**{word}**: Water-Probe's z below {Z_THRESHOLD:g} as in the paper in {len(under)} of {len(wash)} "
                "cells" + (f", the paper's Table 2 cell inside our interval in {inside} of {total}" if total else "")
-               + (f"; yet a calibrated test identifies {len(ident)} of the {len(wash)} systems." if len(ident)
+               + (f"; yet the {TEST_NAME} identifies {len(ident)} of the {len(wash)} systems." if len(ident)
                   else "."))
     return Finding("The release's own systems (one watermarked model among unwatermarked ones) stay below "
                    f"z = {Z_THRESHOLD:g} (Table 1) and at the Table 2 TPRs",

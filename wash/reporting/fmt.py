@@ -52,6 +52,12 @@ def pval(p) -> str:
     return MISSING if missing(p) else f"{float(p):.2g}"
 
 
+def pval_range(values) -> str:
+    """``0.68 to 1``, or one value where every p prints the same (``1``, not ``1 to 1``)."""
+    low, high = pval(min(values)), pval(max(values))
+    return low if low == high else f"{low} to {high}"
+
+
 def integer(v) -> str:
     """``20,000``."""
     return MISSING if missing(v) else f"{int(v):,}"

@@ -15,8 +15,9 @@ import pandas as pd
 
 from wash import results_tables as rt
 from wash.reporting.data import Folder
-from wash.reporting.fmt import FPR_LEVEL, integer, num, num_ci, paper_pct, pct, pct_ci, pval
-from wash.detection.thresholds import Z_THRESHOLD
+from wash.reporting.fmt import FPR_LEVEL, integer, num, num_ci, paper_pct, pct, pct_ci, pval, pval_range
+from wash.detection.identify_stats import TEST_NAME
+from wash.detection.thresholds import ALPHA_IDENTIFY, Z_THRESHOLD
 
 #: The folders the headline quotes; ``HEADLINE_SOURCES`` are the files its numbers come from.
 HEADLINE_FOLDERS = ("decay-kgw-paper", "decay-mix-paper", "tpr-paper", "identify-calibrated", "identify-anchor",
@@ -105,7 +106,7 @@ def detection(root: Path, F: dict[str, Folder]) -> str | None:
 
 
 def _washed_out(wash: pd.DataFrame) -> str:
-    """The schemes whose WASH ensembles the calibrated test misses at some N, with their p."""
+    """The schemes whose WASH ensembles the calibrated test misses at some N, with their Holm-adjusted p."""
     gone, fading = [], []
     for scheme in dict.fromkeys(wash["scheme"]):
         rows = wash[wash["scheme"] == scheme].sort_values("n")
@@ -116,12 +117,12 @@ def _washed_out(wash: pd.DataFrame) -> str:
     for scheme, rows in fading:
         hit, miss = rows[rows["identified"]], rows[~rows["identified"]]
         text += (f" {name(scheme)} is identified at N = {' and '.join(str(int(n)) for n in hit['n'])} "
-                 f"(p {pval(hit['p'].max())}) but not at N = {' and '.join(str(int(n)) for n in miss['n'])} "
-                 f"(p {pval(miss['p'].min())}).")
+                 f"(Holm p {pval(hit['p_holm'].max())}) but not at N = "
+                 f"{' and '.join(str(int(n)) for n in miss['n'])} (Holm p {pval(miss['p_holm'].min())}).")
     if gone:
-        ps = pd.concat([rows["p"] for _, rows in gone])
+        ps = pd.concat([rows["p_holm"] for _, rows in gone])
         text += (f" {names(s for s, _ in gone)} {'are' if len(gone) > 1 else 'is'} not identified under WASH "
-                 f"at any N probed (p {pval(ps.min())} to {pval(ps.max())}).")
+                 f"at any N probed (Holm p {pval_range(ps)}).")
     return text
 
 
@@ -138,8 +139,8 @@ def identification(root: Path, F: dict[str, Folder]) -> str | None:
             and set(wash[wash["scheme"] == s]["n"]) >= {3, 5}]
     null_runs = int(full["null_runs"].max())
     text = (f"**Is this model watermarked?** (`{rt.IDENTIFICATION_FOLDER}`, Water-Probe, "
-            f"{integer(full['samples'].iloc[0])} samples x {int(full['runs'].iloc[0])} runs, the verdict "
-            f"calibrated against {null_runs} unwatermarked runs per line-up.) "
+            f"{integer(full['samples'].iloc[0])} samples x {int(full['runs'].iloc[0])} runs; identified: the "
+            f"{TEST_NAME} against {null_runs} unwatermarked runs per line-up, at {ALPHA_IDENTIFY:.0%}.) "
             + ("Every single provider is identified" if missed.empty else
                f"Every single provider is identified except {names(missed['scheme'])}")
             + ("" if missed.empty or (missed["contexts_scored"] > 1).any() else
@@ -150,7 +151,9 @@ def identification(root: Path, F: dict[str, Folder]) -> str | None:
         floor = wash[wash["scheme"].isin(kept)]
         at_floor = bool((floor["p"] <= floor["p_floor"]).all())
         text += (f" Under WASH, {names(kept)} stay identified at N = 3 and N = 5"
-                 + (f" (p {pval(floor['p'].max())}, the floor)" if at_floor else "") + ".")
+                 + (f" (p {pval(floor['p'].max())}, the floor of its random splits; Holm p at most "
+                    f"{pval(floor['p_holm'].max())})" if at_floor else
+                    f" (Holm p at most {pval(floor['p_holm'].max())})") + ".")
     text += _washed_out(wash)
     unprobed = [x for x in dict.fromkeys(single["scheme"]) if x not in set(wash["scheme"])]
     if unprobed:
@@ -198,8 +201,8 @@ def release_lineup(root: Path, F: dict[str, Folder]) -> str | None:
     if above:
         text += " It does not for " + "; ".join(above) + "."
     if len(ident) == len(wash):
-        text += (f" Yet the calibrated test identifies every one of these systems with {int(wash['runs'].max())} "
-                 f"runs (p {pval(wash['p'].max())}); with the paper's three runs its p ranges from "
+        text += (f" Yet the {TEST_NAME} identifies every one of these systems with {int(wash['runs'].max())} "
+                 f"runs (Holm p {pval(wash['p_holm'].max())}); with the paper's three runs its raw p ranges from "
                  f"{pval(wash['p_r3'].min())} to {pval(wash['p_r3'].max())}: washed out for Water-Probe's z, "
                  "not for a test calibrated against the unwatermarked models.")
     else:
@@ -208,7 +211,7 @@ def release_lineup(root: Path, F: dict[str, Folder]) -> str | None:
         parts = ([f"{names(whole)} at every N"] if whole else []) + [
             f"{name(s)} at N = {', '.join(str(int(n)) for n in sorted(ident.loc[ident['scheme'] == s, 'n']))}"
             for s in ident["scheme"].unique() if s not in whole]
-        text += (f" The calibrated test identifies {len(ident)} of these {len(wash)} systems "
+        text += (f" The {TEST_NAME} identifies {len(ident)} of these {len(wash)} systems "
                  f"({'; '.join(parts)}).")
     return text
 

@@ -17,6 +17,7 @@ from typing import Callable
 import pandas as pd
 
 from wash import results_tables as rt
+from wash.detection.identify_stats import TEST_NAME
 from wash.detection.thresholds import Z_THRESHOLD
 from wash.reporting.fmt import MISSING, md_table, missing, num, num_ci, paper_pct, pct_ci, pval
 from wash.reporting.headline import name
@@ -184,7 +185,8 @@ def identification_rows(t: pd.DataFrame) -> list[list[str]]:
         if missing(r["p"]):
             return NO_SCORE
         verdict = "identified" if r["identified"] else "not identified"
-        return f"{num(r['z_waterprobe'], 1)}; S {num_ci(r['s'], r['s_low'], r['s_high'], 3)}, p {pval(r['p'])}, {verdict}"
+        return (f"{num(r['z_waterprobe'], 1)}; S {num_ci(r['s'], r['s_low'], r['s_high'], 3)}, p {pval(r['p'])} "
+                f"(Holm {pval(r['p_holm'])}), {verdict}")
 
     return _pivot(t, cell, lambda r: num(r["paper_z"], 1))
 
@@ -217,7 +219,8 @@ def release_section(root: Path) -> list[str]:
            "`release detector`: the same texts scored by the release's detector instead of ours.", ""]
     if ident:
         out += ["Is this model watermarked? Water-Probe's own z (the paper's Table 1 statistic, its "
-                "Llama-3.1-8B value last), then the calibrated test: S above its null, p, verdict (open serving)",
+                "Llama-3.1-8B value last), then the calibrated test: S above its null, p (Holm-adjusted), "
+                f"verdict of the {TEST_NAME} (open serving)",
                 "", *md_table(["scheme", "setting", *systems, "paper Table 1 z"], ident), ""]
         verdict = identification_verdict(ident_t)
         out += [verdict, ""] if verdict else []

@@ -37,6 +37,7 @@ import plotly.graph_objects as go
 from wash import results_tables as rt
 from wash.reporting.fmt import FPR_LEVEL, integer, num, num_ci, paper_pct, pct_ci, pval
 from wash.reporting.headline import name, names
+from wash.detection.identify_stats import TEST_NAME
 from wash.detection.thresholds import ALPHA_IDENTIFY, FPR_CALIBRATED
 from wash.ui.plots import PALETTE, empty_figure
 
@@ -56,15 +57,18 @@ _MODE_RANK = {"single": 0, "wash": 1, "naive": 2, "unwatermarked": 3}
 DETECTION_HEADERS = ["scheme (form)", "line-up", "profile", "setting", "TPR [95% CI]", "check FPR [95% CI]",
                      "negatives", "threshold z", "paper Table 2"]
 IDENTIFICATION_HEADERS = ["scheme (form)", "line-up", "profile", "setting", "samples", "S [95% CI]",
-                          "null S (mean ± sd)", "p", "verdict", "paper-comparable z (band)", "paper Table 1 z"]
+                          "null S (mean ± sd)", "p", "Holm p", "verdict", "paper-comparable z (band)",
+                          "paper Table 1 z"]
 #: Column widths (percent of the table) that fit every column on a 1400-pixel page without scrolling sideways.
 DETECTION_WIDTHS = ["15%", "10%", "7%", "10%", "13%", "13%", "9%", "10%", "13%"]
-IDENTIFICATION_WIDTHS = ["12%", "9%", "6%", "10%", "7%", "12%", "10%", "6%", "10%", "9%", "9%"]
+IDENTIFICATION_WIDTHS = ["11%", "8%", "6%", "9%", "7%", "12%", "10%", "6%", "6%", "9%", "8%", "8%"]
 #: The tables' captions: what their paper columns hold.
 DETECTION_CAPTION = ("TPR at the calibrated FPR per scheme and setting; check FPR: the held-out half of the "
                      "unwatermarked texts at the same threshold; paper Table 2: the paper's value for the same "
                      "setting")
-IDENTIFICATION_CAPTION = ("Calibrated verdict per probed system (rows with fewer samples: a budget sweep); "
+IDENTIFICATION_CAPTION = (f"Verdict of the {TEST_NAME} per probed system (p: the permutation test against the "
+                          "null's runs; Holm p: adjusted over the systems sharing that null; rows with fewer "
+                          "samples: a budget sweep); "
                           "paper-comparable z: Water-Probe's own z and band, the statistic of the paper's Table 1; "
                           f"paper Table 1 z: its {rt.PAPER_Z_MODEL} value (range over its three base models)")
 
@@ -379,10 +383,10 @@ def identification_figure(table: pd.DataFrame) -> go.Figure:
             marker=dict(size=11, color=colour, line=dict(width=2, color=colour),
                         symbol=["circle" if ok else "circle-open" for ok in rows["identified"]]),
             error_y=_errors(rows["s"], rows["s_low"], rows["s_high"]),
-            customdata=[[num_ci(r["s"], r["s_low"], r["s_high"], 3), pval(r["p"]), _verdict(r)]
+            customdata=[[num_ci(r["s"], r["s_low"], r["s_high"], 3), pval(r["p"]), pval(r["p_holm"]), _verdict(r)]
                         for _, r in rows.iterrows()],
-            hovertemplate=(f"{label}, %{{x}}<br>S %{{customdata[0]}}<br>p %{{customdata[1]}}: "
-                           "%{customdata[2]}<extra></extra>")))
+            hovertemplate=(f"{label}, %{{x}}<br>S %{{customdata[0]}}<br>p %{{customdata[1]}}, Holm p "
+                           "%{customdata[2]}: %{customdata[3]}<extra></extra>")))
     _base_layout(fig, "Is this model watermarked? Water-Probe S against the unwatermarked null" + _partial_note(table),
                  "setting (line-up of base models)", "S: rank agreement between the two prompts", categories)
     fig.update_layout(bargap=0.15)
@@ -390,8 +394,8 @@ def identification_figure(table: pd.DataFrame) -> go.Figure:
 
 
 def identification_display(table: pd.DataFrame) -> pd.DataFrame:
-    """The identification rows as the tab shows them: verdict from p, Water-Probe's z and the paper's Table 1 z
-    in the table only."""
+    """The identification rows as the tab shows them: the verdict from the Holm-adjusted p, Water-Probe's z and
+    the paper's Table 1 z in the table only."""
     rows = []
     for _, r in table.iterrows():
         null = MISSING_NULL if pd.isna(r["null_s_mean"]) else f"{num(r['null_s_mean'], 3)} ± {num(r['null_s_sd'], 3)}"
@@ -399,7 +403,8 @@ def identification_display(table: pd.DataFrame) -> pd.DataFrame:
             f"{num(r['paper_z'], 1)} ({num(r['paper_z_low'], 1)} to {num(r['paper_z_high'], 1)})")
         z = "–" if pd.isna(r["z_waterprobe"]) else f"{num(r['z_waterprobe'], 1)} ({r['band']})"
         rows.append([scheme_label(r), r["lineup"], r["profile"], r["setting"], integer(r["samples"]),
-                     num_ci(r["s"], r["s_low"], r["s_high"], 3), null, pval(r["p"]), _verdict(r), z, paper])
+                     num_ci(r["s"], r["s_low"], r["s_high"], 3), null, pval(r["p"]), pval(r["p_holm"]), _verdict(r),
+                     z, paper])
     return pd.DataFrame(rows, columns=IDENTIFICATION_HEADERS)
 
 
@@ -407,7 +412,8 @@ def identification_sentence(table: pd.DataFrame) -> str:
     """What to look at in the identification figure, and (from the data) which systems are identified."""
     text = ("Each dot is a system's Water-Probe S with its 95% interval over contexts; the grey box behind a "
             "setting is the same base models probed without watermarks (the null, mean ± sd). A filled dot is "
-            f"identified (its p against the null is below {ALPHA_IDENTIFY:g}), a hollow one is not. **Look at** "
+            f"identified by the {TEST_NAME} (its p against the null's runs, Holm-adjusted over the systems "
+            f"sharing them, is below {ALPHA_IDENTIFY:g}), a hollow one is not. **Look at** "
             "which WASH dots still clear their grey box: averaging has not hidden those watermarks from a "
             "probe that needs no key.")
     marked = full_budget(table)
