@@ -90,7 +90,11 @@ def test_the_z_score_text_is_short_and_its_tail_is_the_thresholds():
 
 def _bench(tmp_path, **step_fields) -> object:
     data = {"machine": "a CPU, 2 cores", "models_text": "smollm2 + gemma3",
-            "steps": [dict({"step": 2, "seeds": [0, 1, 2], "click_s": [12.4, 15.0],
+            "rounds": [{"uptime_before": "12:00:00 up 1 min,  0 user,  load average: 9.50, 8.0, 7.0",
+                        "steps": [{"step": 2, "seconds": 41.0}]},
+                       {"uptime_before": "12:05:00 up 6 min,  0 user,  load average: 1.25, 3.0, 5.0",
+                        "steps": [{"step": 2, "seconds": 14.6}]}],
+            "steps": [dict({"step": 2, "seeds": [0, 1, 2], "click_s": [41.0, 14.6],
                             "z": {"P1 kgw": [2.1, 3.04, 2.5], "P1 kgw alone": [8.0, 8.02, 8.01]}}, **step_fields)]}
     path = tmp_path / "bench.json"
     path.write_text(json.dumps(data))
@@ -101,7 +105,8 @@ def test_measured_line_reads_ranges_and_says_when_the_page_serves_other_models(t
     path = _bench(tmp_path)
     line = measured(2, path, REAL)
     assert "seeds 0 to 2" in line and "P1 kgw z 2.1 to 3.0" in line and "P1 kgw alone z 8.0" in line
-    assert "Click to done: 12 to 15 s on a CPU, 2 cores" in line and "serves" not in line
+    assert "Click to done: 15 s on a CPU, 2 cores (1-minute load 1.2 when timed)" in line  # the quietest round
+    assert "serves" not in line
     assert "This page serves tiny-smollm2 + tiny-gemma3" in measured(2, path, TINY)
     assert measured(1, path).startswith("Not measured yet")
     assert measured(2, tmp_path / "absent.json").startswith("Not measured yet")
@@ -126,9 +131,12 @@ def test_the_committed_measurement_is_of_these_steps_on_the_real_models(bench):
             assert s.seed in entry["seeds"] and len(entry["seeds"]) >= 3
 
 
-def test_every_step_finished_within_the_budget_in_a_measured_round(bench):
-    for entry in bench["steps"]:
-        assert min(entry["click_s"]) <= CLICK_BUDGET_S, f"step {entry['step']}: {entry['click_s']}"
+def test_every_step_finished_within_the_budget_in_the_quietest_round(bench):
+    """The page quotes each step's time in the round timed on the least loaded machine: within the budget."""
+    for number in range(1, len(STEPS) + 1):
+        line = measured(number)
+        seconds = float(re.search(r"Click to done: (\d+) s", line).group(1))
+        assert seconds <= CLICK_BUDGET_S, line
 
 
 def _z(bench: dict, number: int) -> dict[str, list[float]]:
@@ -148,18 +156,22 @@ def test_what_each_step_tells_the_class_holds_on_the_measured_seeds(bench):
         z = _z(bench, number)
         alone = z.pop("P1 kgw alone")
         assert alone == one  # the dashed line is step 1's text
-        # provider 1 ends far below itself alone and close to alone / N
-        assert all(w < a / 2 and abs(w - a / n) < 2.0 for w, a in zip(z["P1 kgw"], alone)), (number, z)
+        wash = z["P1 kgw"]
+        # provider 1 ends well below itself alone (by over 2), around alone / N: on average within 1
+        assert all(a - w > 2 and abs(w - a / n) < 2.5 for w, a in zip(wash, alone)), (number, wash, alone)
+        assert abs(sum(wash) / len(wash) - sum(alone) / len(alone) / n) < 1.0, (number, wash, alone)
         assert sum(_above(v) for v in z.values()) == outliers, z  # "one of the fifteen" / "all five below 4"
         assert not any(v[seed0] > Z_THRESHOLD for v in z.values())  # "none on this click's seed"
     below_two = [v <= 2.0 for values in _z(bench, 3).values() for v in values]
     assert sum(below_two) > len(below_two) / 2  # step 3: "most of them below the green line"
     survivor = _z(bench, 4)
     aar, alone = survivor["P1 aar"], survivor["P1 aar alone"]
-    assert all(w > a / 3 and w > 2 * Z_THRESHOLD - 1 for w, a in zip(aar, alone)), (aar, alone)  # "far above 4"
+    assert all(w > a / 3 and w > Z_THRESHOLD for w, a in zip(aar, alone)), (aar, alone)  # above both, every seed
+    assert aar[seed0] > alone[seed0] / 3 + 2  # "well above on this click's seed"
+    assert sum(w < a / 3 + 0.5 for w, a in zip(aar, alone)) == 1  # "only just on one seed of five"
     assert len(set(alone)) == 1  # "AAR alone writes the same text whatever the seed"
     kgw = [v for k, v in survivor.items() if k.startswith(("P2", "P3"))]
-    assert sum(_above(v) for v in kgw) == 1 and max(max(v) for v in kgw) < Z_THRESHOLD + 0.5  # "just above 4"
+    assert sum(_above(v) for v in kgw) == 1  # "one of their ten lines ... still ended above 4"
     verdicts = bench["steps"][4]["identify"]
     assert verdicts["provider 1 alone"].startswith("watermarked") and verdicts["WASH ensemble"].startswith("watermarked")
     assert verdicts["unwatermarked models"].startswith("no evidence")

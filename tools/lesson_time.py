@@ -120,10 +120,9 @@ def z_over_seeds(client, number: int, models: list[str], seeds: list[int]) -> tu
 
 def identify_verdicts(client, number: int, models: list[str]) -> dict[str, str]:
     """The identification step's answer through ``/identify``: each system's verdict, p and Water-Probe z."""
-    from wash.lesson import STEPS
+    from wash.lesson import IDENTIFY_SYSTEMS, STEPS
     from wash.ui.lesson import PROBE, table
     from wash.ui.providers import HEADERS
-    from wash.lesson import IDENTIFY_SYSTEMS
 
     rows = {"headers": HEADERS, "data": table(STEPS[number - 1], models), "metadata": None}
     _plot, frame, _summary = client.predict(rows, list(IDENTIFY_SYSTEMS), PROBE, api_name="/identify")
