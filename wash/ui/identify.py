@@ -68,8 +68,9 @@ def run_identify(table: Any, systems: Sequence[str], probe_name: str, choices: l
 
     The probe's forwards run on the calling (server) thread, with torch's default team of
     one thread per core. On a 2-core machine that is also generating or otherwise busy,
-    every op's second OpenMP thread waits for a core: the fast probe's 40 base rows took
-    225 s at a load average near 6, and 13 s on one thread at a load near 12. One thread
+    every op's second OpenMP thread waits for a core: the forwards of the fast probe's 40
+    base rows (SmolLM2) took 214 s at a load average near 6, and 10 s on one thread at a
+    load near 12 (2026-11-27, 2-core AMD EPYC). One thread
     costs nothing on an idle machine (a second thread buys these models nothing,
     docs/BENCHMARKS.md), so the probe runs on one, as a generation's model threads do.
     """
