@@ -177,3 +177,24 @@ def test_what_each_step_tells_the_class_holds_on_the_measured_seeds(bench):
     assert verdicts["unwatermarked models"].startswith("no evidence")
     unmarked_z = float(re.search(r"Water-Probe z (-?[\d.]+)", verdicts["unwatermarked models"]).group(1))
     assert unmarked_z > 2.0  # "above 2 even for the model without watermarks"
+
+
+def test_the_handout_quotes_the_measurement_and_links_what_exists(bench):
+    from pathlib import Path
+
+    from wash.presets import z_span
+
+    docs = Path(MEASURED).parent
+    text = (docs / "CLASSROOM.md").read_text(encoding="utf-8")
+    links = [a or b for a, b in re.findall(r'src="([^"]+)"|\]\(([^)#]+)\)', text)]
+    assert "figures/decay-kgw-paper.png" in links and "figures/dilution.png" in links
+    assert all((docs / link).exists() for link in links), links
+    for folder in re.findall(r"`results/([\w-]+)`", text):
+        assert (docs.parent / "results" / folder).is_dir(), folder
+
+    def span(values: list[float]) -> str:
+        return f"({z_span(min(values), max(values))}"
+
+    assert span(_z(bench, 1)["P1 kgw"]) in text and span(_z(bench, 2)["P1 kgw"]) in text
+    assert span([v for k, vs in _z(bench, 3).items() if "alone" not in k for v in vs]) in text
+    assert span(_z(bench, 4)["P1 aar"]) in text

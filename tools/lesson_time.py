@@ -1,8 +1,8 @@
 """Time each Lesson step from its click to "Done" in a real browser, and measure its z over several seeds.
 
-    python -m tools.lesson_time --out docs/bench-lesson.json          # the real models, ~10 minutes on 2 cores
+    python -m tools.lesson_time --out docs/bench-lesson.json    # the real models: 13 minutes on 2 shared cores
     python -m tools.lesson_time --append --rounds 1 --seeds ""         # one more timing round, same file
-    WASH_APP_MODELS=tiny-smollm2,tiny-gemma3 python -m tools.lesson_time --seeds 0 --out /tmp/lesson.json
+    WASH_APP_MODELS=tiny-smollm2,tiny-gemma3 python -m tools.lesson_time --seeds 0 --out runs/lesson-tiny.json
 
 It starts ``app.py`` on a free localhost port, opens the page in Debian's headless
 Chromium (Playwright, ``/usr/bin/chromium``), waits for "Models ready", opens the
@@ -13,7 +13,7 @@ each round: the machine may be shared. Then it runs every generation step over
 ``--seeds`` through the app's ``/generate`` API with the step's own inputs
 (``wash.ui.lesson.generate_inputs``, the seed changed) and records each provider's
 final z, and the identification step's verdicts through ``/identify``: the numbers
-``wash.lesson.measured`` quotes on the page.
+``wash.lesson.measured`` quotes on the page. A round's ``date`` is when its run wrote the file.
 """
 
 from __future__ import annotations

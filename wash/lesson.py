@@ -11,7 +11,8 @@ Token counts are chosen so that each click finishes within ``CLICK_BUDGET_S`` on
 2-core CPU with the real offline models (``tools/lesson_time.py`` measures it). The
 hand-written texts say what a step shows in words; the numbers come from the same
 script's run over several seeds (``docs/bench-lesson.json``), read at run time by
-:func:`measured`, so a re-run changes the page without anyone editing a sentence.
+:func:`measured`. ``tests/test_lesson.py`` checks every outcome a text states against
+that file, so a re-run that contradicts a sentence fails a test.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ MEASURED = Path(__file__).resolve().parents[1] / "docs" / "bench-lesson.json"
 OFF, SINGLE = "off", "single"
 #: The Lesson tab's first lines: how to follow it.
 INTRO = ("**A lesson in five steps.** Click the steps in order. A click sets the step's providers and "
-         "settings and runs them at once (each within half a minute on a small CPU); read *what to look for* "
+         "settings and runs them at once (each within half a minute on a 2-core CPU); read *what to look for* "
          "while it runs, then discuss the question. *Try this step yourself* opens the same settings in the "
          "Generate (or Identify) tab, to change a key, a scheme or N and see what moves.")
 #: The identification a step runs instead of a generation: the Identify tab's systems and probe.
