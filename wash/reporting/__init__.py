@@ -37,6 +37,8 @@ DOCS = {
     "BENCHMARKS.md": "latency and memory of the WASH loop, the app and the test suite, with commands and "
                      "dates",
     "DETECTORS.md": "how each detector counts evidence, and its null distribution on looping text",
+    "CLASSROOM.md": "a printable one-page handout for a class following the app's Lesson tab: the idea in "
+                    "pictures, what survives and why, the z-score, the five steps, questions",
 }
 #: Data files in docs/ that documents link to, one line for all.
 DOC_DATA = ("bench-*.json, bench-threads/, detector-null-*.json, routing-cjk.txt: the raw outputs "
