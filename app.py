@@ -27,6 +27,8 @@ from wash.ui.preload import Preload
 from wash.presets import DEMO_TOKENS, description as preset_description, preset_names
 from wash.detection.thresholds import Z_THRESHOLD
 from wash.ui import handlers, plots, results, tables, texts
+from wash.ui import lesson as lesson_ui
+from wash.lesson import INTRO as LESSON_INTRO, STEPS as LESSON_STEPS
 from wash.ui.providers import HEADERS, preset_rows
 from wash.ui.identify import NULL_RUNS as IDENTIFY_NULL_RUNS, PROBES as IDENTIFY_PROBES, SYSTEMS as IDENTIFY_SYSTEMS
 from wash.ui.run import COMPARISONS, OFF, preload_markdown, start_preload
@@ -43,6 +45,8 @@ except ImportError:
     def on_gpu(fn: Callable) -> Callable:
         return fn
 
+#: Generate and the Lesson's steps share one concurrency limit: both are generations.
+GENERATION = "generation"
 #: The aggregation rules the dropdown offers, with their parameters' defaults.
 RULE_CHOICES = [str(rule()) for rule in RULES.values()]
 
@@ -139,6 +143,7 @@ def _generate_tab(models: list[str], preload: Preload | None) -> dict:
         with gr.Column():
             w["zplot"] = gr.Plot(plots.empty_figure("the live z-scores appear here"), label="Live detection",
                                  show_label=False, elem_id="z-plot")
+            w["z_score"] = gr.Markdown(texts.z_score_markdown(), elem_id="z-score")
             w["z_why"] = gr.Markdown(texts.Z_WHY, elem_id="z-why")
     with gr.Row():
         with gr.Column():
@@ -167,6 +172,46 @@ def _generate_tab(models: list[str], preload: Preload | None) -> dict:
     with gr.Accordion("Plain text", open=False):
         w["plain"] = gr.Textbox(label="generated text", lines=4, buttons=["copy"], elem_id="plain-text")
     w["state"] = gr.State(None)
+    return w
+
+
+def _lesson_tab(models: list[str]) -> dict:
+    """Widgets of the Lesson tab: one button per step, the step's card, and the results it runs into."""
+    w: dict = {}
+    gr.Markdown(LESSON_INTRO, elem_id="lesson-intro")
+    with gr.Row():
+        w["steps"] = [gr.Button(f"{n}. {s.title}", size="sm", elem_id=f"lesson-step-{n}")
+                      for n, s in enumerate(LESSON_STEPS, start=1)]
+    w["card"] = gr.Markdown(lesson_ui.card(1, models), elem_id="lesson-card")
+    w["table"] = gr.Dataframe(value=lesson_ui.table(LESSON_STEPS[0], models), headers=HEADERS, datatype="str",
+                              type="array", interactive=False, label="this step's providers",
+                              elem_id="lesson-providers")
+    with gr.Row():
+        w["try"] = gr.Button("Try this step yourself (opens it in its tab)", size="sm", elem_id="lesson-try")
+        w["stop"] = gr.Button("Stop", variant="stop", size="sm", elem_id="lesson-stop")
+    w["number"] = gr.State(1)
+    w["status"] = gr.Markdown("", elem_id="lesson-status")
+    cmap = colour_map(plots.PALETTE, 8)
+    with gr.Column(visible=True) as w["generation"]:
+        with gr.Row():
+            with gr.Column():
+                w["text"] = gr.HighlightedText(label="WASH output (coloured: routed spans)", color_map=cmap,
+                                               show_legend=True, combine_adjacent=False, interactive=False,
+                                               elem_id="lesson-text")
+                w["single_text"] = gr.HighlightedText(label="provider 1 alone, same prompt and seed", color_map=cmap,
+                                                      show_legend=False, interactive=False, visible=False,
+                                                      elem_id="lesson-single-text")
+            with gr.Column():
+                w["zplot"] = gr.Plot(plots.empty_figure("click a step: the live z-scores appear here"),
+                                     show_label=False, elem_id="lesson-z-plot")
+                gr.Markdown(texts.z_score_markdown(), elem_id="lesson-z-score")
+        w["detection"] = gr.Dataframe(tables.empty_detection_frame(), label="Detection on the final text",
+                                      interactive=False, elem_id="lesson-detection")
+    with gr.Column(visible=False) as w["identification"]:
+        w["identify_plot"] = gr.Plot(show_label=False, elem_id="lesson-identify-plot")
+        w["identify_table"] = gr.Dataframe(label="identification per system", interactive=False,
+                                           elem_id="lesson-identify-table")
+        w["identify_summary"] = gr.Markdown("", elem_id="lesson-identify-summary")
     return w
 
 
@@ -283,6 +328,7 @@ def _wire_generate(g: dict, d: dict, tabs: gr.Tabs, models: list[str], preload: 
     inputs = [g["table"], g["prompt"], g["max_new"], g["temperature"], g["seed"], g["mode"],
               g["compare"], g["forwards"], g["top_k"], g["top_p"], g["aggregate"]]
     g["go"].click(on_gpu(_by_component(handlers.make_generate(preload), g)), inputs, outputs, api_name="generate",
+                  concurrency_id=GENERATION,  # shared with the Lesson's runs: one limit on generations
                   # the queue position and elapsed time show on the status line only, so a user
                   # waiting behind others sees where they stand without the page greying out
                   show_progress="minimal", show_progress_on=[g["status"]])
@@ -304,6 +350,30 @@ def _wire_generate(g: dict, d: dict, tabs: gr.Tabs, models: list[str], preload: 
     g["to_detect"].click(handlers.send_to_detect, [g["plain"], g["table"], g["state"]],
                          [d["text"], d["table"], d["models"], tabs],
                          api_visibility="undocumented")
+
+
+def _wire_lesson(les: dict, g: dict, i: dict, tabs: gr.Tabs, models: list[str], preload: Preload | None) -> None:
+    """Each step button sets its card at once, then runs through the Generate (or Identify) handler."""
+    runs = []
+    for number, button in enumerate(les["steps"], start=1):
+        load = button.click(lesson_ui.make_load(number, models), None, [les[n] for n in lesson_ui.LOAD_OUTPUTS],
+                            queue=False, api_name=f"lesson_load_{number}", api_visibility="undocumented")
+        run = lesson_ui.make_run(number, models, preload)
+        if LESSON_STEPS[number - 1].identify:
+            runs.append(load.then(run, None, [les[n] for n in lesson_ui.IDENTIFY_OUTPUTS],
+                                  show_progress_on=[les["identify_summary"]], api_name=f"lesson_run_{number}",
+                                  api_visibility="undocumented"))
+        else:
+            runs.append(load.then(on_gpu(_by_component(run, les)), None, [les[n] for n in lesson_ui.OUTPUTS],
+                                  show_progress="minimal", show_progress_on=[les["status"]],
+                                  concurrency_id=GENERATION, api_name=f"lesson_run_{number}",
+                                  api_visibility="undocumented"))
+    for button in les["steps"]:  # a new step ends the one still running
+        button.click(None, None, None, cancels=runs, queue=False, api_visibility="undocumented")
+    les["stop"].click(handlers.stop, None, None, queue=False, api_name="lesson_stop", api_visibility="undocumented")
+    les["try"].click(functools.partial(lesson_ui.try_it, models=models), les["number"],
+                   [g[n] for n in lesson_ui.TRY_OUTPUTS] + [i["table"], tabs], api_name="lesson_try",
+                   api_visibility="undocumented")
 
 
 def _wire_detect(d: dict) -> None:
@@ -328,6 +398,8 @@ def build_demo(preload: Preload | None = None) -> gr.Blocks:
         with gr.Tabs(selected="generate") as tabs:
             with gr.Tab("Generate", id="generate"):
                 g = _generate_tab(models, preload)
+            with gr.Tab("Lesson", id="lesson"):
+                lesson = _lesson_tab(models)
             with gr.Tab("Detect", id="detect"):
                 d = _detect_tab(models)
             with gr.Tab("Identify", id="identify"):
@@ -344,6 +416,7 @@ def build_demo(preload: Preload | None = None) -> gr.Blocks:
         _wire_detect(d)
         i["go"].click(handlers.run_identify, [i["table"], i["systems"], i["probe"]],
                       [i["plot"], i["result"], i["summary"]], api_name="identify")
+        _wire_lesson(lesson, g, i, tabs, models, preload)
         for name in results.SELECTORS:
             r[name].change(handlers.show_results, [r[n] for n in results.SELECTORS],
                            [r[n] for n in results.OUTPUTS], queue=False, api_visibility="undocumented")

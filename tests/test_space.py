@@ -111,12 +111,14 @@ import json, sys
 import app
 from wash.ui.preload import Preload
 from wash.ui import results, texts
+from wash import lesson
 demo = app.build_demo(Preload([]))
 loaded = results.load()
 print(json.dumps({"files": sorted(m.__file__ for n, m in sys.modules.items()
                                   if (n == "app" or n.startswith("wash")) and getattr(m, "__file__", None)),
                   "rows": [len(loaded.detection), len(loaded.identification)], "problems": loaded.problems,
-                  "measured": texts.washed_line_measured(), "root": str(results.rt.RESULTS_ROOT)}))
+                  "measured": texts.washed_line_measured(), "root": str(results.rt.RESULTS_ROOT),
+                  "lesson": lesson.measured(3)}))
 """
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["WASH_APP_MODELS"] = "tiny-smollm2,tiny-gemma3"
@@ -132,6 +134,9 @@ print(json.dumps({"files": sorted(m.__file__ for n, m in sys.modules.items()
     here = results.load()
     assert seen["problems"] == {} and seen["rows"] == [len(here.detection), len(here.identification)]
     assert seen["measured"] == texts.washed_line_measured() and "unwatermarked scores" in seen["measured"]
+    from wash import lesson
+
+    assert seen["lesson"] == lesson.measured(3) and seen["lesson"].startswith("Measured")  # the cards' numbers
 
 
 def test_a_rebuild_replaces_its_build_and_other_folders_are_refused(space, tmp_path):

@@ -117,6 +117,17 @@ def preset(name: str) -> Preset:
     raise WashInputError(f"unknown preset '{name}' (accepted: {', '.join(preset_names())})")
 
 
+def z_span(low: float, high: float) -> str:
+    """``"2.3 to 4.1"``, or one number when the range is narrower than its rounding."""
+    return f"{low:.1f}" if math.isclose(low, high, abs_tol=0.05) else f"{low:.1f} to {high:.1f}"
+
+
+def other_models_note(measured_models: str, models: Sequence[str] | None) -> str:
+    """A sentence when the page serves other models than the measured ones (then its numbers differ)."""
+    served = " + ".join(dict.fromkeys(models or ()))
+    return f" This page serves {served}, so its numbers will differ." if served and served != measured_models else ""
+
+
 def measured(name: str, path: Path = MEASURED, models: Sequence[str] | None = None) -> str:
     """One markdown line: the final z range per provider over the measured seeds, or why there is none.
 
@@ -133,18 +144,14 @@ def measured(name: str, path: Path = MEASURED, models: Sequence[str] | None = No
     first = rows[0]
     parts = []
     for r in rows:
-        low, high = float(r["z_min"]), float(r["z_max"])
-        span = f"{low:.1f}" if math.isclose(low, high, abs_tol=0.05) else f"{low:.1f} to {high:.1f}"
+        span = z_span(float(r["z_min"]), float(r["z_max"]))
         who = "P1 alone" if r["condition"] == "alone" else f"P{int(r['provider']) + 1} {r['scheme']}"
         parts.append(f"{who} z {span}")
     ppl = [float(r["ppl_mean"]) for r in rows if r["condition"] == "preset" and r.get("ppl_mean")]
     tail = f"; perplexity {ppl[0]:.0f}" if ppl and math.isfinite(ppl[0]) else ""
     line = (f"Measured ({first['models']}, {first['tokens']} tokens, seeds {first['seeds']}, default prompt): "
             + "; ".join(parts) + tail + ".")
-    served = " + ".join(dict.fromkeys(models or ()))
-    if served and served != first["models"]:
-        line += f" This page serves {served}, so its numbers will differ."
-    return line
+    return line + other_models_note(first["models"], models)
 
 
 def description(name: str, models: Sequence[str] | None = None, path: Path = MEASURED) -> str:

@@ -13,6 +13,7 @@ here holds what the app reads and the pages the README reaches, nothing else:
   where the app reads it (``RUNS_READ``: the About tab's measured null exceedance), as
   is when under ``FILE_LIMIT`` and gzip-compressed otherwise (``results_tables`` reads
   either, the same rows);
+* ``docs/bench-lesson.json``, which the Lesson tab's cards quote;
 * ``README.md`` with its YAML front matter, the Markdown pages it links (followed
   from page to page) and every image those pages show;
 * a ``requirements.txt`` of the app's run-time packages only (``RUNTIME``, pinned as
@@ -136,6 +137,13 @@ def linked_pages(root: Path = ROOT, start: str = "README.md") -> tuple[list[str]
     return sorted(pages), sorted(images)
 
 
+def _app_data(root: Path) -> list[Path]:
+    """Data files under docs/ the app reads at run time: the Lesson cards' measured z and times."""
+    from wash.lesson import MEASURED
+
+    return [root / MEASURED.relative_to(ROOT)]
+
+
 def space_files(root: Path = ROOT) -> list[str]:
     """The repository files a Space copies as they are (repository-relative, sorted)."""
     files = ["app.py"]
@@ -147,6 +155,7 @@ def space_files(root: Path = ROOT) -> list[str]:
               for p in sorted(results.glob(pattern))]
     if (results / "README.md").is_file():
         files.append("results/README.md")
+    files += [p.relative_to(root).as_posix() for p in _app_data(root) if p.is_file()]
     pages, images = linked_pages(root)
     return sorted(set(files + pages + images))
 

@@ -45,6 +45,8 @@ DOCS = {
     "SPACE.md": "the Hugging Face Space: how to build and push it, what it holds, its check from a fresh venv",
     "SCREENSHOTS.md": "the README's and the tabs' screenshots: the script that makes them, to re-run after a UI "
                       "change",
+    "CLASSROOM.md": "a printable one-page handout for a class following the app's Lesson tab: the idea in "
+                    "pictures, what survives and why, the z-score, the five steps, questions",
 }
 #: Data files in docs/ that documents link to, one line for all.
 DOC_DATA = ("bench-*.json, bench-threads/, soak-*.json, arena-growth.json, test-suite.json, "

@@ -68,7 +68,24 @@ class Probed:
 
 def run_identify(table: Any, systems: Sequence[str], probe_name: str, choices: list[str] | None = None,
                  progress: Callable[[float, str], None] | None = None) -> list[Probed]:
-    """Probe each chosen system and its line-up's null; ``progress(fraction, what)`` after every context."""
+    """Probe each chosen system and its line-up's null; ``progress(fraction, what)`` after every context.
+
+    The probe's forwards run on the calling (server) thread, with torch's default team of
+    one thread per core. On a 2-core machine that is also generating or otherwise busy,
+    every op's second OpenMP thread waits for a core: the forwards of the fast probe's 40
+    base rows (SmolLM2) took 214 s at a load average near 6, and 10 s on one thread at a
+    load near 12 (2026-11-27, 2-core AMD EPYC). One thread
+    costs nothing on an idle machine (a second thread buys these models nothing,
+    docs/BENCHMARKS.md), so the probe runs on one, as a generation's model threads do.
+    """
+    from wash.engine.parallel import caller_on_one_thread
+
+    with caller_on_one_thread():
+        return _probe(table, systems, probe_name, choices, progress)
+
+
+def _probe(table: Any, systems: Sequence[str], probe_name: str, choices: list[str] | None,
+           progress: Callable[[float, str], None] | None) -> list[Probed]:
     from wash.detection.identification import identify
     from wash.engine.providers import build_providers
 

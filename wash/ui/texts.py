@@ -8,6 +8,7 @@ parameters, so the page cannot describe a scheme the code does not run.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 from wash.detection.thresholds import Z_THRESHOLD, Z_WASHED
@@ -71,6 +72,26 @@ Z_WHY = (
     "models they can stay above the red line. With the comparison set to *single*, the dashed line "
     "is provider 1 alone and the dotted one that z divided by N."
 )
+
+def null_tail(z: float = Z_THRESHOLD) -> float:
+    """P(Z > z) for a standard normal Z: how often an unwatermarked text passes z, if its z is N(0, 1)."""
+    return 0.5 * math.erfc(z / math.sqrt(2))
+
+
+def z_score_markdown() -> str:
+    """Beside every z chart: what the number is, in two to four sentences."""
+    tail = null_tail(Z_THRESHOLD)
+    return (
+        "**What is a z-score?** A provider's detector, holding its key, scores every token of the text "
+        "(KGW: is the token on that step's green list?) and adds the scores up. z says how far that "
+        "total lies above what the same number of tokens written without the key would give, counted "
+        "in standard deviations: near 0 for unwatermarked text, while a watermark's evidence piles up "
+        "with every token, so its z grows with the text's length. "
+        f"Above the red line, z = {Z_THRESHOLD:g}, a one-sided normal test would call an unwatermarked "
+        f"text watermarked with probability {tail:.1e} (about {tail * 1e5:.0f} in 100,000); detectors "
+        "whose total is not normal report the z with that same tail probability."
+    )
+
 
 RESULTS = Path(__file__).resolve().parents[2] / "docs" / "RESULTS.md"
 

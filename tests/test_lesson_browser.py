@@ -1,0 +1,101 @@
+"""The Lesson tab in Debian's headless Chromium, on the tiny models.
+
+The app is served in this process (``support.served_app``) with the tiny models. One test
+walks every step in order, as a class would, with the same code ``tools/lesson_time.py``
+times on the real models (``walk``): each click shows the step's card (its "what to look
+for" checked), loads its providers, runs, and ends with Done; then it checks what each step
+drew. Another clicks a step while the previous one runs (the new step ends the old run) and
+opens a step in the Generate tab.
+"""
+
+from __future__ import annotations
+
+import pytest
+from support import served_app
+
+from tools.lesson_time import open_lesson, walk
+from wash.lesson import STEPS
+from wash.ui.lesson import TRY_OUTPUTS
+
+pytestmark = pytest.mark.browser
+TINY = "tiny-smollm2,tiny-gemma3"
+STEP_TIMEOUT_S = 240.0
+
+_TRACES = ("() => { const gd = document.querySelector('#lesson-z-plot .js-plotly-plot');"
+           " return gd && gd.data ? gd.data.map(t => t.name) : []; }")
+
+
+@pytest.fixture(scope="module")
+def lesson_url(tiny_smollm2, tiny_gemma3) -> str:
+    from wash.ui.preload import Preload
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WASH_APP_MODELS", TINY)
+        mp.setenv("GRADIO_ANALYTICS_ENABLED", "False")
+        with served_app(Preload([]).start()) as url:  # the fixtures loaded the models in this process
+            yield url
+
+
+def _page(browser, url: str):
+    page = browser.new_page(viewport={"width": 1400, "height": 1800})
+    page.set_default_timeout(60_000)
+    page.goto(url, wait_until="load")
+    page.wait_for_selector("#generate-btn")
+    open_lesson(page)
+    return page
+
+
+def _rows(page, elem_id: str) -> str:
+    return page.locator(f"#{elem_id}").inner_text()
+
+
+def test_browser_lesson_walks_every_step_with_its_card_providers_and_results(lesson_url, browser):
+    page = _page(browser, lesson_url)
+    assert "A lesson in five steps" in page.locator("#lesson-intro").inner_text()
+    assert "What is a z-score?" in page.locator("#lesson-z-score").inner_text()
+    assert "What is a z-score?" in page.locator("#z-score").text_content()  # beside the Generate tab's chart too
+    seen = []
+    for number, s in enumerate(STEPS, start=1):
+        (result,) = walk(page, STEP_TIMEOUT_S, [number])
+        assert result["status"].startswith("Done"), result
+        card = " ".join(page.locator("#lesson-card").inner_text().split())
+        assert s.question in card and f"Step {number} of {len(STEPS)}" in card
+        providers = _rows(page, "lesson-providers")
+        assert all(f"{scheme}" in providers and str(key) in providers for _, scheme, key, _ in s.preset.rows)
+        if s.identify:
+            page.wait_for_function("() => document.querySelector('#lesson-identify-table').innerText"
+                                   ".includes('WASH ensemble')")
+            summary = page.locator("#lesson-identify-summary").inner_text()
+            assert all(system in summary for system in ("provider 1 alone", "WASH ensemble", "unwatermarked"))
+            assert not page.locator("#lesson-z-plot").is_visible()
+        else:
+            assert f"{s.tokens} tokens" in result["status"]
+            expect = len(s.preset.rows) + (2 if s.compare == "single" else 0)  # P1 alone, and alone / N
+            page.wait_for_function(f"() => ({_TRACES})().length === {expect}")
+            names = page.evaluate(_TRACES)
+            if s.compare == "single":
+                assert names[-1] == f"expected for P1: alone / {len(s.preset.rows)}"
+                assert page.locator("#lesson-single-text").is_visible()
+            detection = _rows(page, "lesson-detection")
+            assert all(f"P{i + 1} " in detection for i in range(len(s.preset.rows)))
+        seen.append(number)
+    assert seen == list(range(1, len(STEPS) + 1))
+    page.close()
+
+
+def test_browser_a_new_step_ends_the_running_one_and_try_it_opens_generate(lesson_url, browser):
+    page = _page(browser, lesson_url)
+    page.click("#lesson-step-2")
+    page.wait_for_function("() => /^Generating/.test(document.querySelector('#lesson-status').innerText.trim())")
+    (result,) = walk(page, STEP_TIMEOUT_S, [3])  # clicked mid-run: step 3 runs and finishes
+    assert result["status"].startswith(f"Done: {STEPS[2].tokens} tokens")
+    page.wait_for_function(f"() => ({_TRACES})().length === 7")  # five providers, P1 alone, alone / 5
+    page.wait_for_timeout(1500)  # step 2's run, cancelled, must not draw over step 3's
+    assert page.locator("#lesson-status").inner_text().strip() == result["status"]
+    assert len(page.evaluate(_TRACES)) == 7 and "P5 " in _rows(page, "lesson-detection")
+    assert "max_new" in TRY_OUTPUTS
+    page.click("#lesson-try")
+    page.wait_for_function("() => document.querySelector('#providers').innerText.includes('505')")
+    assert page.locator("#max-new-tokens input[type=number]").input_value() == str(STEPS[2].tokens)
+    assert page.locator("#compare input[value=single]").is_checked()
+    page.close()
