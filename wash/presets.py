@@ -68,7 +68,7 @@ PRESETS: tuple[Preset, ...] = (
            "Five providers over two base models with five different schemes (KGW, DiPMark, "
            "Unigram, AAR, SynthID): each perturbation now weighs 1/5. KGW, DiPMark and Unigram "
            "fall well below the threshold; AAR keeps a point mass of 1/5 and stays detected, and "
-           "SynthID (nearly a point mass) crossed 4 on one seed of three.",
+           "SynthID (a full distribution concentrated on few keyed tokens) crossed 4 on one seed of three.",
            (("A", "kgw", 101, ""), ("B", "dipmark", 202, ""), ("A", "unigram", 303, ""),
             ("B", "aar", 404, ""), ("A", "synthid", 505, ""))),
     Preset("Point mass under a clipped median (trade-off)",
@@ -78,7 +78,7 @@ PRESETS: tuple[Preset, ...] = (
            "below 4. But where AAR gives a token nothing, the median of the three is the smaller of "
            "the other two providers' probabilities, so each keeps the other's suppressed tokens "
            "suppressed and KGW and DiPMark become detectable instead: a robust centre trades one "
-           "leak for another. No rule we tried beats the mean on every scheme (docs/RESULTS.md), so "
+           "leak for another. No measured rule beats the mean on every scheme (docs/RESULTS.md), so "
            "the mean stays WASH's rule. Compare with the first preset on the same seed.",
            _PAPER_MIX, aggregate="median-clip:xi=1.0"),
     Preset("One model, 5 independent keys",

@@ -67,9 +67,10 @@ Z_WHY = (
     "**Why the lines fall.** A provider's detector only finds its own perturbation, and in the "
     "average of N providers that perturbation has weight 1/N: its z falls roughly like its "
     "single-provider z divided by N (measured in docs/RESULTS.md). Schemes that pick the token by a "
-    "keyed draw (AAR, EXP-Edit, ITS-Edit, SynthID) put a point mass into the average, which keeps 1/N "
-    "of the probability on their chosen token whatever the others do, so on small, high-entropy "
-    "models they can stay above the red line. With the comparison set to *single*, the dashed line "
+    "keyed draw (AAR, EXP-Edit, ITS-Edit) put a point mass into the average, which keeps 1/N "
+    "of the probability on their chosen token whatever the others do, and SynthID's tournament "
+    "concentrates its mass on few keyed tokens, so on small, high-entropy models these can stay above "
+    "the red line. With the comparison set to *single*, the dashed line "
     "is provider 1 alone and the dotted one that z divided by N."
 )
 
