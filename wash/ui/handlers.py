@@ -178,6 +178,7 @@ def make_generate(preload: Preload | None) -> Callable[..., Iterator[dict[str, A
             raise _as_gr_error(err) from err
         finally:
             views.close()
+            STOPS.finish(session, stop)
     return generate
 
 
