@@ -125,3 +125,37 @@ def test_only_unrendered_components_off_the_page_are_stray():
     assert drop_stray_components(session, demo.blocks) == 1
     assert copy._id not in session.blocks_config.blocks and copy._id not in session.config_values
     assert rendered._id in session.blocks_config.blocks and plot._id in session.blocks_config.blocks
+
+
+# -- free heap memory handed back ------------------------------------------------------------
+_HOLES = """
+import ctypes
+from tools.arena_growth import rss_anon_mb
+from wash.ui.settings import release_free_memory
+
+libc = ctypes.CDLL("libc.so.6")
+libc.malloc.restype = ctypes.c_void_p
+libc.free.argtypes = [ctypes.c_void_p]
+chunks = [libc.malloc(100_000) for _ in range(3000)]  # 300 MB under the mmap threshold: in the heap
+for c in chunks:
+    ctypes.memset(c, 1, 100_000)
+for i, c in enumerate(chunks):
+    if i % 20:  # every 20th stays: the heap cannot shrink from its top, the holes stay resident
+        libc.free(c)
+before = rss_anon_mb()
+released = release_free_memory()
+print(released, round(before - rss_anon_mb()))
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc")
+@pytest.mark.parametrize("setting, released", [("1", True), ("0", False)])
+def test_free_heap_memory_goes_back_to_the_system_after_a_run_unless_turned_off(setting, released):
+    env = dict(os.environ, PYTHONPATH=str(ROOT), WASH_MALLOC_TRIM=setting)
+    out = subprocess.run([sys.executable, "-c", _HOLES], env=env, capture_output=True, text=True, timeout=120,
+                         cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    said, freed_mb = out.stdout.split()
+    assert said == str(released)
+    # 285 MB of holes: nearly all of it goes back with the trim, none without
+    assert (int(freed_mb) > 200) if released else (int(freed_mb) < 20)
