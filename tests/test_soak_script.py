@@ -42,6 +42,12 @@ def test_the_last_window_is_taken_up_to_the_soaks_end():
     window = summary["last_window"]
     assert (window["from_s"], window["to_s"]) == (100, 150)
     assert window["growth_mb"] == 0 and window["growth_pct"] == 0 and window["anon_growth_mb"] == 0
+    assert window["trend_mb"] == 0 and window["anon_trend_mb"] == 0
     assert summary["after_warmup"] == 1010 and summary["end"] == 1100
     early = memory_summary(samples, warmup=10, window=50, until=80)["last_window"]
     assert early["growth_mb"] == 50 and early["growth_pct"] == round(100 * 50 / 1030, 2)
+    assert early["trend_mb"] == 50 and early["trend_pct"] == early["growth_pct"]
+    # a swing of one sample moves the end-to-end figure, not the trend
+    swung = samples[:150] + [(150.0, 1130.0, 530.0, 150)] + samples[151:]
+    window = memory_summary(swung, warmup=10, window=50, until=150)["last_window"]
+    assert window["growth_mb"] == 30 and abs(window["trend_mb"]) < 10

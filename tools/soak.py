@@ -19,7 +19,8 @@ The report (one JSON object, printed and written to ``--out``): the machine and 
 refused by name, tokens delivered and tokens per second over the whole soak, request
 latency quantiles, and memory: at the end of warm-up (the first ``--warmup`` seconds)
 and at the end with the growth between, and the growth over the last ``--window``
-seconds (``last_window``), which says whether memory still rises once warm. Samples
+seconds of the soak (``last_window``: from one sample to the other, and the trend
+fitted to every sample in it), which says whether memory still rises once warm. Samples
 every 30 s give ``[seconds, resident MB, anonymous MB, requests ok so far]``. Paths
 in the report are relative to the repository. The numbers depend on the machine and
 its load: run it alone.
@@ -126,16 +127,32 @@ def memory_summary(memory: list[tuple[float, float, float, int]], warmup: float,
     nan = float("nan")
     end_s, end, end_anon = memory[-1][:3] if memory else (nan, nan, nan)
     warm, warm_anon = at(warmup)
+    def trend(column: int) -> float | None:
+        """Least-squares slope over the window's samples, times its length: the rise a single sample's
+        swing (a run's tensors alive or just freed) does not decide."""
+        points = [(m[0], m[column]) for m in memory if from_s <= m[0] <= to_s and m[column] == m[column]]
+        if len(points) < 2:
+            return None
+        mean_t = sum(t for t, _ in points) / len(points)
+        mean_y = sum(y for _, y in points) / len(points)
+        spread = sum((t - mean_t) ** 2 for t, _ in points)
+        slope = sum((t - mean_t) * (y - mean_y) for t, y in points) / spread if spread else 0.0
+        return round(slope * (to_s - from_s), 1)
+
     to_s = min(until, end_s) if memory else nan
     from_s = max(to_s - window, 0.0) if memory else nan
     (was, was_anon), (now, now_anon) = at(from_s), at(to_s)
+    rise, rise_anon = trend(1), trend(2)
     return {"after_warmup": warm, "end": end, "warmup_s": warmup, "growth_pct": pct(warm, end),
             "anon_after_warmup": warm_anon, "anon_end": end_anon, "anon_growth_pct": pct(warm_anon, end_anon),
             "last_window": {"seconds": window, "from_s": from_s, "to_s": to_s, "from": was, "to": now,
                             "growth_mb": round(now - was, 1), "growth_pct": pct(was, now),
                             "anon_from": was_anon, "anon_to": now_anon,
                             "anon_growth_mb": round(now_anon - was_anon, 1),
-                            "anon_growth_pct": pct(was_anon, now_anon)},
+                            "anon_growth_pct": pct(was_anon, now_anon),
+                            "trend_mb": rise, "trend_pct": pct(was, was + rise) if rise is not None else None,
+                            "anon_trend_mb": rise_anon,
+                            "anon_trend_pct": pct(was_anon, was_anon + rise_anon) if rise_anon is not None else None},
             "samples_every_30s": [list(m) for m in memory if int(m[0]) % SAMPLE_EVERY_S == 0]}
 
 
