@@ -26,7 +26,7 @@ from wash.engine.aggregation import RULES
 from wash.ui.preload import Preload
 from wash.presets import DEMO_TOKENS, description as preset_description, preset_names
 from wash.detection.thresholds import Z_THRESHOLD
-from wash.ui import handlers, plots, results, tables, texts
+from wash.ui import handlers, plots, results, sessions, tables, texts
 from wash.ui import lesson as lesson_ui
 from wash.lesson import INTRO as LESSON_INTRO, STEPS as LESSON_STEPS
 from wash.ui.providers import HEADERS, preset_rows
@@ -302,16 +302,24 @@ def _theory_tab() -> dict:
     return w
 
 
-def _by_component(handler: Callable, widgets: dict) -> Callable:
-    """The engine-side handler yields updates by output name; Gradio wants them by component."""
+def _by_component(handler: Callable, widgets: dict, demo: gr.Blocks) -> Callable:
+    """The engine-side handler yields updates by output name; Gradio wants them by component.
+
+    Once the run ends, the component copies Gradio left in the session are dropped
+    (``wash.ui.sessions`` says why)."""
     @functools.wraps(handler)  # keeps the signature Gradio reads (gr.Request injection included)
     def by_component(*args, **kwargs):
-        for update in handler(*args, **kwargs):
-            yield {widgets[name]: value for name, value in update.items()}
+        try:
+            for update in handler(*args, **kwargs):
+                yield {widgets[name]: value for name, value in update.items()}
+        finally:
+            request = kwargs.get("request") or next((a for a in args if isinstance(a, gr.Request)), None)
+            sessions.tidy_session(demo, getattr(request, "session_hash", None))
     return by_component
 
 
-def _wire_generate(g: dict, d: dict, tabs: gr.Tabs, models: list[str], preload: Preload | None) -> None:
+def _wire_generate(demo: gr.Blocks, g: dict, d: dict, tabs: gr.Tabs, models: list[str],
+                   preload: Preload | None) -> None:
     for button, name in zip(g["presets"], preset_names()):
         button.click(handlers.make_preset_handler(name, models), None,
                      [g["table"], g["mode"], g["aggregate"], g["max_new"], g["preset_info"]],
@@ -327,7 +335,7 @@ def _wire_generate(g: dict, d: dict, tabs: gr.Tabs, models: list[str], preload: 
     # last, so API callers' positional order from before they existed still holds.
     inputs = [g["table"], g["prompt"], g["max_new"], g["temperature"], g["seed"], g["mode"],
               g["compare"], g["forwards"], g["top_k"], g["top_p"], g["aggregate"]]
-    g["go"].click(on_gpu(_by_component(handlers.make_generate(preload), g)), inputs, outputs, api_name="generate",
+    g["go"].click(on_gpu(_by_component(handlers.make_generate(preload), g, demo)), inputs, outputs, api_name="generate",
                   concurrency_id=GENERATION,  # shared with the Lesson's runs: one limit on generations
                   # the queue position and elapsed time show on the status line only, so a user
                   # waiting behind others sees where they stand without the page greying out
@@ -352,7 +360,8 @@ def _wire_generate(g: dict, d: dict, tabs: gr.Tabs, models: list[str], preload: 
                          api_visibility="undocumented")
 
 
-def _wire_lesson(les: dict, g: dict, i: dict, tabs: gr.Tabs, models: list[str], preload: Preload | None) -> None:
+def _wire_lesson(demo: gr.Blocks, les: dict, g: dict, i: dict, tabs: gr.Tabs, models: list[str],
+                 preload: Preload | None) -> None:
     """Each step button sets its card at once, then runs through the Generate (or Identify) handler."""
     runs = []
     for number, button in enumerate(les["steps"], start=1):
@@ -364,7 +373,7 @@ def _wire_lesson(les: dict, g: dict, i: dict, tabs: gr.Tabs, models: list[str], 
                                   show_progress_on=[les["identify_summary"]], api_name=f"lesson_run_{number}",
                                   api_visibility="undocumented"))
         else:
-            runs.append(load.then(on_gpu(_by_component(run, les)), None, [les[n] for n in lesson_ui.OUTPUTS],
+            runs.append(load.then(on_gpu(_by_component(run, les, demo)), None, [les[n] for n in lesson_ui.OUTPUTS],
                                   show_progress="minimal", show_progress_on=[les["status"]],
                                   concurrency_id=GENERATION, api_name=f"lesson_run_{number}",
                                   api_visibility="undocumented"))
@@ -389,7 +398,9 @@ def build_demo(preload: Preload | None = None) -> gr.Blocks:
     models = app_models()
     if preload is None:
         preload = start_preload(models, echo=_log_preload)
-    with gr.Blocks(title="WASH: what averaging watermarked LLMs washes out") as demo:
+    # delete_cache: hourly, Gradio deletes the download files it copied that are older than ours
+    with gr.Blocks(title="WASH: what averaging watermarked LLMs washes out",
+                   delete_cache=(3600, tables.KEEP_DOWNLOADS_S)) as demo:
         gr.Markdown("# WASH: averaging watermarked LLMs washes some watermarks out\n"
                     "Several providers, each a model with its own watermark and secret key, are averaged "
                     "token by token. Watch each provider's detector lose its signal, and see which "
@@ -412,11 +423,11 @@ def build_demo(preload: Preload | None = None) -> gr.Blocks:
                 gr.Markdown(texts.about_markdown())
                 with gr.Accordion("Schemes, modes and forwards", open=False):
                     gr.Markdown(texts.reference_markdown())
-        _wire_generate(g, d, tabs, models, preload)
+        _wire_generate(demo, g, d, tabs, models, preload)
         _wire_detect(d)
         i["go"].click(handlers.run_identify, [i["table"], i["systems"], i["probe"]],
                       [i["plot"], i["result"], i["summary"]], api_name="identify")
-        _wire_lesson(lesson, g, i, tabs, models, preload)
+        _wire_lesson(demo, lesson, g, i, tabs, models, preload)
         for name in results.SELECTORS:
             r[name].change(handlers.show_results, [r[n] for n in results.SELECTORS],
                            [r[n] for n in results.OUTPUTS], queue=False, api_visibility="undocumented")
@@ -444,7 +455,7 @@ def main() -> None:
     demo = build_demo(preload)
     port = int(os.environ.get("GRADIO_SERVER_PORT") or os.environ.get("PORT") or 7860)
     demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"), server_port=port, css=CSS,
-                ssr_mode=False, show_error=True)
+                ssr_mode=False, show_error=True, state_session_capacity=sessions.SESSION_CAPACITY)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -60,6 +60,13 @@ def served_app(preload) -> Iterator[str]:
     """``app.build_demo(preload)`` served on a free localhost port of this process; yields its URL.
 
     The app reads ``WASH_APP_MODELS`` when it builds: set it (monkeypatch) before entering."""
+    with served_demo(preload) as (url, _demo):
+        yield url
+
+
+@contextmanager
+def served_demo(preload) -> Iterator[tuple[str, Any]]:
+    """:func:`served_app`, yielding the served ``gr.Blocks`` too, for tests that look at its server's state."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("wash_app_under_test", ROOT / "app.py")
@@ -70,7 +77,7 @@ def served_app(preload) -> Iterator[str]:
     demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, ssr_mode=False,
                 quiet=True, css=module.CSS)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", demo
     finally:
         demo.close()
 

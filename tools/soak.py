@@ -10,13 +10,20 @@ waits for the preload, then runs ``--clients`` threads, each with its own
 page's default preset (``--max-new-tokens`` tokens, a fresh seed per request); every
 ``--bad-every``-th request of a client is instead one of ``BAD_INPUTS``, which must
 be refused with an error naming what is wrong. A sampler reads the resident memory
-of the app and every process it started (Ray's actors included) once a second.
+of the app and every process it started (Ray's actors included) once a second: all
+of it (``VmRSS``) and its anonymous part (``RssAnon``: heaps and tensors, without the
+pages of the model files the process maps, which the kernel may drop and reload).
 
-The report (one JSON object, printed and written to ``--out``): requests sent, ok,
-failed (with their errors), bad inputs refused by name, tokens delivered and tokens
-per second over the whole soak, request latency quantiles, and memory at the end of
-warm-up (the first ``--warmup`` seconds) and at the end, with the growth between.
-The numbers depend on the machine and its load: run it alone.
+The report (one JSON object, printed and written to ``--out``): the machine and its
+``uptime`` before and after, requests sent, ok, failed (with their errors), bad inputs
+refused by name, tokens delivered and tokens per second over the whole soak, request
+latency quantiles, and memory: at the end of warm-up (the first ``--warmup`` seconds)
+and at the end with the growth between, and the growth over the last ``--window``
+seconds of the soak (``last_window``: from one sample to the other, and the trend
+fitted to every sample in it), which says whether memory still rises once warm. Samples
+every 30 s give ``[seconds, resident MB, anonymous MB, requests ok so far]``. Paths
+in the report are relative to the repository. The numbers depend on the machine and
+its load: run it alone.
 """
 
 from __future__ import annotations
@@ -36,8 +43,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wash.provenance import command_line, cpu_description, load_average
+from wash.provenance import command_line, load_average
 from tools.latency import ROOT, _client, app_env, default_request, free_port, stop_app, wait_ready
+
+#: Seconds between two memory samples the report lists.
+SAMPLE_EVERY_S = 30
 
 #: (what is wrong, changes to a good request, words the refusal must contain).
 BAD_INPUTS: list[tuple[str, dict, str]] = [
@@ -65,22 +75,76 @@ class Tally:
     not_refused: list[str] = field(default_factory=list)
 
 
-def _tree_rss_mb(pid: int) -> float:
-    """Resident memory of ``pid`` and every process under it, in MB."""
+def _tree_rss_mb(pid: int) -> tuple[float, float]:
+    """Resident memory of ``pid`` and every process under it, in MB: all of it, and its anonymous part."""
     import psutil
+
+    from tools.arena_growth import rss_anon_mb
 
     try:
         root = psutil.Process(pid)
         procs = [root, *root.children(recursive=True)]
     except psutil.NoSuchProcess:
-        return float("nan")
-    total = 0
+        return float("nan"), float("nan")
+    total, anon = 0.0, 0.0
     for p in procs:
         try:
-            total += p.memory_info().rss
-        except psutil.NoSuchProcess:
+            total += p.memory_info().rss / 2**20
+            anon += rss_anon_mb(p.pid)
+        except (psutil.NoSuchProcess, FileNotFoundError, ProcessLookupError):
             pass
-    return total / 2**20
+    return total, anon
+
+
+def _uptime() -> str:
+    """``uptime``'s line (the load averages), or the load averages alone where there is no ``uptime``."""
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def memory_summary(memory: list[tuple[float, float, float, int]], warmup: float, window: float,
+                   until: float) -> dict:
+    """Growth from warm-up to the end, and over the ``window`` seconds up to ``until`` (the soak's end,
+    before the requests still queued then have drained), from ``(s, rss, anon, ok)`` samples."""
+    def at(t: float) -> tuple[float, float]:
+        before = [(m, a) for s, m, a, _ in memory if s <= t]
+        return before[-1] if before else (float("nan"), float("nan"))
+
+    def pct(a: float, b: float) -> float | None:
+        return round(100 * (b - a) / a, 2) if a == a and b == b and a else None
+
+    nan = float("nan")
+    end_s, end, end_anon = memory[-1][:3] if memory else (nan, nan, nan)
+    warm, warm_anon = at(warmup)
+    def trend(column: int) -> float | None:
+        """Least-squares slope over the window's samples, times its length: the rise a single sample's
+        swing (a run's tensors alive or just freed) does not decide."""
+        points = [(m[0], m[column]) for m in memory if from_s <= m[0] <= to_s and m[column] == m[column]]
+        if len(points) < 2:
+            return None
+        mean_t = sum(t for t, _ in points) / len(points)
+        mean_y = sum(y for _, y in points) / len(points)
+        spread = sum((t - mean_t) ** 2 for t, _ in points)
+        slope = sum((t - mean_t) * (y - mean_y) for t, y in points) / spread if spread else 0.0
+        return round(slope * (to_s - from_s), 1)
+
+    to_s = min(until, end_s) if memory else nan
+    from_s = max(to_s - window, 0.0) if memory else nan
+    (was, was_anon), (now, now_anon) = at(from_s), at(to_s)
+    rise, rise_anon = trend(1), trend(2)
+    return {"after_warmup": warm, "end": end, "warmup_s": warmup, "growth_pct": pct(warm, end),
+            "anon_after_warmup": warm_anon, "anon_end": end_anon, "anon_growth_pct": pct(warm_anon, end_anon),
+            "last_window": {"seconds": window, "from_s": from_s, "to_s": to_s, "from": was, "to": now,
+                            "growth_mb": round(now - was, 1), "growth_pct": pct(was, now),
+                            "anon_from": was_anon, "anon_to": now_anon,
+                            "anon_growth_mb": round(now_anon - was_anon, 1),
+                            "anon_growth_pct": pct(was_anon, now_anon),
+                            "trend_mb": rise, "trend_pct": pct(was, was + rise) if rise is not None else None,
+                            "anon_trend_mb": rise_anon,
+                            "anon_trend_pct": pct(was_anon, was_anon + rise_anon) if rise_anon is not None else None},
+            "samples_every_30s": [list(m) for m in memory if int(m[0]) % SAMPLE_EVERY_S == 0]}
 
 
 def _bad_request(table: dict, prompt: str, max_new: int, change: dict) -> tuple[dict, str, int]:
@@ -146,17 +210,18 @@ def client_loop(url: str, k: int, deadline: float, args: argparse.Namespace, tab
 
 
 def soak(args: argparse.Namespace) -> dict:
+    from wash.experiments.driver import machine_description
     from wash.ui.settings import app_models
 
     models = app_models()
-    port = free_port()
+    port = args.port or free_port()
     url = f"http://127.0.0.1:{port}"
+    uptime_before = _uptime()
     env = dict(app_env(port), WASH_BACKEND=args.backend)
     fd, log_name = tempfile.mkstemp(prefix="wash-soak-app-", suffix=".log")
     os.close(fd)
     log = Path(log_name)
-    print(f"the app's log: {log}", file=sys.stderr)  # scratch: not part of the report
-    memory: list[tuple[float, float]] = []
+    memory: list[tuple[float, float, float, int]] = []
     tally = Tally()
     with open(log, "w") as log_file:
         started = time.monotonic()
@@ -175,7 +240,8 @@ def soak(args: argparse.Namespace) -> dict:
 
             def sample() -> None:
                 while not stop.is_set():
-                    memory.append((round(time.monotonic() - soak_start, 1), round(_tree_rss_mb(proc.pid), 1)))
+                    rss, anon = _tree_rss_mb(proc.pid)
+                    memory.append((round(time.monotonic() - soak_start, 1), round(rss, 1), round(anon, 1), tally.ok))
                     stop.wait(1.0)
 
             sampler = threading.Thread(target=sample, daemon=True)
@@ -194,18 +260,16 @@ def soak(args: argparse.Namespace) -> dict:
         finally:
             stop_app(proc)
 
-    def at(t: float) -> float:
-        before = [m for s, m in memory if s <= t]
-        return before[-1] if before else float("nan")
-
-    warm, end = at(args.warmup), memory[-1][1] if memory else float("nan")
+    print(f"app log: {log}", file=sys.stderr)
     lat = sorted(tally.latencies)
     return {
         "command": command_line(["python", "-m", "tools.soak", *sys.argv[1:]]),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_description(), "uptime_before": uptime_before, "uptime_after": _uptime(),
         "backend": args.backend, "models": models, "clients": args.clients, "seconds": args.seconds,
         "concurrency_limit": os.environ.get("WASH_APP_CONCURRENCY", "2 (default)"),
         "malloc_arenas": os.environ.get("WASH_MALLOC_ARENAS", "glibc default"),
+        "malloc_trim": os.environ.get("WASH_MALLOC_TRIM", "1 (default: after each run)"),
         "preset": {"table": table["data"], "mode": mode, "max_new_tokens": args.max_new_tokens,
                    "forwards": args.forwards},
         "start_to_ready_s": round(ready_s, 1),
@@ -216,11 +280,8 @@ def soak(args: argparse.Namespace) -> dict:
         "tokens_per_s": round(tally.tokens / elapsed, 2) if elapsed else None,
         "latency_s": ({"median": round(statistics.median(lat), 2), "p90": round(lat[int(0.9 * (len(lat) - 1))], 2),
                        "max": round(lat[-1], 2)} if lat else None),
-        "rss_mb": {"after_warmup": warm, "end": end, "warmup_s": args.warmup,
-                   "growth_pct": round(100 * (end - warm) / warm, 1) if warm == warm and warm else None,
-                   "samples_every_30s": [m for m in memory if int(m[0]) % 30 == 0]},
+        "rss_mb": memory_summary(memory, args.warmup, args.window, args.seconds),
         "app_alive_at_end": alive,
-        "machine": cpu_description(),
         "cpu_count": os.cpu_count(),
         "load_average_end": load_average(),
     }
@@ -232,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=600)
     parser.add_argument("--warmup", type=float, default=60, help="seconds before the memory baseline")
+    parser.add_argument("--window", type=float, default=600,
+                        help="seconds at the end over which the report's last_window growth is taken")
+    parser.add_argument("--port", type=int, default=0, help="the app's port (0: a free one)")
     parser.add_argument("--max-new-tokens", type=int, default=16)
     parser.add_argument("--forwards", choices=["eager", "lazy"], default="eager")
     parser.add_argument("--bad-every", type=int, default=6, help="every K-th request of a client is bad (0: none)")

@@ -25,6 +25,7 @@ from wash.ui.detect import detect, result_models
 from wash.ui.providers import add_row, build_config, preset_rows, remove_last_row
 from wash.ui.run import (SINGLE, WASH, RunRecord, RunView, StopRegistry, comparison_mode, drive,
                          preload_markdown)
+from wash.ui.settings import release_free_memory
 from wash.ui.theory import simulate, summary
 
 log = logging.getLogger("wash.app")
@@ -178,6 +179,8 @@ def make_generate(preload: Preload | None) -> Callable[..., Iterator[dict[str, A
             raise _as_gr_error(err) from err
         finally:
             views.close()
+            STOPS.finish(session, stop)
+            release_free_memory()
     return generate
 
 

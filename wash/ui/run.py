@@ -105,6 +105,15 @@ class StopRegistry:
             flag = self._flags[session] = threading.Event()
             return flag
 
+    def finish(self, session: str, flag: threading.Event) -> None:
+        """The run that ``flag`` belongs to has ended: forget it (one flag per session would pile up)."""
+        with self._lock:
+            if self._flags.get(session) is flag:
+                del self._flags[session]
+
+    def __contains__(self, session: str) -> bool:
+        return session in self._flags
+
     def stop(self, session: str) -> bool:
         with self._lock:
             flag = self._flags.get(session)

@@ -13,6 +13,8 @@ refused with a message naming them, except hub ids or directories when
 from __future__ import annotations
 
 import os
+from functools import lru_cache
+from typing import Any
 
 from wash.errors import WashInputError
 from wash.engine.cache import missing_reason
@@ -21,6 +23,7 @@ from wash.engine.catalog import ALLOW_EXTERNAL_ENV, CATALOG, OFFLINE_DEFAULTS, c
 APP_MODELS_ENV = "WASH_APP_MODELS"
 CONCURRENCY_ENV = "WASH_APP_CONCURRENCY"
 MALLOC_ARENAS_ENV = "WASH_MALLOC_ARENAS"
+MALLOC_TRIM_ENV = "WASH_MALLOC_TRIM"
 #: glibc's ``mallopt`` parameter for the most malloc arenas (``M_ARENA_MAX`` in malloc.h).
 _M_ARENA_MAX = -8
 #: Longest prompt the app accepts before even tokenising it (the engine then checks
@@ -97,18 +100,43 @@ def limit_malloc_arenas() -> int | None:
     the capped run delivered 17% fewer tokens/s; one run each settles neither
     difference. Call it before any thread starts. Returns the cap set, or ``None``.
     """
-    import ctypes
-    import ctypes.util
-
     raw = os.environ.get(MALLOC_ARENAS_ENV, "").strip() or "0"
     try:
         arenas = int(raw)
     except ValueError:
         raise WashInputError(f"{MALLOC_ARENAS_ENV} must be a whole number, got '{raw}'") from None
-    if arenas <= 0:
+    libc = _glibc()
+    if arenas <= 0 or libc is None:  # not glibc: nothing to cap
         return None
+    return arenas if libc.mallopt(_M_ARENA_MAX, arenas) == 1 else None
+
+
+def release_free_memory() -> bool:
+    """Hand the free pages inside glibc's heaps back to the system (``malloc_trim(0)``); ``WASH_MALLOC_TRIM=0`` turns it off.
+
+    Why: a generation allocates and frees many vocabulary-sized tensors (1 MB for
+    Gemma-3) on whichever server threads run it, among longer-lived ones (the keyed
+    draws the watermarks cache), and glibc keeps each heap's freed memory resident
+    for reuse, trimming only what lies at a heap's top. Across a soak the memory in
+    use stayed flat while the free memory held in the heaps kept growing
+    (docs/BENCHMARKS.md, "Soak"). Called after each Generate run; it costs
+    milliseconds. Returns True when memory was released.
+    """
+    libc = _glibc()
+    if libc is None or os.environ.get(MALLOC_TRIM_ENV, "1").strip() in ("0", "false", "off"):
+        return False
+    return bool(libc.malloc_trim(0))
+
+
+@lru_cache(maxsize=1)
+def _glibc() -> Any:
+    """The C library when it is glibc (it has ``malloc_trim``), else None."""
+    import ctypes
+    import ctypes.util
+
     try:
         libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return arenas if libc.mallopt(_M_ARENA_MAX, arenas) == 1 else None
-    except (OSError, AttributeError):  # not glibc: nothing to cap
+        libc.malloc_trim, libc.mallopt  # noqa: B018 - glibc's, absent elsewhere (musl, macOS)
+    except (OSError, AttributeError):
         return None
+    return libc
