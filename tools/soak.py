@@ -96,6 +96,13 @@ def _tree_rss_mb(pid: int) -> tuple[float, float]:
     return total, anon
 
 
+def _named_if_outside(arg: str) -> str:
+    """A path outside the repository (a scratch ``--out``) recorded by its name alone: a committed
+    report holds no path of the machine it ran on; paths inside the repository ``command_line`` keeps."""
+    portable = command_line([arg])
+    return Path(arg).name if os.path.isabs(portable.strip("'")) else arg
+
+
 def _uptime() -> str:
     """``uptime``'s line (the load averages), or the load averages alone where there is no ``uptime``."""
     try:
@@ -263,7 +270,7 @@ def soak(args: argparse.Namespace) -> dict:
     print(f"app log: {log}", file=sys.stderr)
     lat = sorted(tally.latencies)
     return {
-        "command": command_line(["python", "-m", "tools.soak", *sys.argv[1:]]),
+        "command": command_line(["python", "-m", "tools.soak", *map(_named_if_outside, sys.argv[1:])]),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine_description(), "uptime_before": uptime_before, "uptime_after": _uptime(),
         "backend": args.backend, "models": models, "clients": args.clients, "seconds": args.seconds,
