@@ -20,7 +20,7 @@ app's default: the real offline models), opens the page in Debian's headless Chr
    (the whole tab), then sends the text to Detect;
 2. enumerates the page's top-level tabs (``role=tab`` in the first tab list), so a tab
    added later gets its picture without a change here, and for each one clicks it, runs
-   its representative action if it has one (Detect: score the generated text; Identify:
+   its representative action if it has one (Lesson: run step 4; Detect: score the generated text; Identify:
    probe every system with the fast probe; Theory: the simulation the page runs at
    load), waits until nothing is pending and every figure is drawn, and writes
    ``docs/figures/tab-<label>.png`` (the whole tab).
@@ -222,8 +222,16 @@ def theory_drawn(page, args: argparse.Namespace) -> None:
     page.wait_for_function(_PLOT_DRAWN_JS, arg=["theory-plot", 2], timeout=args.timeout * 1000)
 
 
+def lesson_step(page, args: argparse.Namespace) -> None:
+    """Lesson: step 4 (the survivor), run until its status says Done and its z chart is drawn."""
+    page.click("#lesson-step-4")
+    page.wait_for_function("() => /^Done/.test(document.querySelector('#lesson-status').innerText.trim())",
+                           timeout=args.timeout * 1000)
+    page.wait_for_function(_PLOT_DRAWN_JS, arg=["lesson-z-plot", 2], timeout=args.timeout * 1000)
+
+
 #: A tab's representative action, by label; a tab not named here is pictured as it opens.
-ACTIONS: dict[str, Callable] = {"Detect": score_in_detect, "Identify": probe_in_identify,
+ACTIONS: dict[str, Callable] = {"Lesson": lesson_step, "Detect": score_in_detect, "Identify": probe_in_identify,
                                 "Theory": theory_drawn}
 
 
