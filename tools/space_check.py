@@ -170,7 +170,7 @@ def run_app(py: Path, folder: Path, cache: Path, args: argparse.Namespace) -> di
             out["page_models_line"] = _page_line(folder, py, cache)
             if status["ready"]:
                 out["generation"] = generate_once(client, status["models"], args.max_new_tokens)
-            out["rss_mb"] = round(_tree_rss_mb(proc.pid))
+            out["rss_mb"] = round(_tree_rss_mb(proc.pid)[0])  # resident, all of it (not its anonymous part)
         finally:
             stop_app(proc)
             out["log_tail"] = _tail(log, 12).splitlines()
