@@ -1,5 +1,6 @@
 """Soak the app: many API clients for minutes, bad inputs mixed in (a script, not a test).
 
+    python -m tools.soak --clients 16 --seconds 1800 --out docs/soak-local-30min.json   # the memory check
     python -m tools.soak --backend local --clients 16 --seconds 600 --out docs/soak-local.json
     python -m tools.soak --backend ray   --clients 16 --seconds 600 --out docs/soak-ray.json
     WASH_APP_MODELS=tiny-smollm2,tiny-gemma3 python -m tools.soak --clients 4 --seconds 30   # quick check

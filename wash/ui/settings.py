@@ -117,10 +117,12 @@ def release_free_memory() -> bool:
     Why: a generation allocates and frees many vocabulary-sized tensors (1 MB for
     Gemma-3) on whichever server threads run it, among longer-lived ones (the keyed
     draws the watermarks cache), and glibc keeps each heap's freed memory resident
-    for reuse, trimming only what lies at a heap's top. Across a soak the memory in
-    use stayed flat while the free memory held in the heaps kept growing
-    (docs/BENCHMARKS.md, "Soak"). Called after each Generate run; it costs
-    milliseconds. Returns True when memory was released.
+    for reuse, trimming only what lies at a heap's top. In a 15-minute soak the
+    memory in use in the heaps stayed near 360 MB while the free memory they held
+    grew from 150 to 313 MB; in 30-minute soaks the app held 2,714 MB resident at the
+    end with this call and 2,966 MB without (docs/soak-local-30min*.json). Called
+    after each Generate run; on the real models one call took 6 to 11 ms and gave
+    back 37 to 97 MB. Returns True when memory was released.
     """
     libc = _glibc()
     if libc is None or os.environ.get(MALLOC_TRIM_ENV, "1").strip() in ("0", "false", "off"):
