@@ -31,6 +31,7 @@ from pathlib import Path
 
 from tools.latency import ROOT, app_env, free_port, stop_app, wait_ready
 from tools.preset_tour import CHROMIUM, open_page
+from wash.provenance import cpuinfo, uptime_line
 
 #: Chromium's flags here (the internet is closed: no background networking).
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -74,17 +75,6 @@ def walk(page, timeout_s: float, numbers: list[int] | None = None) -> list[dict]
         out.append({"step": number, "seconds": round(seconds, 2), "status": status.splitlines()[0]})
         print(f"step {number}: {seconds:.1f} s ({status.splitlines()[0]})", flush=True)
     return out
-
-
-def uptime() -> str:
-    return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-
-
-def cpu_model() -> str:
-    for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-        if line.startswith("Model name:"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
 
 
 def _short(label: str) -> str:
@@ -156,9 +146,9 @@ def measure(args: argparse.Namespace) -> dict:
                                    ".innerText)", timeout=args.timeout * 1000)
             open_lesson(page)
             for _ in range(args.rounds):
-                before = uptime()
+                before = uptime_line()
                 steps = walk(page, args.step_timeout)
-                rounds.append({"uptime_before": before, "uptime_after": uptime(), "steps": steps})
+                rounds.append({"uptime_before": before, "uptime_after": uptime_line(), "steps": steps})
             browser.close()
         client = Client(url, verbose=False)
         wait_ready(client, time.monotonic() + args.timeout)
@@ -196,10 +186,10 @@ def report(args: argparse.Namespace, measured: dict, previous: dict | None) -> d
     models = measured["models"]
     run = {"command": command(), "env": {k: os.environ[k] for k in ("WASH_APP_MODELS",) if k in os.environ},
            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "rounds": len(measured["rounds"]),
-           "seeds": measured["seeds"], "machine": f"{cpu_model()}, {os.cpu_count()} cores"}
+           "seeds": measured["seeds"], "machine": f"{cpuinfo('model name') or 'unknown CPU'}, {os.cpu_count()} cores"}
     return {
         "runs": (previous or {}).get("runs", []) + [run],
-        "machine": f"{cpu_model()}, {os.cpu_count()} cores",
+        "machine": f"{cpuinfo('model name') or 'unknown CPU'}, {os.cpu_count()} cores",
         "models": models,
         "models_text": " + ".join(dict.fromkeys(models)),
         "prompt": example_prompts(1)[0],

@@ -44,7 +44,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wash.provenance import command_line, load_average
+from wash.provenance import command_line, load_average, uptime_line
 from tools.latency import ROOT, _client, app_env, default_request, free_port, stop_app, wait_ready
 
 #: Seconds between two memory samples the report lists.
@@ -102,14 +102,6 @@ def _named_if_outside(arg: str) -> str:
     report holds no path of the machine it ran on; paths inside the repository ``command_line`` keeps."""
     portable = command_line([arg])
     return Path(arg).name if os.path.isabs(portable.strip("'")) else arg
-
-
-def _uptime() -> str:
-    """``uptime``'s line (the load averages), or the load averages alone where there is no ``uptime``."""
-    try:
-        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def memory_summary(memory: list[tuple[float, float, float, int]], warmup: float, window: float,
@@ -224,7 +216,7 @@ def soak(args: argparse.Namespace) -> dict:
     models = app_models()
     port = args.port or free_port()
     url = f"http://127.0.0.1:{port}"
-    uptime_before = _uptime()
+    uptime_before = uptime_line()
     env = dict(app_env(port), WASH_BACKEND=args.backend)
     fd, log_name = tempfile.mkstemp(prefix="wash-soak-app-", suffix=".log")
     os.close(fd)
@@ -273,7 +265,7 @@ def soak(args: argparse.Namespace) -> dict:
     return {
         "command": command_line(["python", "-m", "tools.soak", *map(_named_if_outside, sys.argv[1:])]),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine_description(), "uptime_before": uptime_before, "uptime_after": _uptime(),
+        "machine": machine_description(), "uptime_before": uptime_before, "uptime_after": uptime_line(),
         "backend": args.backend, "models": models, "clients": args.clients, "seconds": args.seconds,
         "concurrency_limit": os.environ.get("WASH_APP_CONCURRENCY", "2 (default)"),
         "malloc_arenas": os.environ.get("WASH_MALLOC_ARENAS", "glibc default"),

@@ -38,6 +38,7 @@ from pathlib import Path
 from tools.latency import _client, _tail, app_env, default_request, stop_app, wait_ready
 from tools.soak import _tree_rss_mb
 from wash import space
+from wash.provenance import cpuinfo
 
 #: Run inside the built Space with its venv: the Results tab's tables and the About tab's measured line.
 RESULTS_PROBE = """
@@ -117,7 +118,7 @@ def check(args: argparse.Namespace) -> dict:
     python = args.python or f"python{space.front_matter((folder / 'README.md').read_text())['python_version']}"
     report: dict = {"command": shlex.join(["python", "-m", "tools.space_check", *sys.argv[1:]]),
                     "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                    "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(),
+                    "machine": {"cpu": cpuinfo("model name") or platform.processor() or "unknown", "cores": os.cpu_count(),
                                 "load_before": list(os.getloadavg())},
                     "space": {k: v for k, v in built.items() if k != "out"}}
     venv_s = _run([python, "-m", "venv", str(venv)])
@@ -198,16 +199,6 @@ def _page_line(folder: Path, py: Path, cache: Path) -> str:
     done = subprocess.run([str(py), "-c", code], cwd=folder, capture_output=True, text=True,
                           env=_space_env(app_env(0), cache))
     return done.stdout.strip() or done.stderr[-500:]
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -109,6 +109,17 @@ def cpu_description() -> str:
     return f"{platform.system()} {platform.machine()}, {os.cpu_count()} logical CPUs ({cpu})"
 
 
+def uptime_line() -> str:
+    """``uptime``'s line (load averages included), or the load averages alone where there is no ``uptime``:
+    what a benchmark records before and after it runs, so a reader can tell an idle machine from a busy one."""
+    import subprocess
+
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def load_average() -> list[float] | None:
     """The 1, 5 and 15 minute load averages (two decimals), or None where the system has none."""
     try:

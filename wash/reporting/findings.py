@@ -201,7 +201,7 @@ def quality(F: dict[str, Folder]) -> Finding | None:
     if f is None:
         return None
     s = f.summary
-    cont = s[(s["task"] == "continuation") & (s["metric"] == s["metric"])] if "metric" in s else s
+    cont = s[s["task"] == "continuation"]
     parts, better, worse, total = [], 0, 0, 0
     for scorer in [x for x in dict.fromkeys(cont["scorer"]) if x != "words"]:
         for scheme in [x for x in dict.fromkeys(cont["scheme"]) if x != "none"]:
