@@ -34,8 +34,55 @@ def test_tiny_models_are_deterministic_and_use_the_real_vocabulary(tiny_smollm2,
     assert tiny_smollm2.vocab_size == 49152 and tiny_gemma3.vocab_size == 262144
     assert tiny_gemma3.bos_id == 2 and tiny_smollm2.bos_id is None
     w = tiny_smollm2.model.get_output_embeddings().weight
-    again = models._tiny_model("smollm2", tiny_smollm2.tokenizer).get_output_embeddings().weight
+    again = models.random_model("tiny-llama", tiny_smollm2.tokenizer).get_output_embeddings().weight
     assert bool((w == again).all())
+
+
+def test_dummy_members_are_refused_outside_the_benchmarks(monkeypatch):
+    from wash.cli import main
+
+    monkeypatch.setattr(catalog, "_DUMMIES_ALLOWED", False)
+    with pytest.raises(WashInputError, match="dummy member .*only `python -m wash bench --dummy`"):
+        catalog.check_model_name("dummy-tiny-llama@smollm2")
+    assert main(["generate", "--provider", "dummy-tiny-llama@smollm2:kgw:1", "--prompt", "Hi"]) == 2
+    with pytest.raises(WashInputError, match="malformed dummy member .*shapes: .*llama-3.1-8b"):
+        catalog.check_model_name("dummy-llama-9b@smollm2")
+    with pytest.raises(WashInputError, match="tokenizers: smollm2, gemma3"):
+        catalog.check_model_name("dummy-tiny-llama@gpt2")
+    catalog.allow_dummy_members()
+    assert catalog.check_model_name("dummy-tiny-llama@smollm2") == "dummy-tiny-llama@smollm2"
+
+
+@pytest.mark.parametrize("shape", [s for s in catalog.shape_names() if not s.startswith("tiny-")])
+def test_each_published_shape_has_its_published_size_and_is_built_where_it_will_run(shape):
+    """Built on the meta device (no memory): every tensor is created there, in the dtype asked for,
+    and the parameter count is the published one once the vocabulary is the tokenizer's."""
+    import torch
+
+    tokenizer = models.load_tokenizer("gemma3")
+    model = models.random_model(shape, tokenizer, "meta", torch.bfloat16)
+    tensors = list(model.parameters()) + list(model.buffers())
+    assert {t.device.type for t in tensors} == {"meta"}
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    info = catalog.read_shape(shape)
+    embeddings = (1 if model.config.tie_word_embeddings else 2) * model.config.hidden_size
+    expected = info["params_published"] + embeddings * (len(tokenizer) - info["vocab_published"])
+    assert sum(p.numel() for p in model.parameters()) == expected
+    assert model.config.vocab_size == len(tokenizer) == 262144
+
+
+def test_a_dummy_member_loads_in_the_dtype_and_on_the_device_asked_for(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(catalog, "_DUMMIES_ALLOWED", True)
+    monkeypatch.setattr(models, "_LOADED", {})
+    lm = models.load_model("dummy-tiny-qwen2@smollm2", device="cpu", dtype=torch.bfloat16)
+    assert {p.dtype for p in lm.model.parameters()} == {torch.bfloat16} and lm.device == torch.device("cpu")
+    assert type(lm.model).__name__ == "Qwen2ForCausalLM" and lm.vocab_size == 49152
+    again = models.random_model("tiny-qwen2", lm.tokenizer, "cpu", torch.bfloat16)
+    assert all(bool((a == b).all()) for a, b in zip(lm.model.parameters(), again.parameters()))
+    with pytest.raises(WashInputError, match="unknown dtype 'fp8'"):
+        models.parse_dtype("fp8")
 
 
 def _logits(loaded, text="Hello there"):

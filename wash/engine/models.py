@@ -2,7 +2,8 @@
 
 ``load_model`` turns a catalog name (``wash.engine.catalog``) into a ``LoadedModel``,
 from the dequantised cache (``wash.engine.cache``), the hub fallback, a directory or
-a tiny random model around a real tokenizer; ``load_tokenizer`` reads a tokenizer
+a random model of a given shape around a real tokenizer (the tiny test models and the
+benchmarks' dummy members, ``random_model``); ``load_tokenizer`` reads a tokenizer
 without the weights where it can. Loading ahead of the first request is the UI's
 business (``wash.ui.preload``).
 """
@@ -19,7 +20,7 @@ import torch
 
 from wash.engine.cache import (INSTALL, Progress, build_lock, cache_dir, cached_copy, gguf_file, hub_allowed,
                                marker_ok, package_present, write_marker)
-from wash.engine.catalog import CATALOG, check_model_name
+from wash.engine.catalog import CATALOG, check_model_name, parse_dummy, read_shape, tokenizer_family
 from wash.errors import WashInputError
 
 #: Extra end-of-text strings honoured besides the tokenizer's own EOS (chat and base ends).
@@ -55,13 +56,40 @@ class LoadedModel:
         return ([self.bos_id] if self.bos_id is not None else []) + ids
 
 
-def resolve_device(index: int = 0) -> tuple[torch.device, torch.dtype]:
-    """CPU float32 here; on GPUs bf16 (fp16 where bf16 is missing), one GPU per model."""
+def resolve_device(index: int = 0, device: str | torch.device | None = None,
+                   dtype: torch.dtype | None = None) -> tuple[torch.device, torch.dtype]:
+    """CPU float32 here; on GPUs bf16 (fp16 where bf16 is missing), one GPU per model.
+
+    ``device`` and ``dtype`` override the choice (a benchmark's ``--device`` and ``--dtype``);
+    a bare ``cuda`` names the current GPU.
+    """
+    if device is not None:
+        device = torch.device(device)
+        if device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        if dtype is None:
+            dtype = resolve_device(index)[1] if device.type == "cuda" else torch.float32
+        return device, dtype
     if torch.cuda.is_available():
         n = torch.cuda.device_count()
-        dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.device(f"cuda:{index % n}"), dtype
-    return torch.device("cpu"), torch.float32
+        auto = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+        return torch.device(f"cuda:{index % n}"), dtype or auto
+    return torch.device("cpu"), dtype or torch.float32
+
+
+#: ``--dtype`` spellings.
+DTYPES = {"bfloat16": torch.bfloat16, "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16,
+          "float32": torch.float32, "fp32": torch.float32}
+
+
+def parse_dtype(text: str | None) -> torch.dtype | None:
+    """A ``--dtype`` value as a torch dtype (``None``: the device's default)."""
+    if text is None or text == "auto":
+        return None
+    try:
+        return DTYPES[text]
+    except KeyError:
+        raise WashInputError(f"unknown dtype '{text}' (accepted: auto, {', '.join(DTYPES)})") from None
 
 
 # -- process-wide cache -------------------------------------------------------------
@@ -71,8 +99,13 @@ _LOCKS_GUARD = threading.Lock()
 
 
 def load_model(name: str, progress: Progress | None = None, device_index: int | None = None,
-               allow_external: bool | None = None) -> LoadedModel:
-    """Return the one in-memory copy of ``name``, loading it on first use (thread-safe)."""
+               allow_external: bool | None = None, device: str | torch.device | None = None,
+               dtype: torch.dtype | None = None) -> LoadedModel:
+    """Return the one in-memory copy of ``name``, loading it on first use (thread-safe).
+
+    ``device`` / ``dtype`` override ``resolve_device``'s choice for that first load; later
+    calls get the copy already loaded, wherever it is.
+    """
     name = check_model_name(name, allow_external)
     if name in _LOADED:
         return _LOADED[name]
@@ -84,21 +117,25 @@ def load_model(name: str, progress: Progress | None = None, device_index: int | 
             say(f"{name}: loading")
             start = time.perf_counter()
             index = len(_LOADED) if device_index is None else device_index
-            loaded = _load(name, say, index)
+            loaded = _load(name, say, index, device, dtype)
             loaded.load_seconds = time.perf_counter() - start
             say(f"{name}: ready in {loaded.load_seconds:.1f} s")
             _LOADED[name] = loaded
     return _LOADED[name]
 
 
-def _load(name: str, say: Progress, device_index: int) -> LoadedModel:
+def _load(name: str, say: Progress, device_index: int, device: str | torch.device | None = None,
+          dtype: torch.dtype | None = None) -> LoadedModel:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    device, dtype = resolve_device(device_index)
+    device, dtype = resolve_device(device_index, device, dtype)
     entry = CATALOG.get(name)
-    if entry is not None and entry.tiny_of:
-        tokenizer = load_tokenizer(entry.tiny_of, say)
-        model = _tiny_model(entry.tiny_of, tokenizer).to(device=device, dtype=dtype)
+    dummy = parse_dummy(name)
+    if dummy is not None or (entry is not None and entry.shape):
+        shape = dummy.shape if dummy is not None else entry.shape
+        tokenizer = load_tokenizer(tokenizer_family(name), say)
+        say(f"{name}: random weights of shape {shape} on {device} in {str(dtype).removeprefix('torch.')}")
+        model = random_model(shape, tokenizer, device, dtype)
     elif entry is not None and entry.hub_fallback and not package_present(name) and hub_allowed():
         say(f"{name}: packaged GGUF not installed, loading {entry.hub_fallback} from the hub")
         try:
@@ -161,9 +198,7 @@ def load_tokenizer(name: str, progress: Progress | None = None) -> object:
     """The real tokenizer of a catalog model, without loading its weights when avoidable."""
     from transformers import AutoTokenizer
 
-    entry = CATALOG.get(name)
-    if entry is not None and entry.tiny_of:
-        name = entry.tiny_of  # a tiny model uses its family's real tokenizer
+    name = tokenizer_family(name)  # a tiny or dummy model uses its family's real tokenizer
     if name in _TOKENIZERS:
         return _TOKENIZERS[name]
     say = progress or (lambda _msg: None)
@@ -192,25 +227,32 @@ def load_tokenizer(name: str, progress: Progress | None = None) -> object:
     return tokenizer
 
 
-def _tiny_model(family: str, tokenizer: object) -> torch.nn.Module:
-    """A seeded random two-layer model of the family's architecture, real vocabulary."""
-    vocab = len(tokenizer)
-    common = dict(vocab_size=vocab, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                  num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-                  max_position_embeddings=2048, bos_token_id=tokenizer.bos_token_id,
-                  eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
-    with torch.random.fork_rng():
-        torch.manual_seed(1234)
-        if family == "gemma3":
-            from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+#: Every random model is built from this seed: two builds of one shape on one device are identical.
+RANDOM_MODEL_SEED = 1234
 
-            cfg = Gemma3TextConfig(sliding_window=512, **common)
-            model = Gemma3ForCausalLM(cfg)
-        else:
-            from transformers import LlamaConfig, LlamaForCausalLM
 
-            model = LlamaForCausalLM(LlamaConfig(tie_word_embeddings=True, **common))
-        # Random init gives near-uniform logits; sharpen them so sampling is not pure noise.
+def random_model(shape: str, tokenizer: object, device: torch.device | str = "cpu",
+                 dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+    """A seeded random model of ``shape`` (``catalog.read_shape``) around a real tokenizer.
+
+    The vocabulary is the tokenizer's length and its special ids are the tokenizer's.
+    The weights are created where they will run, in the dtype they will run in (under
+    ``torch.device(device)`` and ``from_config(dtype=...)``): an 8B shape in bf16 never
+    passes through the CPU's memory. Random initialisation gives near-uniform logits;
+    the output layer is scaled by 8 (a power of two: exact in any dtype) so that
+    sampling is not pure noise.
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    fields = dict(read_shape(shape)["config"])
+    config = AutoConfig.for_model(fields.pop("model_type"), vocab_size=len(tokenizer),
+                                  bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+                                  pad_token_id=tokenizer.pad_token_id, **fields)
+    device = torch.device(device)
+    cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda), torch.device(device):
+        torch.manual_seed(RANDOM_MODEL_SEED)
+        model = AutoModelForCausalLM.from_config(config, dtype=dtype)
         with torch.no_grad():
             model.get_output_embeddings().weight.mul_(8.0)
     return model
