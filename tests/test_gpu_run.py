@@ -57,3 +57,22 @@ def test_the_gpu_script_runs_every_step_in_cpu_mode_from_its_bundle_alone(tmp_pa
     assert 0 < bench["step_parts"]["averaging_share_of_eager_step"] < 1
     assert bench["step_parts"]["union_size"] > 262144 - 10000  # the Gemma 3 and SmolLM2 vocabularies' union
     assert "bench ratios:" in run.stdout
+
+
+def test_the_ratios_are_the_issues_and_leave_out_what_a_failed_run_did_not_measure():
+    from wash.shape_bench import _ratios
+
+    names = ["a", "b", "c"]
+    plain = {"a": 30.0, "b": 40.0, "c": 30.0}
+    cases = {"eager_3": {"median_token_ms": 90.0, "median_unrouted_ms": 110.0},
+             "lazy_3": {"mean_token_ms": 50.0, "mean_after_first_ms": 36.0},
+             "one_model_3": {"median_token_ms": 33.0, "median_unrouted_ms": 33.0}}
+    ratios = _ratios(plain, cases, names)
+    assert ratios["eager_n3_vs_sum_of_members"] == 110.0 / 100.0  # the steps every member took
+    assert ratios["eager_n3_vs_slowest_member"] == 110.0 / 40.0
+    assert ratios["lazy_n3_vs_mean_member"] == 36.0 / (100.0 / 3)  # the prompt's step left out
+    assert ratios["one_model_n3_vs_member"] == 33.0 / 30.0
+    assert ratios["paper_wash_par_vs_watermarked"] == 1.90
+    assert "eager_n2_vs_sum_of_members" not in ratios  # N = 2 failed: no ratio, no error
+    del plain["b"]
+    assert "eager_n3_vs_sum_of_members" not in _ratios(plain, cases, names)

@@ -191,31 +191,32 @@ def step_parts(specs: list[str], repeats: int = 20) -> dict:
 
 
 def _ratios(plain: dict[str, float], cases: dict[str, dict], names: list[str]) -> dict:
+    """The issue's ratios, each where what it needs was measured (a failed run leaves its ratios out)."""
     def eager(case: str) -> float | None:
+        """An eager step in which every member computed: the median over the tokens they all took."""
         r = cases.get(case)
-        if not r:
-            return None
-        return r["median_unrouted_ms"] if r.get("median_unrouted_ms") is not None else r["median_token_ms"]
+        return None if not r else r.get("median_unrouted_ms") or r["median_token_ms"]
 
-    def lazy(case: str) -> float:
+    def lazy(case: str) -> float | None:
         """A lazy step is one member's or another's (plus catch-ups): its mean, the prompt's step left out."""
-        r = cases[case]
-        return r["mean_after_first_ms"] if r.get("mean_after_first_ms") is not None else r["mean_token_ms"]
+        r = cases.get(case)
+        return None if not r else r.get("mean_after_first_ms") or r["mean_token_ms"]
+
+    def ratio(value: float | None, members: list[str], over) -> float | None:
+        if value is None or not all(m in plain for m in members):
+            return None
+        return value / over([plain[m] for m in members])
 
     ratios: dict = {}
-    if "eager_3" in cases:
-        three = names[:3]
-        ratios["eager_n3_vs_sum_of_members"] = eager("eager_3") / sum(plain[m] for m in three)
-        ratios["eager_n3_vs_slowest_member"] = eager("eager_3") / max(plain[m] for m in three)
-        ratios["lazy_n3_vs_mean_member"] = lazy("lazy_3") / statistics.mean(plain[m] for m in three)
-    if "eager_2" in cases:
-        two = names[:2]
-        ratios["eager_n2_vs_sum_of_members"] = eager("eager_2") / sum(plain[m] for m in two)
-        ratios["eager_n2_vs_slowest_member"] = eager("eager_2") / max(plain[m] for m in two)
-        ratios["lazy_n2_vs_mean_member"] = lazy("lazy_2") / statistics.mean(plain[m] for m in two)
-    ratios["one_model_n3_vs_member"] = eager("one_model_3") / plain[names[0]]
+    for n in (3, 2):
+        if len(names) >= n:
+            group = names[:n]
+            ratios[f"eager_n{n}_vs_sum_of_members"] = ratio(eager(f"eager_{n}"), group, sum)
+            ratios[f"eager_n{n}_vs_slowest_member"] = ratio(eager(f"eager_{n}"), group, max)
+            ratios[f"lazy_n{n}_vs_mean_member"] = ratio(lazy(f"lazy_{n}"), group, statistics.mean)
+    ratios["one_model_n3_vs_member"] = ratio(eager("one_model_3"), names[:1], sum)
     ratios["paper_wash_par_vs_watermarked"] = PAPER_TABLE5["wash_par_vs_watermarked"]
-    return ratios
+    return {k: v for k, v in ratios.items() if v is not None}
 
 
 def cases_for(names: list[str]) -> dict[str, tuple[list[str], str]]:
@@ -257,11 +258,24 @@ def run_shape_bench(members: list[str], tokens: int, rounds: int, device: str | 
     say("built " + ", ".join(f"{n} in {b['build_s']} s" for n, b in report["built"].items()))
     save("built")
     cases = cases_for(names)
+    errors: list[str] = []
+
+    def attempt(what: str, task: Callable[[], object]) -> object | None:
+        """Run one measurement; a failure is recorded and the run goes on to the next."""
+        try:
+            return task()
+        except Exception as err:  # noqa: BLE001 - on a GPU visited once, every other number still counts
+            errors.append(f"{what}: {type(err).__name__}: {err}")
+            report["errors"] = errors
+            say(errors[-1])
+            return None
+
     warmup_tokens = warmup_tokens or min(8, tokens)
     for name in names:  # warm-up: kernels, allocator pools, tokenizers' caches
-        plain_decode_ms(name, warmup_tokens)
+        attempt(f"warm-up {name}", lambda name=name: plain_decode_ms(name, warmup_tokens))
     for case, (specs, forwards) in cases.items():
-        wash_ms(specs, warmup_tokens, forwards=forwards)
+        attempt(f"warm-up {case}", lambda specs=specs, forwards=forwards: wash_ms(specs, warmup_tokens,
+                                                                                 forwards=forwards))
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
     save("warmed up")
@@ -270,30 +284,36 @@ def run_shape_bench(members: list[str], tokens: int, rounds: int, device: str | 
     for r in range(rounds):
         for name in names:
             _sync(dev)
-            plain_rounds[name].append(plain_decode_ms(name, tokens))
+            ms = attempt(f"round {r + 1} plain {name}", lambda name=name: plain_decode_ms(name, tokens))
+            if ms is not None:
+                plain_rounds[name].append(ms)
         for case, (specs, forwards) in cases.items():
             _sync(dev)
-            case_rounds[case].append(wash_ms(specs, tokens, forwards=forwards, seed=r))
-        plain = {n: statistics.median(v) for n, v in plain_rounds.items()}
-        measured = {c: _median_of(v) for c, v in case_rounds.items()}
+            got = attempt(f"round {r + 1} {case}",
+                          lambda specs=specs, forwards=forwards: wash_ms(specs, tokens, forwards=forwards, seed=r))
+            if got is not None:
+                case_rounds[case].append(got)
+        plain = {n: statistics.median(v) for n, v in plain_rounds.items() if v}
+        measured = {c: _median_of(v) for c, v in case_rounds.items() if v}
         report.update(rounds_done=r + 1, plain_decode_ms=plain, plain_decode_ms_rounds=plain_rounds,
                       sum_plain_ms=sum(plain.values()), wash=measured, ratios=_ratios(plain, measured, names))
-        say(f"round {r + 1}/{rounds}: plain " + ", ".join(f"{v[-1]:.1f}" for v in plain_rounds.values())
-            + "; " + "; ".join(f"{c} {v[-1]['median_token_ms']:.1f}" for c, v in case_rounds.items()))
+        say(f"round {r + 1}/{rounds}: plain " + ", ".join(f"{n} {v[-1]:.1f}" for n, v in plain_rounds.items() if v)
+            + "; " + "; ".join(f"{c} {v[-1]['median_token_ms']:.1f}" for c, v in case_rounds.items() if v))
         save(f"round {r + 1}")
     if dev.type == "cuda":
         report["gpu_memory"] = {"weights_gb": _gb(sum(b["weights_gb"] * 2**30 for b in report["built"].values())),
                                 "peak_allocated_gb": _gb(torch.cuda.max_memory_allocated(dev)),
                                 "peak_reserved_gb": _gb(torch.cuda.max_memory_reserved(dev))}
     save("timed")
-    parts_specs = cases[f"eager_{min(3, len(names))}"][0] if len(names) >= 2 else cases["one_model_3"][0]
-    parts = step_parts(parts_specs)
-    step = report["wash"][f"eager_{min(3, len(names))}" if len(names) >= 2 else "one_model_3"]
-    step_ms = step["median_unrouted_ms"] or step["median_token_ms"]
-    parts["averaging_share_of_eager_step"] = parts["averaging_on_critical_path_ms"] / step_ms
-    parts["cpu_work_share_of_eager_step"] = parts["cpu_work_on_critical_path_ms"] / step_ms
+    case = f"eager_{min(3, len(names))}" if len(names) >= 2 else "one_model_3"
+    parts = attempt("step parts", lambda: step_parts(cases[case][0]))
+    step = report.get("wash", {}).get(case)
+    if parts is not None and step:
+        step_ms = step.get("median_unrouted_ms") or step["median_token_ms"]
+        parts["averaging_share_of_eager_step"] = parts["averaging_on_critical_path_ms"] / step_ms
+        parts["cpu_work_share_of_eager_step"] = parts["cpu_work_on_critical_path_ms"] / step_ms
     report["step_parts"] = parts
-    report["targets"] = {f"{k}<={v}": report["ratios"].get(k) is not None and report["ratios"][k] <= v
-                         for k, v in GOALS.items() if k in report["ratios"]}
+    ratios = report.get("ratios", {})
+    report["targets"] = {f"{k}<={v}": ratios[k] <= v for k, v in GOALS.items() if k in ratios}
     save("done")
     return report
