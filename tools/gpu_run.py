@@ -135,7 +135,9 @@ def _member_check(name: str, device: str, dtype, plain_tokens: int) -> dict:
 
 
 def count_transfers(specs: list[str], tokens: int) -> dict:
-    """Host-device copies during an eager WASH run of ``tokens`` tokens (torch's profiler, CUDA only)."""
+    """Host-device copies and synchronisations during an eager WASH run of ``tokens`` tokens (torch's
+    profiler, CUDA only). By design a forward copies its new ids up and its one logits row down;
+    anything beyond that is a tensor the engine (or transformers) moves per step."""
     import torch
     from torch.profiler import ProfilerActivity, profile
 
@@ -148,9 +150,11 @@ def count_transfers(specs: list[str], tokens: int) -> dict:
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         result = generate(cfg)
         torch.cuda.synchronize()
-    copies = {e.key: e.count for e in prof.key_averages() if "memcpy" in e.key.lower()}
+    events = prof.key_averages()
+    copies = {e.key: e.count for e in events if "memcpy" in e.key.lower()}
+    waits = {e.key: e.count for e in events if "synchronize" in e.key.lower()}
     return {"tokens": len(result.tokens), "routed_fraction": result.routing.routed_token_fraction,
-            "copies": copies, "forward_calls": result.timing.forward_calls}
+            "copies": copies, "synchronizations": waits, "forward_calls": result.timing.forward_calls}
 
 
 def smoke(path: str) -> dict:
