@@ -217,8 +217,8 @@ def summary(directory: str) -> str:
         d = json.loads(f.read_text())
         if name == "versions":
             env = d.get("environment", {})
-            out.append(f"versions: ok={d.get('ok')} gpu={env.get('gpu')} driver={env.get('driver')} "
-                       f"torch={env.get('torch')} transformers={env.get('transformers')}")
+            out.append(f"versions: ok={d.get('ok')} python={env.get('python')} gpu={env.get('gpu')} "
+                       f"driver={env.get('driver')} torch={env.get('torch')} transformers={env.get('transformers')}")
         elif name == "smoke":
             out.append(f"smoke: ok={d.get('ok')} seed_fixes_the_text={d.get('seed_fixes_the_text')} " + "; ".join(
                 f"{k} {v.get('plain_decode_ms', float('nan')):.1f} ms" for k, v in d.get("members", {}).items()))
