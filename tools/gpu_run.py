@@ -11,7 +11,8 @@ logits and a distribution that sums to 1; then seeded WASH runs with mixed schem
 (eager twice, to see whether a seed fixes the text there, lazy, and eager under the
 paper's top-k 10 profile), every probability an event reports finite and in [0, 1],
 every detection z finite; on CUDA, the host-device copies of a few eager steps
-counted with torch's profiler.
+counted with torch's profiler; last, a run with the edit-distance schemes, whose
+detectors align on CUDA where there is one (never run on a GPU before).
 
 ``summary DIR``: the numbers to read first, from the JSON files the steps wrote.
 
@@ -32,11 +33,11 @@ from pathlib import Path
 #: What each mode runs: the smoke's members, device and dtype, tokens per run.
 MODES = {
     "gpu": {"smoke": ["smollm2-135m@smollm2", "gemma-3-270m@gemma3"], "device": "cuda", "dtype": "bfloat16",
-            "tokens": 32, "plain_tokens": 24, "profile_tokens": 6},
+            "tokens": 32, "plain_tokens": 24, "profile_tokens": 6, "edit_tokens": 16},
     # float32: bf16 matrix products on a CPU without bf16 units take ~10x longer (tests/test_models.py
     # builds a member in bf16 on the CPU).
     "cpu": {"smoke": ["tiny-llama@smollm2", "tiny-gemma3@gemma3"], "device": "cpu", "dtype": "float32",
-            "tokens": 6, "plain_tokens": 4, "profile_tokens": 0},
+            "tokens": 6, "plain_tokens": 4, "profile_tokens": 0, "edit_tokens": 0},
 }
 #: Modules the app needs and the GPU machine lacks: the bench path must not import them.
 APP_ONLY = ("gradio", "plotly", "gguf", "ray")
@@ -157,11 +158,25 @@ def count_transfers(specs: list[str], tokens: int) -> dict:
             "copies": copies, "synchronizations": waits, "forward_calls": result.timing.forward_calls}
 
 
+def _run(fields: dict, tokens: int) -> dict:
+    """One seeded WASH run with these config fields, checked (``check_events``); a failure is the finding."""
+    from wash.engine.config import GenerationConfig, ProviderSpec
+    from wash.engine.ensemble import generate_stream
+
+    t0 = time.perf_counter()
+    try:
+        cfg = GenerationConfig(prompt="The committee published its annual report", max_new_tokens=tokens, seed=7,
+                               **{**fields, "providers": [ProviderSpec.parse(s) for s in fields["providers"]]})
+        out = check_events(list(generate_stream(cfg)))
+    except Exception as err:  # noqa: BLE001
+        out = {"ok": False, "error": f"{type(err).__name__}: {err}"}
+    out["seconds"] = round(time.perf_counter() - t0, 2)
+    return out
+
+
 def smoke(path: str) -> dict:
     import torch
 
-    from wash.engine.config import GenerationConfig, ProviderSpec
-    from wash.engine.ensemble import generate_stream
     from wash.engine.models import parse_dtype
     from wash.shape_bench import dummy_names, environment
 
@@ -184,13 +199,7 @@ def smoke(path: str) -> dict:
             "lazy-mixed": dict(providers=mixed, forwards="lazy"),
             "eager-paper-profile": dict(providers=[f"{a}:kgw:21", f"{b}:kgw:22", f"{b}:unigram:23"], top_k=10)}
     for run, fields in runs.items():
-        fields = {**fields, "providers": [ProviderSpec.parse(s) for s in fields["providers"]]}
-        try:
-            cfg = GenerationConfig(prompt="The committee published its annual report", max_new_tokens=m["tokens"],
-                                   seed=7, **fields)
-            report["runs"][run] = check_events(list(generate_stream(cfg)))
-        except Exception as err:  # noqa: BLE001
-            report["runs"][run] = {"ok": False, "error": f"{type(err).__name__}: {err}"}
+        report["runs"][run] = _run(fields, m["tokens"])
         save()
     first, again = report["runs"]["eager-mixed"], report["runs"]["eager-mixed-again"]
     report["seed_fixes_the_text"] = first.get("text") is not None and first.get("text") == again.get("text")
@@ -202,6 +211,9 @@ def smoke(path: str) -> dict:
             report["transfers"] = count_transfers(mixed, m["profile_tokens"])
         except Exception as err:  # noqa: BLE001
             report["transfers"] = {"error": f"{type(err).__name__}: {err}"}
+        save()
+    if m["edit_tokens"]:  # last: the edit-distance detectors' alignment runs on CUDA where there is one
+        report["edit-schemes"] = _run({"providers": [f"{a}:exp-edit:31", f"{b}:its-edit:32"]}, m["edit_tokens"])
         save()
     return report
 
