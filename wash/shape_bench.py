@@ -19,8 +19,9 @@ numbers measured side by side:
 The ratios the issue's goals name (``ratios``) stand beside the paper's Table 5:
 WASH-Par. at 56.9 ms a token, 1.90x one watermarked 8B model (30.0 ms). The paper
 ran its members on parallel GPUs; on one GPU the members' weight reads add up, so
-the sum of the members' plain decodes is the floor for different models, and the
-paper's 1.90x is not reachable there by construction: what one GPU shows is the
+the sum of the members' plain decodes is about the floor for different models (lower
+only where decodes wait on kernel launches and the members' threads overlap them), and
+the paper's 1.90x is out of reach there by construction: what one GPU shows is the
 engine's own overhead above that floor.
 
 Timing: each forward ends by copying its logits row to the CPU (``members.ModelContext``),
