@@ -4,7 +4,9 @@
 * ``python -m tools.latency``: the app's click-to-first-token and tab latencies, through its API;
 * ``python -m tools.preset_tour``: every preset clicked in headless Chromium;
 * ``tools/gpu_run.sh OUTDIR`` (with ``tools/gpu_run.py`` and ``tools/gpu_bundle.py``): the prepared
-  GPU run, dummy members at 8B shapes (docs/BENCHMARKS.md).
+  GPU run, dummy members at 8B shapes (docs/BENCHMARKS.md);
+* ``python -m tools.gpu_profile OUTDIR [--cpu]``: where a WASH step's time goes on a GPU, beyond
+  the members' forwards (cProfile, torch's profiler, parallel forwards on and off).
 
 ``python -m wash bench`` stays in the package: it is a user's command (per-token cost on
 their machine, any backend). Results go to ``docs/BENCHMARKS.md`` and ``results/``.
