@@ -54,6 +54,34 @@ def single_thread():
     torch.set_num_threads(before)
 
 
+#: The models the shared in-process app offers (``WASH_APP_MODELS``).
+TINY_APP_MODELS = "tiny-smollm2,tiny-gemma3"
+
+
+@pytest.fixture(scope="session")
+def _tiny_app_server(tiny_smollm2, tiny_gemma3):
+    """``app.build_demo`` served once per test process on the tiny models; the fixtures loaded them,
+    so its preload has nothing left to do. Building and launching the app is the costly part of a
+    browser or API test, and nothing a test does changes what the app serves."""
+    from support import served_demo
+
+    from wash.ui.preload import Preload
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WASH_APP_MODELS", TINY_APP_MODELS)
+        mp.setenv("GRADIO_ANALYTICS_ENABLED", "False")
+        with served_demo(Preload([]).start()) as served:
+            mp.undo()  # requests read WASH_APP_MODELS: ``served_tiny_app`` sets it while a test uses the app
+            yield served
+
+
+@pytest.fixture
+def served_tiny_app(_tiny_app_server, monkeypatch):
+    """The shared app's URL and its ``gr.Blocks`` (for tests that look at its server's state)."""
+    monkeypatch.setenv("WASH_APP_MODELS", TINY_APP_MODELS)
+    return _tiny_app_server
+
+
 @pytest.fixture(scope="module")
 def browser():
     """Debian's headless Chromium through Playwright, one per test module."""
