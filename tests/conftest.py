@@ -54,6 +54,30 @@ def single_thread():
     torch.set_num_threads(before)
 
 
+@pytest.fixture(scope="session")
+def tiny_experiment(tmp_path_factory, tiny_smollm2, tiny_gemma3):
+    """``run(name, **overrides)``: an experiment's ``tiny`` preset, executed once per test process
+    and shared by every test file that reads it (``test_experiments.py`` runs them all,
+    ``test_entropy.py`` reads the entropy run). A test that changes a run's files works on a copy
+    or leaves the run complete again."""
+    from wash.experiments import load
+    from wash.experiments.driver import execute
+
+    root = tmp_path_factory.mktemp("experiments")
+    done: dict = {}
+
+    def run(name: str, **overrides):
+        key = (name, tuple(sorted(overrides.items())))
+        if key not in done:
+            module = load(name)
+            out = root / (name if not overrides else f"{name}-{len(done)}")
+            config = module.Config.from_preset("tiny", out=out, **overrides)
+            done[key] = (module, config, execute(module, config, command=f"test {name}"))
+        return done[key]
+
+    return run
+
+
 #: The models the shared in-process app offers (``WASH_APP_MODELS``).
 TINY_APP_MODELS = "tiny-smollm2,tiny-gemma3"
 

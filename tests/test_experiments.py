@@ -121,14 +121,8 @@ OVERRIDES = {
 
 
 @pytest.fixture(scope="module")
-def outputs(tmp_path_factory, tiny_smollm2, tiny_gemma3):
-    root = tmp_path_factory.mktemp("experiments")
-    done = {}
-    for name in EXPERIMENTS:
-        module = load(name)
-        config = module.Config.from_preset("tiny", out=root / name, **OVERRIDES.get(name, {}))
-        done[name] = (module, config, execute(module, config, command=f"test {name}"))
-    return done
+def outputs(tiny_experiment):
+    return {name: tiny_experiment(name, **OVERRIDES.get(name, {})) for name in EXPERIMENTS}
 
 
 @pytest.mark.parametrize("name", list(EXPERIMENTS))

@@ -105,7 +105,7 @@ class Strategy:
 
     A subclass states its facts as class keywords (``class Single(Averaged,
     name="single", scope="first", routing=False, summary=...)``) and implements
-    ``start``; ``modes.py`` registers it.
+    ``start``; ``modes.register`` makes it a mode.
     """
 
     #: The mode's name (``--mode``).
