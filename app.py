@@ -21,7 +21,7 @@ from typing import Callable
 
 import gradio as gr
 
-from wash.engine.config import DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_TOP_K, MODES, PROFILES
+from wash.engine.config import DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_TOP_K, PROFILES, mode_names
 from wash.engine.aggregation import RULES
 from wash.ui.preload import Preload
 from wash.presets import DEMO_TOKENS, description as preset_description, preset_names
@@ -114,7 +114,7 @@ def _generate_tab(models: list[str], preload: Preload | None) -> dict:
                 w["top_p"] = gr.Slider(0.01, 1.0, value=start.top_p, step=0.01, label="top-p", elem_id="top-p")
             with gr.Row():
                 w["seed"] = gr.Number(0, precision=None, step=1, label="seed", elem_id="seed", min_width=80)
-                w["mode"] = gr.Radio(list(MODES), value="wash", label="mode", elem_id="mode")
+                w["mode"] = gr.Radio(list(mode_names()), value="wash", label="mode", elem_id="mode")
                 w["forwards"] = gr.Radio(list(FORWARDS), value="eager", label="forwards", elem_id="forwards",
                                          min_width=120)
             w["mode_info"] = gr.Markdown(texts.mode_info("wash", "eager"), elem_id="mode-info")

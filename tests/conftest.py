@@ -54,6 +54,58 @@ def single_thread():
     torch.set_num_threads(before)
 
 
+@pytest.fixture(scope="session")
+def tiny_experiment(tmp_path_factory, tiny_smollm2, tiny_gemma3):
+    """``run(name, **overrides)``: an experiment's ``tiny`` preset, executed once per test process
+    and shared by every test file that reads it (``test_experiments.py`` runs them all,
+    ``test_entropy.py`` reads the entropy run). A test that changes a run's files works on a copy
+    or leaves the run complete again."""
+    from wash.experiments import load
+    from wash.experiments.driver import execute
+
+    root = tmp_path_factory.mktemp("experiments")
+    done: dict = {}
+
+    def run(name: str, **overrides):
+        key = (name, tuple(sorted(overrides.items())))
+        if key not in done:
+            module = load(name)
+            out = root / (name if not overrides else f"{name}-{len(done)}")
+            config = module.Config.from_preset("tiny", out=out, **overrides)
+            done[key] = (module, config, execute(module, config, command=f"test {name}"))
+        return done[key]
+
+    return run
+
+
+#: The models the shared in-process app offers (``WASH_APP_MODELS``).
+TINY_APP_MODELS = "tiny-smollm2,tiny-gemma3"
+
+
+@pytest.fixture(scope="session")
+def _tiny_app_server(tiny_smollm2, tiny_gemma3):
+    """``app.build_demo`` served once per test process on the tiny models; the fixtures loaded them,
+    so its preload has nothing left to do. Building and launching the app is the costly part of a
+    browser or API test, and nothing a test does changes what the app serves."""
+    from support import served_demo
+
+    from wash.ui.preload import Preload
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("WASH_APP_MODELS", TINY_APP_MODELS)
+        mp.setenv("GRADIO_ANALYTICS_ENABLED", "False")
+        with served_demo(Preload([]).start()) as served:
+            mp.undo()  # requests read WASH_APP_MODELS: ``served_tiny_app`` sets it while a test uses the app
+            yield served
+
+
+@pytest.fixture
+def served_tiny_app(_tiny_app_server, monkeypatch):
+    """The shared app's URL and its ``gr.Blocks`` (for tests that look at its server's state)."""
+    monkeypatch.setenv("WASH_APP_MODELS", TINY_APP_MODELS)
+    return _tiny_app_server
+
+
 @pytest.fixture(scope="module")
 def browser():
     """Debian's headless Chromium through Playwright, one per test module."""

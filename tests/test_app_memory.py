@@ -76,35 +76,27 @@ def test_a_bad_arena_setting_is_refused_by_name(monkeypatch):
 
 
 # -- per-session state ----------------------------------------------------------------------
-TINY = ["tiny-smollm2", "tiny-gemma3"]
 
 
-def test_generate_runs_leave_no_component_copies_or_stop_flags_in_the_session(tiny_smollm2, tiny_gemma3,
-                                                                              monkeypatch):
+def test_generate_runs_leave_no_component_copies_or_stop_flags_in_the_session(served_tiny_app):
     from gradio_client import Client
-    from support import served_demo
 
     from wash.ui.handlers import STOPS
     from wash.ui.providers import HEADERS
-    from wash.ui.run import start_preload
 
-    monkeypatch.setenv("WASH_APP_MODELS", ",".join(TINY))
-    monkeypatch.setenv("GRADIO_ANALYTICS_ENABLED", "False")
-    preload = start_preload(TINY)
-    assert preload.wait(300)
+    url, demo = served_tiny_app
     rows = [["tiny-smollm2", "kgw", "1", ""], ["tiny-gemma3", "aar", "2", ""]]
     table = {"headers": HEADERS, "data": rows, "metadata": None}
-    with served_demo(preload) as (url, demo):
-        client = Client(url, verbose=False)
-        for seed in range(3):  # each run sends plots now and then and gr.update()s several outputs
-            out = client.predict(table, "The harbour was quiet until", 6, 1.0, seed, "wash", "off", "eager",
-                                 api_name="/generate")
-            assert out[0].startswith("**Done**"), out[0]
-        session = demo.server_app.state_holder.session_data[client.session_hash]
-        page = set(demo.blocks)
-        assert set(session.blocks_config.blocks) <= page
-        assert set(session.config_values) <= page
-        assert client.session_hash not in STOPS
+    client = Client(url, verbose=False)
+    for seed in range(3):  # each run sends plots now and then and gr.update()s several outputs
+        out = client.predict(table, "The harbour was quiet until", 6, 1.0, seed, "wash", "off", "eager",
+                             api_name="/generate")
+        assert out[0].startswith("**Done**"), out[0]
+    session = demo.server_app.state_holder.session_data[client.session_hash]
+    page = set(demo.blocks)
+    assert set(session.blocks_config.blocks) <= page
+    assert set(session.config_values) <= page
+    assert client.session_hash not in STOPS
 
 
 def test_only_unrendered_components_off_the_page_are_stray():

@@ -20,7 +20,6 @@ from wash.engine.config import GenerationConfig, ProviderSpec
 from wash.engine.ensemble import generate, generate_stream
 from wash.engine.events import FinishedEvent, StepEvent
 from wash.experiments import load
-from wash.experiments.driver import execute
 from wash.engine.vocab import align, model_vocab
 
 PROMPT = "The committee met on Tuesday to discuss"
@@ -93,10 +92,9 @@ def test_truncation_lowers_the_entropy_on_the_same_model(tiny_smollm2):
 
 # -- the experiment ----------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory, tiny_smollm2, tiny_gemma3):
-    module = load("entropy")
-    config = module.Config.from_preset("tiny", out=tmp_path_factory.mktemp("entropy") / "entropy")
-    return module, config, execute(module, config, command="test entropy")
+def tiny_run(tiny_experiment):
+    """The entropy experiment's tiny run, shared with test_experiments.py (read only here)."""
+    return tiny_experiment("entropy")
 
 
 def test_experiment_runs_end_to_end_with_its_columns(tiny_run):

@@ -106,6 +106,7 @@ def test_bad_probe_settings_are_refused():
         identify([ProviderSpec.parse("tiny-smollm2:kgw:1")], "naive", Probe())
 
 
+@pytest.mark.e2e
 def test_real_smollm2_is_identified_with_kgw_and_not_without(smollm2):
     """Water-Probe's premise on a real model: the country after "D seven tiger" hardly depends
     on the answer prefix, so without a watermark the prompts' rank shifts do not agree.

@@ -1,6 +1,7 @@
 """The Lesson tab in Debian's headless Chromium, on the tiny models.
 
-The app is served in this process (``support.served_app``) with the tiny models. One test
+The app is the one served in this process for the whole run (``served_tiny_app`` in
+conftest.py) with the tiny models. One test
 walks every step in order, as a class would, with the same code ``tools/lesson_time.py``
 times on the real models (``walk``): each click shows the step's card (its "what to look
 for" checked), loads its providers, runs, and ends with Done; then it checks what each step
@@ -11,29 +12,21 @@ opens a step in the Generate tab.
 from __future__ import annotations
 
 import pytest
-from support import served_app
 
 from tools.lesson_time import open_lesson, walk
 from wash.lesson import STEPS
 from wash.ui.lesson import TRY_OUTPUTS
 
 pytestmark = pytest.mark.browser
-TINY = "tiny-smollm2,tiny-gemma3"
 STEP_TIMEOUT_S = 240.0
 
 _TRACES = ("() => { const gd = document.querySelector('#lesson-z-plot .js-plotly-plot');"
            " return gd && gd.data ? gd.data.map(t => t.name) : []; }")
 
 
-@pytest.fixture(scope="module")
-def lesson_url(tiny_smollm2, tiny_gemma3) -> str:
-    from wash.ui.preload import Preload
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("WASH_APP_MODELS", TINY)
-        mp.setenv("GRADIO_ANALYTICS_ENABLED", "False")
-        with served_app(Preload([]).start()) as url:  # the fixtures loaded the models in this process
-            yield url
+@pytest.fixture
+def lesson_url(served_tiny_app) -> str:
+    return served_tiny_app[0]
 
 
 def _page(browser, url: str):

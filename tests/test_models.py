@@ -92,22 +92,69 @@ def _logits(loaded, text="Hello there"):
         return loaded.model(torch.tensor([loaded.encode_prompt(text)])).logits
 
 
-@pytest.mark.e2e
+def _tiny_gguf(folder) -> str:
+    """A one-layer, 16-wide llama GGUF with SmolLM2's real tokenizer: the packaged file's metadata
+    (tokenizer included) with tiny dimensions and seeded F32 weights. It goes through the same
+    dequantise, save, mark and rebuild code as the packaged model in a few seconds, where the
+    135M-parameter file takes about a minute a build."""
+    import numpy as np
+    from gguf import GGUFReader, GGUFValueType, GGUFWriter
+
+    from wash.engine import cache
+
+    src_dir, src_file = cache.gguf_file("smollm2", lambda _m: None)
+    reader = GGUFReader(f"{src_dir}/{src_file}")
+    hidden, ff, heads, kv, vocab = 16, 32, 2, 1, 49152
+    tiny = {"llama.block_count": 1, "llama.embedding_length": hidden, "llama.feed_forward_length": ff,
+            "llama.attention.head_count": heads, "llama.attention.head_count_kv": kv,
+            "llama.rope.dimension_count": hidden // heads, "general.file_type": 0}  # 0: all F32
+    writer = GGUFWriter(folder / "tiny.gguf", "llama")
+    for key, field in reader.fields.items():
+        if not key.startswith("GGUF.") and key != "general.architecture":
+            sub = field.types[1] if field.types[0] == GGUFValueType.ARRAY else None
+            writer.add_key_value(key, tiny.get(key, field.contents()), field.types[0], sub_type=sub)
+    head = hidden // heads
+    shapes = {"token_embd.weight": (vocab, hidden), "output_norm.weight": (hidden,),
+              "blk.0.attn_norm.weight": (hidden,), "blk.0.ffn_norm.weight": (hidden,),
+              "blk.0.attn_q.weight": (hidden, hidden), "blk.0.attn_k.weight": (kv * head, hidden),
+              "blk.0.attn_v.weight": (kv * head, hidden), "blk.0.attn_output.weight": (hidden, hidden),
+              "blk.0.ffn_gate.weight": (ff, hidden), "blk.0.ffn_up.weight": (ff, hidden),
+              "blk.0.ffn_down.weight": (hidden, ff)}
+    rng = np.random.default_rng(0)
+    for name, shape in shapes.items():
+        writer.add_tensor(name, (rng.standard_normal(shape) * 0.02).astype(np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return "tiny.gguf"
+
+
 def test_corrupt_or_partial_cache_is_rebuilt(tmp_path, monkeypatch):
     """A copy that fails to load, or whose files do not match the marker, is rebuilt.
 
-    Loaded weights are memory-mapped from the cache, so each copy is released
-    before its files are damaged (as a separate, later process would find them).
+    The catalog's ``smollm2`` is built from a tiny GGUF with its real tokenizer
+    (``_tiny_gguf``): what is checked is the cache's build, check and rebuild, which
+    do not depend on the model's size. Loaded weights are memory-mapped from the
+    cache, so each copy is released before its files are damaged (as a separate,
+    later process would find them).
     """
     import gc
 
-    monkeypatch.setenv("WASH_CACHE_DIR", str(tmp_path))
+    from wash.engine import cache
+
+    source = tmp_path / "gguf"
+    source.mkdir()
+    tiny_file = _tiny_gguf(source)
+    monkeypatch.setattr(cache, "gguf_file", lambda name, say: (str(source), tiny_file))
+    monkeypatch.setenv("WASH_CACHE_DIR", str(tmp_path / "cache"))
     messages: list[str] = []
     loaded = models._load("smollm2", messages.append, 0)
+    assert loaded.model.config.num_hidden_layers == 1  # the tiny file, not the packaged one
     reference = _logits(loaded)
     del loaded
     gc.collect()
-    weights = tmp_path / "models" / "smollm2" / "model.safetensors"
+    weights = tmp_path / "cache" / "models" / "smollm2" / "model.safetensors"
     size = weights.stat().st_size
     weights.write_bytes(b"\0" * size)  # right size, garbage content
     messages.clear()

@@ -1,7 +1,7 @@
 """The Results tab in Debian's headless Chromium, on the committed results.
 
-The app is served in this process (``support.served_app``) with a preload that loads no
-model: the tab needs none. One test opens the page, clicks the tab, and checks that both
+The app is the one served in this process for the whole run (``served_tiny_app`` in
+conftest.py, on the tiny models): the tab needs no model. One test opens the page, clicks the tab, and checks that both
 tables are filled, both plotly figures are drawn with the committed rows, a partial run
 says so, the page asked nothing of any other host (plotly comes with Gradio), and that
 choosing a scheme redraws the figures and narrows the tables.
@@ -16,7 +16,6 @@ from __future__ import annotations
 import time
 
 import pytest
-from support import served_app
 
 from wash import results_tables as rt
 
@@ -31,15 +30,9 @@ _FIGURE = ("(id) => { const gd = document.querySelector('#' + id + ' .js-plotly-
            " return gd.data.map(t => ({name: t.name, type: t.type, x: Array.from(t.x || [])})); }")
 
 
-@pytest.fixture(scope="module")
-def results_url() -> str:
-    from wash.ui.preload import Preload
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("WASH_APP_MODELS", "tiny-smollm2,tiny-gemma3")
-        mp.setenv("GRADIO_ANALYTICS_ENABLED", "False")
-        with served_app(Preload([]).start()) as url:
-            yield url
+@pytest.fixture
+def results_url(served_tiny_app) -> str:
+    return served_tiny_app[0]
 
 
 def _wait_drawn(page, elem_id: str, condition: str = "d.length > 0") -> list[dict]:

@@ -13,6 +13,7 @@ import json
 import sys
 from typing import Sequence
 
+import wash.baselines  # noqa: F401  (registers the baseline modes)
 from wash.engine.config import ProviderSpec, add_generate_arguments, command_line, from_command_line
 # command_line is re-exported: callers of the CLI have always found it here
 from wash.errors import MemberError, WashInputError

@@ -42,7 +42,7 @@ from typing import Callable
 
 import torch
 
-from wash.bench import PROMPT, _machine, _median_of, plain_decode_ms, wash_ms
+from wash.timing import PROMPT, _machine, _median_of, plain_decode_ms, wash_ms
 from wash.engine.parallel import settings as forward_settings
 from wash.provenance import command_line, load_average
 

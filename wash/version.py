@@ -19,10 +19,10 @@ __version__ = "0.1.0"
 ROOT = Path(__file__).resolve().parents[1]
 
 #: The folders whose files determine a generated text (relative to the repository root):
-#: the engine, the watermark schemes and the baselines' step strategies. Any change to a
-#: file in them changes ``engine_fingerprint``; a module added there is counted without
-#: anyone keeping a list.
-ENGINE_SOURCES = ("wash/engine/*.py", "wash/watermarks/*.py", "wash/baselines/*.py")
+#: the engine, the watermark schemes, the baselines' step strategies and the parser of their
+#: ``param=value`` options. Any change to a file in them changes ``engine_fingerprint``; a
+#: module added there is counted without anyone keeping a list.
+ENGINE_SOURCES = ("wash/engine/*.py", "wash/watermarks/*.py", "wash/baselines/*.py", "wash/options.py")
 
 
 #: Tracked paths whose changes do not make the code dirty: experiment outputs and prose.

@@ -12,8 +12,9 @@ The paper judges WASH against three attacks (its Tables 1, 2, 3 and 5):
   then spans of it are rewritten by a weaker unwatermarked model and kept only when
   a quality check accepts them.
 
-Each is a step strategy (``decode.Strategy``) registered as a mode in ``modes.py``
-(``--mode toblend``) and run by the same loop as WASH (``decode.decode``):
+Each is a step strategy (``decode.Strategy``) that registers itself as a mode
+(``wash.engine.modes.register``; ``--mode toblend``) when this package is imported,
+and runs in the same loop as WASH (``decode.decode``):
 ``ensemble.generate_stream`` validates the config and loads the providers as for
 every mode, the strategy's steps yield the same event stream (``events.py``), and
 the ``FinishedEvent``'s ``RunResult`` carries the providers' real detectors on the
@@ -25,3 +26,6 @@ docstring says where from and what could not be reproduced on two small CPU
 models. Its own costs (re-encoded ids, probing queries, rewrite passes) go into
 ``RunResult.settings["baseline"]``.
 """
+
+# Registered in this order (the order users see after WASH's modes).
+from wash.baselines import toblend, demark, randomwalk  # noqa: F401

@@ -146,7 +146,8 @@ from wash.engine.decode import Generation, Stepper, Strategy
 from wash.errors import WashInputError
 from wash.engine.events import LoadEvent, RunResult, StepEvent
 from wash.engine.members import FeedCost, LocalMember, side_by_side
-from wash.engine.options import check_range
+from wash.engine.modes import register
+from wash.options import check_range
 from wash.engine.averaging import candidates, probs_at
 from wash.engine.sampling import entropy, process_logits, sample
 from wash.engine.vocab import model_vocab
@@ -191,6 +192,7 @@ _SUMMARY = ("baseline De-mark (Chen et al. 2024): probe provider 1 with crafted 
 
 
 @dataclass(frozen=True)
+@register
 class DeMark(Strategy, name="demark", scope="first", routing=False, baseline=True,
              summary=_SUMMARY):
     """Probe provider 1 for each context's green list and its bias; draw with the bias taken off."""

@@ -133,9 +133,10 @@ from wash.engine.ensemble import EagerSteps, LazySteps
 from wash.errors import WashInputError
 from wash.engine.events import LoadEvent, RewriteEvent, RoutingSummary, RunResult, StepEvent, Timing, TokenRecord
 from wash.engine.members import LocalMember, side_by_side
+from wash.engine.modes import register
 from wash.engine.catalog import check_model_name
 from wash.engine.models import load_model
-from wash.engine.options import check_range
+from wash.options import check_range
 from wash.engine.sampling import process_logits, sample
 from wash.engine.settings import Forwards
 from wash.watermarks.base import softmax
@@ -162,6 +163,7 @@ _SUMMARY = ("baseline RandomWalk (Zhang et al. 2023): provider 1 writes, then ra
 
 
 @dataclass(frozen=True)
+@register
 class RandomWalk(Strategy, name="randomwalk", scope="first", routing=False, baseline=True,
                  summary=_SUMMARY):
     """Provider 1 writes; then random spans are rewritten by a weaker model and kept when a judge accepts."""

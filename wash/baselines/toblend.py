@@ -90,7 +90,8 @@ from wash.engine.decode import Generation, Stepper, Strategy
 from wash.errors import WashInputError
 from wash.engine.events import RunResult, StepEvent
 from wash.engine.members import side_by_side
-from wash.engine.options import check_range
+from wash.engine.modes import register
+from wash.options import check_range
 from wash.engine.sampling import sample, uniform_choice
 from wash.engine.settings import MAX_NEW_TOKENS_CAP
 from wash.engine.vocab import encode_bytes
@@ -109,6 +110,7 @@ _SUMMARY = ("baseline ToBlend (Huang et al. 2024): the providers take turns, eac
 
 
 @dataclass(frozen=True)
+@register
 class ToBlend(Strategy, name="toblend", routing=False, baseline=True,
               summary=_SUMMARY):
     """The providers take turns; each writes ``block`` tokens from its own watermarked distribution."""

@@ -1,9 +1,12 @@
-"""Running each provider's own detector on text or on the ids a model saw.
+"""Running each provider's own detector on text, and reading the text and providers a run recorded.
 
 Final verdicts are computed the way a third party would: on the generated text
 alone, re-tokenised by the provider's tokenizer. Live traces during generation use
 the ids each model actually holds (prompt as hashing context), which is what a
-provider watching its own output stream would see.
+provider watching its own output stream would see. Both are a provider's own
+detector on ids, which the decoding loop records too: ``detect_ids``, ``detect_text``
+and ``LiveDetector`` live with the providers in ``wash.engine.detectors`` and are
+re-exported here, the detection layer's way in.
 
 Coordinated providers hash in the union vocabulary of the *generation's* model
 set, so detecting them later needs that set, not just the models of the
@@ -19,59 +22,12 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from wash.engine.settings import ProviderSpec, check_text
+from wash.engine.detectors import SLOW_REFRESH, LiveDetector, detect_ids, detect_text
+from wash.engine.settings import ProviderSpec
 from wash.errors import WashInputError
-from wash.engine.events import ProviderDetection
-from wash.engine.providers import Provider
-from wash.detection.thresholds import Z_THRESHOLD
 
-#: Permutation-test schemes refresh their live z every this many tokens.
-SLOW_REFRESH = 16
-
-
-def _verdict(provider: Provider, detection, threshold: float, tokens: list[str]) -> ProviderDetection:
-    return ProviderDetection(provider=provider.label, model=provider.model, scheme=provider.spec.scheme,
-                             key=provider.spec.key, z=detection.z, p=detection.p,
-                             tokens_scored=detection.tokens_scored,
-                             detected=detection.detected(threshold),
-                             per_token=list(detection.per_token), tokens=tokens,
-                             token_null=detection.token_null)
-
-
-def detect_ids(provider: Provider, ids: Sequence[int], threshold: float = Z_THRESHOLD) -> ProviderDetection:
-    detection = provider.scheme.detect(provider.scheme_ids(ids))
-    tokens = [provider.lm.tokenizer.decode([i]) for i in ids]
-    return _verdict(provider, detection, threshold, tokens)
-
-
-def detect_text(providers: Sequence[Provider], text: str, threshold: float = Z_THRESHOLD) -> list[ProviderDetection]:
-    """Each provider's detector on ``text`` tokenised by that provider's own tokenizer."""
-    check_text(text, "the text to score")
-    return [detect_ids(p, p.lm.encode(text), threshold) for p in providers]
-
-
-class LiveDetector:
-    """A provider's incremental detector, fed the ids its model commits."""
-
-    def __init__(self, provider: Provider, prefix: Sequence[int]) -> None:
-        self.provider = provider
-        self.detector = provider.make_detector(prefix)
-        self.cheap = provider.scheme.cheap_result
-        self._z: float | None = None
-        self._since = 0
-
-    def feed(self, ids: Sequence[int]) -> None:
-        for i in self.provider.scheme_ids(ids):
-            self.detector.push(i)
-        self._since += len(ids)
-
-    def z(self, force: bool = False) -> float | None:
-        if len(self.detector.per_token) == 0:
-            return None
-        if self.cheap or force or self._z is None or self._since >= SLOW_REFRESH:
-            self._z = self.detector.result().z
-            self._since = 0
-        return self._z
+__all__ = ["SLOW_REFRESH", "LiveDetector", "detect_ids", "detect_text", "parse_models", "generation_models",
+           "spec_from_dict", "RecordedRun", "recorded_run", "read_run"]
 
 
 # -- what a generation recorded ----------------------------------------------------------

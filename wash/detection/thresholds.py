@@ -20,8 +20,10 @@ Water-Probe's z bands are shown beside it, never as the verdict.
 """
 from __future__ import annotations
 
-#: A text (or a model) is called watermarked when its z exceeds this.
-Z_THRESHOLD = 4.0
+# A text (or a model) is called watermarked when its z exceeds Z_THRESHOLD: every detector's verdict
+# uses it, so it is defined with the detectors and read from here with the other lines.
+from wash.watermarks.scoring import Z_THRESHOLD as Z_THRESHOLD
+
 #: Water-Probe's high-confidence band for "this model is watermarked".
 Z_HIGH = 10.0
 #: The live chart's guide line: unwatermarked texts rarely exceed it (see the module docstring).

@@ -22,15 +22,15 @@ from typing import Any
 from wash.engine.aggregation import Mean, Rule, describe as describe_rules, parse as parse_rule
 from wash.engine.decode import Strategy
 from wash.errors import WashInputError
-from wash.engine.modes import BASELINES, MODE_TABLE, MODES, STRATEGIES, Mode, parse as parse_mode
+from wash.engine.modes import MODE_TABLE, STRATEGIES, Mode, baseline_names, mode_names, parse as parse_mode
 from wash.engine.settings import (BACKENDS, DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MAX_ROUTED_SPAN,
                            MAX_TOP_K, PROFILES, PROVIDER_OPTIONS, SEED_MAX, SEED_MIN, Backend, Forwards,
                            ProviderSpec, ServingProfile, check_text, default_backend, parse_backend, profile,
                            profile_name)
-from wash.detection.thresholds import Z_THRESHOLD
+from wash.watermarks.scoring import Z_THRESHOLD
 
 __all__ = ["GenerationConfig", "command_line", "add_generate_arguments", "from_command_line", "Mode",
-           "MODE_TABLE", "MODES", "BASELINES", "STRATEGIES", "DEFAULT_PROFILE", "FORWARDS", "Forwards",
+           "MODE_TABLE", "STRATEGIES", "mode_names", "baseline_names", "DEFAULT_PROFILE", "FORWARDS", "Forwards",
            "MAX_NEW_TOKENS_CAP", "MAX_PROVIDERS", "MAX_ROUTED_SPAN", "MAX_TOP_K", "PROFILES", "PROVIDER_OPTIONS",
            "SEED_MAX", "SEED_MIN", "BACKENDS", "Backend", "ProviderSpec", "ServingProfile", "check_text", "profile", "profile_name"]
 
@@ -139,7 +139,7 @@ class GenerationConfig:
         if isinstance(value, WashInputError):
             raise value
         if value is None:
-            raise WashInputError(f"unknown mode '{self.mode}' (accepted: {', '.join(MODES)})")
+            raise WashInputError(f"unknown mode '{self.mode}' (accepted: {', '.join(mode_names())})")
         return value
 
     @property
@@ -167,8 +167,8 @@ class GenerationConfig:
 
     def validate(self) -> None:
         """Check every setting (one-line ``WashInputError``s); changes nothing."""
-        if self.mode not in MODES:
-            raise WashInputError(f"unknown mode '{self.mode}' (accepted: {', '.join(MODES)})")
+        if self.mode not in STRATEGIES:
+            raise WashInputError(f"unknown mode '{self.mode}' (accepted: {', '.join(mode_names())})")
         if not isinstance(self.forwards, Forwards):
             raise WashInputError(f"unknown forwards '{self.forwards}' (accepted: {', '.join(FORWARDS)})")
         if not isinstance(self.backend, Backend):
@@ -187,7 +187,7 @@ class GenerationConfig:
             self.strategy  # its options parse
         elif str(self.baseline_options).strip():
             raise WashInputError(f"baseline options apply to the baseline modes only "
-                                 f"({', '.join(BASELINES)}), not to mode {self.mode}")
+                                 f"({', '.join(baseline_names())}), not to mode {self.mode}")
         if not self.providers:
             raise WashInputError("no provider given (add at least one MODEL:SCHEME:KEY)")
         if len(self.providers) > MAX_PROVIDERS:
@@ -263,7 +263,7 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"keep the k most likely tokens, 0 to {MAX_TOP_K} (0 = off)")
     parser.add_argument("--top-p", type=float, default=None, help="nucleus mass in (0, 1]")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--mode", choices=MODES, default="wash")
+    parser.add_argument("--mode", choices=mode_names(), default="wash")
     parser.add_argument("--forwards", choices=FORWARDS, default="eager",
                         help="eager: every model runs each step and the token is drawn from the average; "
                              "lazy: one provider picked uniformly per step, only its model runs "
@@ -272,7 +272,7 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how the providers' distributions are combined: " + describe_rules()
                              + ". Rules other than mean need --forwards eager")
     parser.add_argument("--baseline-options", default="", metavar="PARAM=VALUE,...",
-                        help=f"parameters of a baseline mode ({', '.join(BASELINES)}), e.g. block=8; "
+                        help=f"parameters of a baseline mode ({', '.join(baseline_names())}), e.g. block=8; "
                              "default: the values of the baseline's paper (docs/BASELINES.md)")
     add_backend_arguments(parser)
 

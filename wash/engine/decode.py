@@ -29,18 +29,18 @@ import codecs
 import statistics
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, ClassVar, Iterator
+from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Protocol
 
 import torch
 
 from wash.engine import parallel
 from wash.engine.averaging import candidates, linf, probs_at
-from wash.detection.per_text import LiveDetector, detect_text
+from wash.engine.detectors import LiveDetector, detect_text
 from wash.errors import WashInputError
 from wash.engine.events import (FinishedEvent, LoadEvent, ResyncEvent, RewriteEvent, RoutingSummary, RunResult,
                          SpanRecord, StepEvent, Timing, TokenRecord)
 from wash.engine.members import side_by_side
-from wash.engine.options import params_text
+from wash.options import params_text
 from wash.engine.resync import resynchronise
 from wash.engine.routing import pick_specialist, specialists, starts_new_word, word_complete
 from wash.engine.sampling import entropy, sample
@@ -49,8 +49,9 @@ from wash.version import code_version
 from wash.engine.vocab import encode_bytes
 
 if TYPE_CHECKING:
-    from wash.engine.config import GenerationConfig
+    from wash.engine.aggregation import Rule
     from wash.engine.providers import ProviderSet
+    from wash.engine.settings import Backend, Forwards, ProviderSpec
 
 Event = LoadEvent | StepEvent | ResyncEvent | RewriteEvent | FinishedEvent
 ShouldStop = Callable[[], bool]
@@ -59,13 +60,52 @@ ShouldStop = Callable[[], bool]
 SCOPES = ("all", "first")
 
 
+class RunSettings(Protocol):
+    """The settings of one generation as the loop reads them; ``config.GenerationConfig`` is one.
+
+    The loop names what it reads instead of importing the config: the config parses a
+    mode's name into its strategy (``modes.py``), so it stands above the strategies and
+    the loop they run in, and an import back down would close a circle.
+    """
+
+    prompt: str
+    mode: str
+    seed: int
+    max_new_tokens: int
+    min_new_tokens: int
+    max_routed_span: int
+    view_k: int
+    temperature: float
+    top_k: int
+    top_p: float
+    z_threshold: float
+    reencode_every_step: bool
+    live_detection: bool
+    forwards: "Forwards"
+    backend: "Backend"
+    ray_address: str
+
+    @property
+    def rule(self) -> "Rule": ...
+
+    @property
+    def strategy(self) -> "Strategy": ...
+
+    @property
+    def profile(self) -> str: ...
+
+    def active_providers(self) -> list["ProviderSpec"]: ...
+
+    def validate(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class Strategy:
     """How one mode decodes; its parameters are the dataclass's fields (``param=value,...``).
 
     A subclass states its facts as class keywords (``class Single(Averaged,
     name="single", scope="first", routing=False, summary=...)``) and implements
-    ``start``; ``modes.py`` registers it.
+    ``start``; ``modes.register`` makes it a mode.
     """
 
     #: The mode's name (``--mode``).
@@ -95,7 +135,7 @@ class Strategy:
             raise ValueError(f"strategy {cls.name}: scope must be one of {', '.join(SCOPES)}, "
                              f"got {cls.scope}")
 
-    def load(self, config: "GenerationConfig", pset: "ProviderSet") -> Iterator[LoadEvent]:
+    def load(self, config: RunSettings, pset: "ProviderSet") -> Iterator[LoadEvent]:
         """Load what the strategy needs beyond the providers (counted as loading time)."""
         return iter(())
 
@@ -134,7 +174,7 @@ class Stepper:
         return result
 
 
-def decode(config: "GenerationConfig", pset: "ProviderSet", strategy: Strategy, load_s: float,
+def decode(config: RunSettings, pset: "ProviderSet", strategy: Strategy, load_s: float,
            should_stop: ShouldStop) -> Iterator[Event]:
     """The decoding loop of every mode: the strategy's steps until the length, end of text or a stop."""
     run = Generation(config, pset, strategy)
@@ -163,7 +203,7 @@ def decode(config: "GenerationConfig", pset: "ProviderSet", strategy: Strategy, 
 class Generation:
     """The state of one generation: the served system, every member's context, detectors, the record."""
 
-    def __init__(self, config: "GenerationConfig", pset: "ProviderSet", strategy: Strategy) -> None:
+    def __init__(self, config: RunSettings, pset: "ProviderSet", strategy: Strategy) -> None:
         self.config = config
         self.strategy = strategy
         #: Every loaded provider and member (a strategy may load members of its own).

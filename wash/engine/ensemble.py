@@ -44,13 +44,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import Callable, Iterator
 
 import torch
 
 from wash.engine import parallel
 from wash.engine.averaging import candidates, model_probs_at
-from wash.engine.decode import Event, Generation, Stepper, Strategy, decode
+from wash.engine.decode import Event, Generation, RunSettings, Stepper, Strategy, decode
 from wash.engine.events import FinishedEvent, LoadEvent, RunResult, StepEvent
 from wash.engine.members import side_by_side
 from wash.engine.providers import build_providers
@@ -58,15 +58,12 @@ from wash.engine.sampling import sample, uniform_choice
 from wash.engine.settings import Forwards
 from wash.watermarks.hashing import derive_seed
 
-if TYPE_CHECKING:
-    from wash.engine.config import GenerationConfig
-
 LoadCallback = Callable[[LoadEvent], None]
 
 __all__ = ["Event", "generate", "generate_stream", "Wash", "Naive", "Single", "Unwatermarked"]
 
 
-def generate_stream(config: "GenerationConfig", should_stop: Callable[[], bool] | None = None,
+def generate_stream(config: RunSettings, should_stop: Callable[[], bool] | None = None,
                     on_load: LoadCallback | None = None) -> Iterator[Event]:
     """Run one generation in the caller's thread, yielding its events.
 
@@ -88,7 +85,7 @@ def generate_stream(config: "GenerationConfig", should_stop: Callable[[], bool] 
     yield from decode(config, pset, strategy, load_s, should_stop or (lambda: False))
 
 
-def generate(config: "GenerationConfig", should_stop: Callable[[], bool] | None = None,
+def generate(config: RunSettings, should_stop: Callable[[], bool] | None = None,
              on_load: LoadCallback | None = None) -> RunResult:
     result = None
     for event in generate_stream(config, should_stop, on_load):

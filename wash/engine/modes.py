@@ -1,30 +1,28 @@
 """Every generation mode, registered once: its step strategy, summary, scope and parameters.
 
 A mode is a ``decode.Strategy``: the four WASH modes (``ensemble.py``: ``wash``,
-``naive``, ``single``, ``unwatermarked``) and the paper's baselines
-(``wash.baselines``: ``toblend``, ``demark``, ``randomwalk``). ``STRATEGIES`` lists
-them in the order users see; ``MODE_TABLE`` (what the app, the CLI and the
-experiments read) is built from their class facts, and ``parse`` turns a mode name
-and its ``param=value,...`` options into the strategy a generation runs.
+``naive``, ``single``, ``unwatermarked``), registered here, and the paper's baselines
+(``wash.baselines``: ``toblend``, ``demark``, ``randomwalk``), which stand on the
+engine and register themselves with ``@register`` when ``wash.baselines`` is imported,
+as schemes do (``wash.watermarks.registry``). The engine imports no baseline; the ways
+in (API, CLI, app, experiments) import ``wash.baselines``, and a mode nobody registered
+is an unknown mode. ``STRATEGIES`` lists them in the order users see; ``MODE_TABLE``
+(what the app, the CLI and the experiments read) is built from their class facts, and
+``parse`` turns a mode name and its ``param=value,...`` options into the strategy a
+generation runs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from wash.baselines.demark import DeMark
-from wash.baselines.randomwalk import RandomWalk
-from wash.baselines.toblend import ToBlend
 from wash.engine.decode import Strategy
 from wash.engine.ensemble import Naive, Single, Unwatermarked, Wash
 from wash.errors import WashInputError
-from wash.engine.options import parse_params
+from wash.options import parse_params
 
-#: Every mode's strategy by name, in the order users see.
-STRATEGIES: dict[str, type[Strategy]] = {cls.name: cls for cls in (
-    Wash, Naive, Single, Unwatermarked, ToBlend, DeMark, RandomWalk)}
-MODES = tuple(STRATEGIES)
-BASELINES = tuple(name for name, cls in STRATEGIES.items() if cls.baseline)
+#: Every registered mode's strategy by name, in the order users see (WASH's modes first).
+STRATEGIES: dict[str, type[Strategy]] = {}
 
 
 @dataclass(frozen=True)
@@ -49,12 +47,37 @@ class Mode:
 
 
 #: Every mode in one table, built from the registered strategies.
-MODE_TABLE: dict[str, Mode] = {name: Mode.of(cls) for name, cls in STRATEGIES.items()}
+MODE_TABLE: dict[str, Mode] = {}
+
+
+def register(cls: type[Strategy]) -> type[Strategy]:
+    """Class decorator: make a strategy a mode under ``cls.name`` (in ``STRATEGIES`` and ``MODE_TABLE``)."""
+    if not cls.name:
+        raise ValueError(f"strategy {cls.__name__} has no name")
+    if cls.name in STRATEGIES:
+        raise RuntimeError(f"mode '{cls.name}' registered twice")
+    STRATEGIES[cls.name] = cls
+    MODE_TABLE[cls.name] = Mode.of(cls)
+    return cls
+
+
+for _strategy in (Wash, Naive, Single, Unwatermarked):
+    register(_strategy)
+
+
+def mode_names() -> tuple[str, ...]:
+    """The registered modes' names, in the order users see."""
+    return tuple(STRATEGIES)
+
+
+def baseline_names() -> tuple[str, ...]:
+    """The registered baselines' names."""
+    return tuple(name for name, cls in STRATEGIES.items() if cls.baseline)
 
 
 def parse(mode: str, options: str = "") -> Strategy:
     """The strategy of ``mode`` with ``options`` (``param=value,...``) applied."""
     if mode not in STRATEGIES:
-        raise WashInputError(f"unknown mode '{mode}' (accepted: {', '.join(MODES)})")
+        raise WashInputError(f"unknown mode '{mode}' (accepted: {', '.join(STRATEGIES)})")
     cls = STRATEGIES[mode]
     return cls(**parse_params(cls, f"mode '{mode}'", options))

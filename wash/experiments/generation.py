@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+import wash.baselines  # noqa: F401  (registers the baseline modes)
 from wash.engine.config import GenerationConfig, ProviderSpec
 from wash.engine.events import ProviderDetection, RunResult
 from wash.experiments.config import ExperimentConfig

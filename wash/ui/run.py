@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
+import wash.baselines  # noqa: F401  (registers the baseline modes)
 from wash.engine.config import MODE_TABLE, GenerationConfig
 from wash.errors import WashInputError
 from wash.engine.events import FinishedEvent, LoadEvent, ResyncEvent, RunResult, StepEvent

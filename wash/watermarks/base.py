@@ -36,9 +36,8 @@ from typing import Any, ClassVar, Hashable, Sequence
 import torch
 
 from wash.errors import WashInputError
-from wash.engine.options import SCHEME_PARAMS, parse_params
-from wash.watermarks.scoring import p_from_z, z_from_p
-from wash.detection.thresholds import Z_THRESHOLD
+from wash.options import SCHEME_PARAMS, parse_params
+from wash.watermarks.scoring import Z_THRESHOLD, p_from_z, z_from_p
 
 
 @dataclass

@@ -13,6 +13,12 @@ import math
 
 from scipy import stats
 
+#: A text (or a model) is called watermarked when its z exceeds this: the one-sided detection
+#: line of the paper and the KGW reference (p about 3e-5 under the null). Every detector's
+#: verdict uses it, so it lives with the detectors; ``wash.detection.thresholds`` holds it
+#: beside the other lines the app, the CLI and the reports draw.
+Z_THRESHOLD = 4.0
+
 #: Largest |z| we report; Phi^-1 of p-values below ~1e-300 is not meaningful.
 Z_CAP = 38.0
 

@@ -1,0 +1,176 @@
+"""The package's layers hold: read from the imports, nothing imports upward and no modules import in a circle.
+
+Layers, bottom to top (``LAYERS``): ground (errors, prompts, version, provenance, the
+``NAME:param=value`` parser) -> watermarks -> engine -> detection -> baselines ->
+experiments -> reporting -> the ways in (ui, cli, api, bench, space). A module may import
+its own layer and the layers below it. The graph is read from the source (``ast``), so it
+counts every ``import`` and ``from ... import`` of ``wash``, also those inside functions
+and under ``TYPE_CHECKING``: an import that only a type checker follows still ties the
+two modules together. A module no layer names fails the test, so a new one is placed
+on purpose.
+
+``python tests/test_layers.py`` prints the circles and the upward imports.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Bottom to top: each layer's modules and packages (a package stands for every module in it).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("ground", ("wash.errors", "wash.prompts", "wash.version", "wash.provenance", "wash.options")),
+    ("watermarks", ("wash.watermarks",)),
+    ("engine", ("wash.engine",)),
+    ("detection", ("wash.detection",)),
+    ("baselines", ("wash.baselines",)),
+    ("experiments", ("wash.experiments", "wash.presets", "wash.lesson")),
+    ("reporting", ("wash.reporting", "wash.results_tables", "wash.facts")),
+    ("top", ("wash", "wash.__main__", "wash.api", "wash.cli", "wash.bench", "wash.shape_bench", "wash.timing", "wash.space",
+             "wash.ui")),
+)
+#: The package itself (its ``__init__``) is listed; a module directly in it is not covered by it.
+ROOT_PACKAGE = "wash"
+
+
+def modules(root: Path = ROOT) -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its own name)."""
+    found = {}
+    for path in sorted((root / "wash").rglob("*.py")):
+        parts = list(path.relative_to(root).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _owner(name: str, known: dict[str, Path]) -> str:
+    """The module that ``name`` (a module, or a name in one) lives in."""
+    while name not in known and "." in name:
+        name = name.rpartition(".")[0]
+    return name
+
+
+def _is_plugin_loader(node: ast.AST) -> bool:
+    """``importlib.import_module(f"wash.pkg.{name}")``: a package loading its plug-ins by name."""
+    return (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module" and bool(node.args)
+            and isinstance(node.args[0], ast.JoinedStr) and isinstance(node.args[0].values[0], ast.Constant)
+            and str(node.args[0].values[0].value).startswith("wash."))
+
+
+def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+    """Each module's imports of other ``wash`` modules, wherever in the file they stand."""
+    known = modules(root)
+    graph: dict[str, set[str]] = {}
+    for name, path in known.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        strings = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+        for node in ast.walk(tree):
+            if _is_plugin_loader(node):  # importlib.import_module(f"wash.pkg.{name}") of the names it spells
+                prefix = node.args[0].values[0].value
+                targets.update(m for m in known if m.startswith(prefix) and m[len(prefix):] in strings)
+            elif isinstance(node, ast.Import):
+                targets.update(_owner(a.name, known) for a in node.names if a.name.split(".")[0] == "wash")
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    source = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    source = node.module or ""
+                if source.split(".")[0] != "wash":
+                    continue
+                # ``from wash.engine import parallel`` imports the module wash.engine.parallel
+                targets.update(_owner(f"{source}.{a.name}" if f"{source}.{a.name}" in known else source, known)
+                               for a in node.names)
+        graph[name] = targets - {name}
+    return graph
+
+
+def layer_of(module: str) -> int:
+    """The index in ``LAYERS`` of the layer that holds ``module`` (the longest listed prefix wins)."""
+    best, depth = -1, -1
+    for i, (_name, members) in enumerate(LAYERS):
+        for m in members:
+            covers = module == m or (m != ROOT_PACKAGE and module.startswith(m + "."))
+            if covers and len(m) > depth:
+                best, depth = i, len(m)
+    if best < 0:
+        raise LookupError(f"{module} is in no layer: add it to LAYERS in tests/test_layers.py")
+    return best
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """``importer (layer) -> imported (higher layer)`` for every import that goes up."""
+    return sorted(f"{a} ({LAYERS[layer_of(a)][0]}) -> {b} ({LAYERS[layer_of(b)][0]})"
+                  for a, targets in graph.items() for b in targets if layer_of(b) > layer_of(a))
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The modules that import each other round a circle: strongly connected sets of two or more."""
+    names = sorted(graph)
+    index = {n: i for i, n in enumerate(names)}
+    rows = [index[a] for a in names for b in graph[a]]
+    cols = [index[b] for a in names for b in graph[a]]
+    adjacency = csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(len(names), len(names)))
+    _count, labels = connected_components(adjacency, directed=True, connection="strong")
+    groups: dict[int, list[str]] = {}
+    for name, label in zip(names, labels):
+        groups.setdefault(int(label), []).append(name)
+    return sorted(group for group in groups.values() if len(group) > 1)
+
+
+def test_every_module_is_in_a_layer():
+    for module in modules():
+        layer_of(module)
+
+
+def test_no_module_imports_from_a_higher_layer():
+    assert upward_imports(import_graph()) == []
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    assert circles(import_graph()) == []
+
+
+def test_the_graph_sees_imports_in_functions_relative_under_type_checking_and_by_name(tmp_path):
+    """The reader finds the imports that a plain ``import`` of the module would not run, and the
+    plug-ins a package loads by name (``wash.watermarks`` its schemes, ``wash.experiments`` its experiments)."""
+    package = tmp_path / "wash"
+    (package / "engine").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "errors.py").write_text("")
+    (package / "engine" / "__init__.py").write_text("")
+    (package / "engine" / "a.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from wash.engine.b import B\n"
+        "def f():\n    from .. import errors\n    import wash.engine.c\n")
+    (package / "engine" / "b.py").write_text("from wash.engine import a\n")
+    (package / "engine" / "c.py").write_text("")
+    (package / "engine" / "d.py").write_text("")
+    (package / "loader.py").write_text(
+        "import importlib\nfor name in ('c', 'x'):\n    importlib.import_module(f'wash.engine.{name}')\n")
+    graph = import_graph(tmp_path)
+    assert graph["wash.engine.a"] == {"wash.engine.b", "wash.errors", "wash.engine.c"}
+    assert graph["wash.loader"] == {"wash.engine.c"}
+    assert circles(graph) == [["wash.engine.a", "wash.engine.b"]]
+    assert upward_imports({"wash.errors": {"wash.engine.a"}}) == ["wash.errors (ground) -> wash.engine.a (engine)"]
+    with pytest.raises(LookupError, match="wash.newcomer is in no layer"):
+        layer_of("wash.newcomer")  # the package's own entry does not place the modules beside it
+
+
+if __name__ == "__main__":
+    graph = import_graph()
+    print("circles:")
+    for group in circles(graph):
+        print(f"  {len(group)} modules: {', '.join(group)}")
+    print("upward imports:")
+    for line in upward_imports(graph):
+        print(f"  {line}")
