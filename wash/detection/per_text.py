@@ -23,17 +23,22 @@ from wash.engine.settings import ProviderSpec, check_text
 from wash.errors import WashInputError
 from wash.engine.events import ProviderDetection
 from wash.engine.providers import Provider
-from wash.detection.thresholds import Z_THRESHOLD
+from wash.detection.thresholds import FPR_CALIBRATED, Z_THRESHOLD
 
 #: Permutation-test schemes refresh their live z every this many tokens.
 SLOW_REFRESH = 16
 
 
-def _verdict(provider: Provider, detection, threshold: float, tokens: list[str]) -> ProviderDetection:
+def _verdict(provider: Provider, detection, threshold: float, tokens: list[str],
+             statistic: str = "sum") -> ProviderDetection:
+    # A statistic with a simulated null (``wash.detection.statistics``) reads p against its
+    # null draws, whose floor (1 / (draws + 1)) lies above z = 4's p: it flags at p < FPR_CALIBRATED.
+    detected = (detection.detected(threshold) if statistic == "sum"
+                else detection.tokens_scored > 0 and detection.p < FPR_CALIBRATED)
     return ProviderDetection(provider=provider.label, model=provider.model, scheme=provider.spec.scheme,
                              key=provider.spec.key, z=detection.z, p=detection.p,
                              tokens_scored=detection.tokens_scored,
-                             detected=detection.detected(threshold),
+                             detected=detected,
                              per_token=list(detection.per_token), tokens=tokens,
                              token_null=detection.token_null)
 
@@ -44,10 +49,30 @@ def detect_ids(provider: Provider, ids: Sequence[int], threshold: float = Z_THRE
     return _verdict(provider, detection, threshold, tokens)
 
 
-def detect_text(providers: Sequence[Provider], text: str, threshold: float = Z_THRESHOLD) -> list[ProviderDetection]:
-    """Each provider's detector on ``text`` tokenised by that provider's own tokenizer."""
+def detect_text(providers: Sequence[Provider], text: str, threshold: float = Z_THRESHOLD,
+                statistic: str = "sum") -> list[ProviderDetection]:
+    """Each provider's detector on ``text`` tokenised by that provider's own tokenizer.
+
+    ``statistic`` other than ``sum`` (the scheme's own) re-reads the text with each
+    provider's model (one forward per text and model, ``wash.detection.statistics``);
+    a provider whose scheme it does not cover keeps its own sum.
+    """
     check_text(text, "the text to score")
-    return [detect_ids(p, p.lm.encode(text), threshold) for p in providers]
+    if statistic == "sum":
+        return [detect_ids(p, p.lm.encode(text), threshold) for p in providers]
+    from wash.detection import statistics
+
+    stat = statistics.statistic(statistic)
+    out = []
+    for p in providers:
+        ids = p.lm.encode(text)
+        if not stat.applies(p.scheme) or p.space is not None:
+            out.append(detect_ids(p, ids, threshold))
+            continue
+        detection = statistics.detect_text(p, text, statistic)
+        tokens = [p.lm.tokenizer.decode([i]) for i in ids]
+        out.append(_verdict(p, detection, threshold, tokens, statistic))
+    return out
 
 
 class LiveDetector:
