@@ -288,6 +288,10 @@ def _results_tab() -> dict:
         w[f"{key}_table"] = gr.Dataframe(getattr(first, f"{key}_table"), interactive=False, wrap=True,
                                          label=caption, elem_id=f"results-{key}-table",
                                          column_widths=getattr(results, f"{key.upper()}_WIDTHS"))
+    gr.Markdown(f"### {results.SEE_THROUGH_TITLE}")
+    w["see_through_figure"] = gr.Plot(results.see_through_figure(), show_label=False,
+                                      elem_id="results-see-through-plot")
+    w["see_through"] = gr.Markdown(results.see_through_markdown(), elem_id="results-see-through")
     return w
 
 

@@ -65,10 +65,10 @@ def model_aware(scheme: str) -> bool:
     return keyed_law(build_scheme(name, 1, 1000, raw)) is not None
 
 
-def cells(sources: tuple[str, ...] = ("paper", "anchor"),
-          models: tuple[str, ...] = MODELS) -> Iterator[tuple[str, str, int, pd.DataFrame]]:
+def cells(sources: tuple[str, ...] = ("paper", "anchor"), models: tuple[str, ...] = MODELS,
+          n_values: tuple[int, ...] = N_ORDER) -> Iterator[tuple[str, str, int, pd.DataFrame]]:
     """(source, scheme, N, rows of both roles) in priority order: schemes the LR covers, providers on ``models``."""
-    for n in N_ORDER:
+    for n in n_values:
         for source in sources:
             df = committed_rows(source)
             df = df[df["provider_model"].isin(models)]
@@ -87,18 +87,21 @@ def _lm(model: str):
     return load_model(model)
 
 
-def read(sources: tuple[str, ...]) -> None:
+def read(sources: tuple[str, ...], n_values: tuple[int, ...] = N_ORDER,
+         roles: tuple[str, ...] = ("negative", "positive")) -> None:
     """Every (text, model) forward the cells need, cached on disk (resumable; negatives first in a cell)."""
     from wash.detection.statistics.served_text import served_text, text_key
 
     done = 0
     t0 = time.time()
-    for source, scheme, n, sub in cells(sources):
-        sub = sub.sort_values("role", ascending=True)  # negative before positive
+    for source, scheme, n, sub in cells(sources, n_values=n_values):
+        sub = sub[sub["role"].isin(roles)].sort_values("role", ascending=True)  # negative before positive
         pairs = sub.drop_duplicates(["text", "provider_model"])
         todo = [(m, t) for m, t in zip(pairs["provider_model"], pairs["text"])
                 if not (SERVED / f"{text_key(m, PROFILE, t)}.npz").exists()]
         for model, text in todo:
+            if (SERVED / f"{text_key(model, PROFILE, text)}.npz").exists():  # another reader got there first
+                continue
             served_text(_lm(model), text, PROFILE, SERVED)
             done += 1
         print(f"[read] {source} {scheme} N={n}: {len(todo)} forwards ({done} in {time.time() - t0:.0f} s)",
@@ -125,14 +128,20 @@ def score_row(row: pd.Series, n_null: int) -> list[dict[str, Any]]:
 
     served = stored_text(row["provider_model"], row["text"], PROFILE, SERVED)
     scheme = _scheme(row["spec"], served.vocab_size)
-    scores = score_ids(scheme, served.ids, STATISTICS, served, cuts=CUTS, n_null=n_null)
+    length = len(served.ids)
+    scores = score_ids(scheme, served.ids, STATISTICS, served, cuts=[*CUTS, length], n_null=n_null)
     base = {k: row[k] for k in ("source", "scheme", "n", "mode", "role", "prompt_id", "provider",
                                 "provider_model", "provider_key", "text_id")}
+    base["committed_p"] = float(row["p"])  # the scheme's own p as the TPR run recorded it: sum must match
     out = []
     for name, sc in scores.items():
-        for c, v, p, k in zip(sc.cuts, sc.value, sc.p, sc.tokens_scored):
-            out.append({**base, "statistic": name, "cut": int(c), "full": bool(c == sc.cuts[-1]),
-                        "value": float(v), "p": float(p), "tokens_scored": int(k), "null_scores": sc.null_scores})
+        at = {int(c): j for j, c in enumerate(sc.cuts)}
+        # each nominal prefix (a text shorter than it counts whole), then the whole text
+        for cut, full in [*((c, False) for c in CUTS), (length, True)]:
+            j = at[min(cut, length)]
+            out.append({**base, "statistic": name, "cut": int(cut), "full": full, "length": length,
+                        "value": float(sc.value[j]), "p": float(sc.p[j]), "tokens_scored": int(sc.tokens_scored[j]),
+                        "null_scores": sc.null_scores})
     return out
 
 
@@ -143,38 +152,69 @@ def _read_already(sub: pd.DataFrame) -> bool:
                for m, t in zip(sub["provider_model"], sub["text"]))
 
 
-def score(sources: tuple[str, ...], n_null: int, only_read: bool = False, workers: int = 1) -> None:
+def score(sources: tuple[str, ...], n_null: int, only_read: bool = False, workers: int = 1,
+          n_values: tuple[int, ...] = N_ORDER) -> None:
     """Each cell's rows scored once (a cell whose CSV exists is skipped: resumable per cell).
 
     ``only_read``: skip the cells whose forwards ``read`` has not cached yet (to run beside it).
     """
     ROWS.mkdir(parents=True, exist_ok=True)
-    todo = [(source, scheme, n, sub) for source, scheme, n, sub in cells(sources)
+    todo = [(source, scheme, n, sub) for source, scheme, n, sub in cells(sources, n_values=n_values)
             if not cell_path(source, scheme, n).exists() and (not only_read or _read_already(sub))]
-    if workers <= 1:
-        for cell in todo:
-            _score_cell(cell, n_null)
+    if not todo:
+        print("[score] nothing to score", flush=True)
         return
-    from concurrent.futures import ProcessPoolExecutor
+    t0 = time.time()
+    rows = [(cell_path(source, scheme, n), row, n_null) for source, scheme, n, sub in todo
+            for _, row in sub.iterrows()]
+    if workers <= 1:
+        records = [_score_one(r) for r in rows]
+    else:
+        from concurrent.futures import ProcessPoolExecutor
 
-    with ProcessPoolExecutor(workers) as pool:
-        list(pool.map(_score_cell, todo, [n_null] * len(todo)))
+        with ProcessPoolExecutor(workers, initializer=_one_thread) as pool:
+            records = list(pool.map(_score_one, rows, chunksize=4))
+    by_cell: dict[Path, list[dict[str, Any]]] = {}
+    for (path, _, _), recs in zip(rows, records):
+        by_cell.setdefault(path, []).extend(recs)
+    for path, recs in by_cell.items():
+        tmp = path.with_suffix(".csv.tmp")
+        pd.DataFrame(recs).to_csv(tmp, index=False)
+        tmp.replace(path)
+        print(f"[score] {path.name}: {len(recs)} records", flush=True)
+    print(f"[score] {len(rows)} rows of {len(by_cell)} cells in {time.time() - t0:.0f} s", flush=True)
 
 
-def _score_cell(cell: tuple[str, str, int, pd.DataFrame], n_null: int) -> None:
+def _one_thread() -> None:
     import torch
 
     torch.set_num_threads(1)
-    source, scheme, n, sub = cell
-    path = cell_path(source, scheme, n)
-    t0 = time.time()
-    records: list[dict[str, Any]] = []
-    for _, row in sub.iterrows():
-        records.extend(score_row(row, n_null))
-    tmp = path.with_suffix(".csv.tmp")
-    pd.DataFrame(records).to_csv(tmp, index=False)
-    tmp.replace(path)
-    print(f"[score] {source} {scheme} N={n}: {len(sub)} rows in {time.time() - t0:.0f} s", flush=True)
+
+
+def _score_one(item: tuple[Path, pd.Series, int]) -> list[dict[str, Any]]:
+    return score_row(item[1], item[2])
+
+
+def run_meta(args: argparse.Namespace) -> dict[str, Any]:
+    """Where the summary came from: the commands, the date, the machine and its load."""
+    from datetime import datetime, timezone
+
+    from wash.provenance import cpu_description, load_average
+    from wash.version import code_version
+
+    return {
+        "experiment": "see-through",
+        "command": "python -m wash.experiments.see_through read && ... score --workers W && ... summarize",
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": cpu_description(), "load_average": load_average(), "code": code_version(),
+        "sources": {k: v for k, v in SOURCES.items() if k in args.sources},
+        "profile": PROFILE, "cuts": list(CUTS), "statistics": list(STATISTICS), "null_draws": args.null,
+        "rows_note": ("the providers on smollm2 of each committed text (paper line-up: 3 of 5 at N = 5, 2 of 3 "
+                      "at N = 3; anchor: the one watermarked provider), positives under WASH (single at N = 1) "
+                      "and the held-out negatives; every statistic, the scheme's own sum included, on the same "
+                      "rows. Providers on gemma3 are not re-read (a gemma3 forward costs about three smollm2 "
+                      "ones on this CPU)."),
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -183,19 +223,21 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sources", nargs="+", default=list(SOURCES), choices=list(SOURCES))
     ap.add_argument("--null", type=int, default=1000, help="null draws per text for a simulated p")
     ap.add_argument("--only-read", action="store_true", help="score: only the cells whose forwards are cached")
+    ap.add_argument("--n", type=int, nargs="+", default=list(N_ORDER), help="the N values, in this order")
+    ap.add_argument("--roles", nargs="+", default=["negative", "positive"], help="read: which rows' texts")
     ap.add_argument("--workers", type=int, default=1, help="score: processes, one cell each (no model needed)")
     args = ap.parse_args(argv)
     import torch
 
     torch.set_num_threads(1)
     if args.step == "read":
-        read(tuple(args.sources))
+        read(tuple(args.sources), tuple(args.n), tuple(args.roles))
     elif args.step == "score":
-        score(tuple(args.sources), args.null, args.only_read, args.workers)
+        score(tuple(args.sources), args.null, args.only_read, args.workers, tuple(args.n))
     else:
         from wash.experiments.see_through_summary import summarize
 
-        summarize()
+        summarize(ROWS, RESULTS, meta=run_meta(args))
 
 
 if __name__ == "__main__":

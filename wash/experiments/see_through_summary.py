@@ -54,8 +54,12 @@ def _any_provider(rows: pd.DataFrame) -> pd.Series:
     return g.min() < ALPHA / g.count()
 
 
+def _full(rows: pd.DataFrame) -> pd.Series:
+    return rows["full"].astype(str).str.lower() == "true"
+
+
 def cell_table(rows: pd.DataFrame) -> pd.DataFrame:
-    full = rows[rows["full"].astype(str).str.lower() == "true"] if rows["full"].dtype == object else rows[rows["full"]]
+    full = rows[_full(rows)]
     out = []
     for (source, scheme, n, stat), g in full.groupby(["source", "scheme", "n", "statistic"], sort=False):
         pos = g[g["role"] == "positive"]
@@ -87,7 +91,7 @@ def tokens_for(cuts: np.ndarray, tpr: np.ndarray, target: float = TARGET_TPR) ->
 
 
 def token_tables(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    pos = rows[rows["role"] == "positive"]
+    pos = rows[(rows["role"] == "positive") & ~_full(rows)]
     curve = (pos.assign(flag=pos["p"] < ALPHA).groupby(["source", "scheme", "statistic", "n", "cut"])["flag"]
              .mean().reset_index())
     toks = []

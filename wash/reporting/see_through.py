@@ -1,0 +1,109 @@
+"""The "Can a detector see through the wash?" section, read from ``results/see-through``.
+
+Every number comes from the committed CSVs ``wash.experiments.see_through_summary``
+writes; the section is empty when the folder is absent. The prose holds no typed
+number: TPRs, FPRs, null counts and exponents are formatted from the tables.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from wash.reporting.fmt import md_table, num, pct_ci
+from wash.reporting.headline import name
+
+FOLDER = "see-through"
+#: The statistic reported beside each scheme's own sum (fixed before any result: the model-aware LR).
+NEW = "lr"
+STAT_NAMES = {"sum": "own sum", "lr": "model-aware LR", "hc": "higher criticism", "entropy": "entropy-weighted"}
+LEFT_OUT = ("Water-Bag draws one list of its bag per generation, so its ratio would mix over the bag; EXP-Edit "
+            "and ITS-Edit draw a key offset per generation and align by edit distance, so theirs would mix over "
+            "offsets: none of the three has a model-aware ratio here, and their rows keep their own sum only.")
+
+
+def load(root: Path) -> dict[str, pd.DataFrame] | None:
+    folder = root / FOLDER
+    if not (folder / "see_through_summary.csv").exists():
+        return None
+    out = {k: pd.read_csv(folder / f"see_through_{k}.csv") for k in ("summary", "tokens", "exponents")}
+    meta = folder / "see_through_meta.json"
+    out["meta"] = json.loads(meta.read_text()) if meta.exists() else {}
+    return out
+
+
+def _cell(r: pd.Series, key: str) -> str:
+    return pct_ci(r[key], r[f"{key}_lo"], r[f"{key}_hi"])
+
+
+def cell_rows(summary: pd.DataFrame) -> list[list[str]]:
+    rows = []
+    order = {"sum": 0, "lr": 1, "entropy": 2, "hc": 3}
+    t = summary.assign(_o=summary["statistic"].map(order)).sort_values(["source", "scheme", "n", "_o"])
+    for _, r in t.iterrows():
+        rows.append([name(r["scheme"]), r["source"], str(int(r["n"])), STAT_NAMES.get(r["statistic"], r["statistic"]),
+                     f"{_cell(r, 'tpr')} of {int(r['positives'])}", f"{_cell(r, 'fpr')} of {int(r['negatives'])}",
+                     "exact null" if int(r["null_scores"]) == 0 else f"{int(r['null_scores']):,} per text",
+                     f"{_cell(r, 'any_tpr')} of {int(r['texts'])}",
+                     f"{_cell(r, 'any_fpr')} of {int(r['negative_texts'])}"])
+    return rows
+
+
+def token_rows(tokens: pd.DataFrame, exponents: pd.DataFrame) -> list[list[str]]:
+    rows = []
+    ns = sorted(tokens["n"].unique())
+    for (source, scheme, stat), g in tokens.groupby(["source", "scheme", "statistic"]):
+        if stat not in ("sum", NEW):
+            continue
+        cells = []
+        for n in ns:
+            hit = g[g["n"] == n]
+            if not len(hit):
+                cells.append("–")
+            elif pd.isna(hit["tokens_for_80"].iloc[0]):
+                cells.append(f"> {int(hit['longest_cut'].iloc[0])} ({hit['tpr_at_longest'].iloc[0]:.0%})")
+            else:
+                cells.append(f"{hit['tokens_for_80'].iloc[0]:.0f}")
+        e = exponents[(exponents["source"] == source) & (exponents["scheme"] == scheme)
+                      & (exponents["statistic"] == stat)]
+        exp = "–" if not len(e) or pd.isna(e["exponent"].iloc[0]) else num(e["exponent"].iloc[0])
+        rows.append([name(scheme), source, STAT_NAMES[stat], *cells, exp])
+    return rows, ns
+
+
+def section(root: Path) -> list[str]:
+    data = load(root)
+    if data is None:
+        return []
+    meta = data["meta"]
+    trows, ns = token_rows(data["tokens"], data["exponents"])
+    lines = [
+        "## Can a detector see through the wash?", "",
+        "Under WASH a provider's watermark sits in full on about 1/N of the tokens (the average of N laws is the "
+        "law of one provider picked at random), so a sum over every token, each scheme's own test, needs about "
+        "N² times the tokens. The provider also knows its own model: re-reading the text with it (one forward "
+        "per text) gives, at each token, how much its watermark raised that token's served probability, "
+        "rho = p_wm / p, and a likelihood ratio over the unknown share w of its tokens, "
+        "max over w in [0, 1] of sum log((1 - w) + w rho) (`wash/detection/statistics/`). Its p comes from "
+        "1,000 draws of the same statistic under random keys on the same served laws, per text; a threshold "
+        "is p < 5%, and the check FPR is read on the held-out unwatermarked texts under the providers' real "
+        "keys, which nothing was fitted on. Beside them: higher criticism over AAR's per-token pivots and an "
+        "entropy-weighted green count (model-free and SWEET/EWD-style baselines). Any provider: a text is "
+        "flagged when the smallest of its providers' p is below 5%/m (Holm's first step over its m scored "
+        "providers). Intervals: Wilson 95%.", "",
+        f"Rows: {meta.get('rows_note', '')}".rstrip(), "",
+        *md_table(["scheme", "line-up", "N", "statistic", "TPR", "check FPR", "null scores",
+                   "any provider: TPR", "any provider: FPR"], cell_rows(data["summary"])), "",
+        "Tokens each text needs for 80% TPR (prefixes of every positive, interpolated in log tokens; "
+        "`> T (x%)`: the longest prefix reaches only x%) and the exponent b of tokens ~ N^b where at least "
+        "two N reach 80%:", "",
+        *md_table(["scheme", "line-up", "statistic", *[f"N = {n}" for n in ns], "exponent"], trows), "",
+        "![TPR against N, own sum and model-aware LR](../results/see-through/see_through.png)", "",
+        LEFT_OUT, "",
+    ]
+    if meta.get("command"):
+        lines[-1:-1] = [f"Made by `{meta['command']}` ({meta.get('date', '')}; {meta.get('machine', '')}).", ""]
+    return lines
