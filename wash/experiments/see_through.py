@@ -34,7 +34,7 @@ PROFILE = "paper"
 MODELS = ("smollm2",)
 #: Prefix lengths (text tokens) each text is also scored at.
 CUTS = (10, 20, 30, 50, 75, 100, 150, 200)
-STATISTICS = ("sum", "lr", "hc", "entropy")
+STATISTICS = ("sum", "lr", "lr-mix", "hc", "entropy")
 #: Cells in the order they are read and scored: N = 5 and 3 first (the question), then N = 1.
 N_ORDER = (5, 3, 1)
 #: Schemes in the order they are read and scored within an N (the issue's headline schemes first).

@@ -18,8 +18,9 @@ from wash.reporting.headline import name
 
 FOLDER = "see-through"
 #: The statistic reported beside each scheme's own sum (fixed before any result: the model-aware LR).
-NEW = "lr"
-STAT_NAMES = {"sum": "own sum", "lr": "model-aware LR", "hc": "higher criticism", "entropy": "entropy-weighted"}
+NEW = ("lr", "lr-mix")
+STAT_NAMES = {"sum": "own sum", "lr": "model-aware LR (max over w)", "lr-mix": "model-aware LR (mean over w)",
+              "hc": "higher criticism", "entropy": "entropy-weighted"}
 LEFT_OUT = ("Water-Bag draws one list of its bag per generation, so its ratio would mix over the bag; EXP-Edit "
             "and ITS-Edit draw a key offset per generation and align by edit distance, so theirs would mix over "
             "offsets: none of the three has a model-aware ratio here, and their rows keep their own sum only.")
@@ -41,7 +42,7 @@ def _cell(r: pd.Series, key: str) -> str:
 
 def cell_rows(summary: pd.DataFrame) -> list[list[str]]:
     rows = []
-    order = {"sum": 0, "lr": 1, "entropy": 2, "hc": 3}
+    order = {"sum": 0, "lr": 1, "lr-mix": 2, "entropy": 3, "hc": 4}
     t = summary.assign(_o=summary["statistic"].map(order)).sort_values(["source", "scheme", "n", "_o"])
     for _, r in t.iterrows():
         rows.append([name(r["scheme"]), r["source"], str(int(r["n"])), STAT_NAMES.get(r["statistic"], r["statistic"]),
@@ -56,7 +57,7 @@ def token_rows(tokens: pd.DataFrame, exponents: pd.DataFrame) -> list[list[str]]
     rows = []
     ns = sorted(tokens["n"].unique())
     for (source, scheme, stat), g in tokens.groupby(["source", "scheme", "statistic"]):
-        if stat not in ("sum", NEW):
+        if stat not in ("sum", *NEW):
             continue
         cells = []
         for n in ns:

@@ -28,8 +28,8 @@ from wash.detection.thresholds import Z_THRESHOLD
 
 
 #: What the tab says beside its statistic choice.
-STATISTIC_NOTE = ("**Statistic.** `sum` is each scheme's own detector. `lr` (model-aware likelihood ratio), "
-                  "`hc` (higher criticism, AAR) and `entropy` (entropy-weighted green count) re-read the text "
+STATISTIC_NOTE = ("**Statistic.** `sum` is each scheme's own detector. `lr` and `lr-mix` (model-aware likelihood ratio, "
+                  "maximised or averaged over the share of the provider's tokens), `hc` (higher criticism, AAR) and `entropy` (entropy-weighted green count) re-read the text "
                   "with each provider's own model: one forward of that model per text, then p from 1,000 "
                   "simulated null draws (flagged at p < 0.05). A scheme a statistic does not cover keeps its "
                   "sum. See docs/DETECTORS.md, \"Can a detector see through the wash?\".")

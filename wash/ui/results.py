@@ -512,7 +512,7 @@ def intro_markdown() -> str:
 
 SEE_THROUGH_TITLE = "Can a detector see through the wash?"
 #: Colours of the scheme's own sum and of the model-aware likelihood ratio.
-STATISTIC_COLOURS = {"sum": "#6b7280", "lr": "#7c3aed"}
+STATISTIC_COLOURS = {"sum": "#6b7280", "lr": "#7c3aed", "lr-mix": "#db2777"}
 
 
 def see_through_figure(root: Path = rt.RESULTS_ROOT) -> go.Figure:

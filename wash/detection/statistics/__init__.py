@@ -11,6 +11,8 @@ only diluted (docs/DETECTORS.md, "Can a detector see through the wash?"):
   own model (one forward, ``served_text``) and key, and each token contributes
   log((1 - w) + w rho_t), rho_t its watermarked over its plain served probability
   of the token (``keyed``); a generalised LR over w in [0, 1];
+* ``lr-mix``: the same ratio averaged over a fixed uniform prior on w instead of
+  maximised (no atom at w = 0, so its p is not conservative);
 * ``hc``: higher criticism over the per-token pivots of a scheme that has them
   (AAR's 1 - r): the model-free sparse-mixture baseline;
 * ``entropy``: a green count weighted by each position's served entropy
@@ -53,6 +55,8 @@ class Evidence:
     sum_p: np.ndarray
     sum_value: np.ndarray
     final: Detection
+    #: Quantities several statistics share (the keyed ratios, under the key and simulated).
+    cache: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -128,22 +132,45 @@ def _run_sum(ev, served, cuts, rng, n_null):
                           note=ev.final.note)
 
 
+def _ratios(ev: Evidence, served: ServedText, rng: np.random.Generator, n_null: int) -> tuple[np.ndarray, np.ndarray]:
+    """rho under the provider's key and under ``n_null`` random keys (computed once per text and key)."""
+    key = f"rho{n_null}"
+    if key not in ev.cache:
+        law = keyed_law(ev.scheme)
+        own = null_rng(ev.scheme, ev.ids, "rho")  # the same draws whichever LR statistic asks first
+        ev.cache[key] = (law.observed(ev.scheme, served, ev.scored), law.simulate(ev.scheme, served, ev.scored, own,
+                                                                                  n_null))
+    return ev.cache[key]
+
+
+def _lr_per_token(ev: Evidence, rho: np.ndarray, w: float) -> list[float | None]:
+    """Each scored token's log((1 - w) + w rho): what the statistic leans on (at w = 0.5 when w-hat is 0)."""
+    w = w if w > 0 else 0.5
+    with np.errstate(divide="ignore"):
+        terms = np.log((1.0 - w) + w * rho)
+    return [float(max(terms[t], -10.0)) if ev.scored[t] else None for t in range(len(rho))]
+
+
 def _run_lr(ev, served, cuts, rng, n_null):
-    law = keyed_law(ev.scheme)
-    rho = law.observed(ev.scheme, served, ev.scored)
+    rho, null_rho = _ratios(ev, served, rng, n_null)
     value, w_hat = tests.glr(rho, cuts)
-    null_rho = law.simulate(ev.scheme, served, ev.scored, rng, n_null)
     null_value, _ = tests.glr(null_rho, cuts)
     p = tests.simulated_p(value, null_value)
     w = float(w_hat[-1])
-    with np.errstate(divide="ignore"):
-        terms = np.log((1.0 - w) + w * rho) if w > 0 else np.log(np.where(rho > 0, rho, np.nan))
-    per_token = [float(np.nan_to_num(terms[t], neginf=-10.0, nan=-10.0)) if ev.scored[t] else None
-                 for t in range(len(rho))]
-    return StatisticScore("lr", cuts, value, p, _scored_counts(ev, cuts), per_token, n_null,
+    return StatisticScore("lr", cuts, value, p, _scored_counts(ev, cuts), _lr_per_token(ev, rho, w), n_null,
                           note=(f"generalised LR {value[-1]:.3g} at w = {w:.3g}; p from {n_null} null draws "
                                 f"with the same served laws"),
                           extra={"w_hat": w_hat})
+
+
+def _run_lr_mix(ev, served, cuts, rng, n_null):
+    rho, null_rho = _ratios(ev, served, rng, n_null)
+    value = tests.mixture(rho, cuts)
+    p = tests.simulated_p(value, tests.mixture(null_rho, cuts))
+    w = float(tests.glr(rho, cuts)[1][-1])
+    return StatisticScore("lr-mix", cuts, value, p, _scored_counts(ev, cuts), _lr_per_token(ev, rho, w), n_null,
+                          note=(f"likelihood ratio averaged over w (log {value[-1]:.3g}); p from {n_null} null "
+                                f"draws with the same served laws"))
 
 
 def _aar_pivots(ev: Evidence) -> np.ndarray:
@@ -195,6 +222,8 @@ STATISTICS: dict[str, Statistic] = {s.name: s for s in (
     Statistic("sum", "the scheme's own detector (a sum over tokens)", False, lambda s: True, _run_sum),
     Statistic("lr", "model-aware likelihood ratio: the provider re-reads the text with its model and key "
                     "(one forward per text)", True, lambda s: keyed_law(s) is not None, _run_lr),
+    Statistic("lr-mix", "the model-aware likelihood ratio averaged over a uniform prior on w (a Bayes factor; "
+                        "one forward per text)", True, lambda s: keyed_law(s) is not None, _run_lr_mix),
     Statistic("hc", "higher criticism over per-token pivots (model-free sparse-mixture test)", False, _is_aar,
               _run_hc),
     Statistic("entropy", "green count weighted by the served entropy (SWEET/EWD-style; one forward per text)",

@@ -9,6 +9,8 @@ p = (1 + #{null >= observed}) / (n + 1), which is exact for exchangeable draws.
 * ``glr``: the generalised likelihood ratio of a sparse mixture,
   max over w in a fixed grid of sum_t log((1 - w) + w rho_t). The grid covers
   [0, 1] evenly; no knob is fitted to watermarked text.
+* ``mixture``: the same ratio averaged over a uniform prior on the grid's w > 0 (a
+  Bayes factor): no atom at w = 0, so its simulated p is not conservative;
 * ``higher_criticism``: Donoho and Jin's HC* over per-token p-values (pivots),
   the largest standardised excess of small p-values among the smallest half.
 * ``weighted_count``: a green count weighted by each position's served entropy
@@ -46,6 +48,24 @@ def glr(rho: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     at = csum[..., cuts, :]  # (..., C, W)
     best = np.argmax(at, axis=-1)
     return np.max(at, axis=-1), W_GRID[best]
+
+
+def mixture(rho: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """log of the mean over the grid's w > 0 of prod_t ((1 - w) + w rho_t), for each prefix.
+
+    The likelihood ratio averaged over a fixed uniform prior on w instead of maximised:
+    it has no atom at "no evidence" (the maximum sits at w = 0 on most unwatermarked
+    texts, which makes the generalised LR's simulated p conservative), and it still
+    adapts to the unknown share of the provider's tokens.
+    """
+    terms = glr_terms(rho)[..., 1:]
+    csum = np.concatenate([np.zeros((*terms.shape[:-2], 1, terms.shape[-1])), np.cumsum(terms, axis=-2)],
+                          axis=-2)
+    at = csum[..., cuts, :]
+    top = np.max(at, axis=-1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        return (top[..., 0] + np.log(np.mean(np.exp(at - top), axis=-1)))
 
 
 def higher_criticism(pivots: np.ndarray, valid: np.ndarray, cuts: np.ndarray) -> np.ndarray:
