@@ -142,3 +142,44 @@ def test_registry_names_and_scope() -> None:
     assert not statistic("lr").applies(build_scheme("waterbag", 1, 1000, {}))
     assert statistic("entropy").applies(build_scheme("kgw", 1, 1000, {}))
     assert not statistic("hc").applies(build_scheme("kgw", 1, 1000, {}))
+
+
+# -- the summary: the "any provider" decision and tokens for 80% TPR ---------------------------------
+def test_any_provider_holds_the_fpr_on_independent_nulls() -> None:
+    """Holm's first step over m independent uniform p flags at most 5% of texts (about 4.9% for m = 5)."""
+    from wash.experiments.see_through_summary import _any_provider
+
+    rng = np.random.default_rng(3)
+    texts, m = 4000, 5
+    rows = pd.DataFrame({"text_id": np.repeat(np.arange(texts), m), "p": rng.random(texts * m)})
+    rate = float(_any_provider(rows).mean())
+    sd = np.sqrt(0.05 * 0.95 / texts)
+    assert 1 - 0.99 ** m - 3 * sd <= rate <= 0.05 + 3 * sd, rate
+
+
+def test_tokens_for_80_interpolates_in_log_tokens() -> None:
+    from wash.experiments.see_through_summary import tokens_for
+
+    cuts = np.array([10.0, 20.0, 40.0])
+    assert tokens_for(cuts, np.array([0.5, 0.7, 0.9])) == pytest.approx(np.exp(np.log(20) + 0.5 * np.log(2)))
+    assert tokens_for(cuts, np.array([0.85, 0.9, 0.95])) == 10.0
+    assert np.isnan(tokens_for(cuts, np.array([0.1, 0.2, 0.3])))
+
+
+def test_the_committed_section_quotes_its_cells() -> None:
+    """RESULTS.md's section and the page print the committed TPRs of the own sum and the quoted ratio."""
+    from pathlib import Path
+
+    from wash.reporting import see_through as st
+    from wash.reporting.fmt import pct_ci
+
+    root = Path("results")
+    data = st.load(root)
+    assert data is not None, "results/see-through is not committed"
+    text = "\n".join(st.section(root)) + st.page(root)
+    t = data["summary"]
+    at5 = t[(t["source"] == "paper") & (t["n"] == 5) & t["statistic"].isin(["sum", st.QUOTED])]
+    assert len(at5) >= 4
+    for _, r in at5.iterrows():
+        assert pct_ci(r["tpr"], r["tpr_lo"], r["tpr_hi"]) in text
+    assert (t["null_scores"][t["statistic"] != "sum"] >= 1000).all()

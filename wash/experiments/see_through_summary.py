@@ -3,7 +3,7 @@
 Reads the per-cell CSVs ``see_through.score`` wrote (one record per text,
 provider, statistic and prefix cut) and writes:
 
-* ``see_through_summary.csv``: per (source, scheme, N, statistic), on whole texts:
+* ``see_through_cells.csv``: per (source, scheme, N, statistic), on whole texts:
   the per-provider TPR (positives flagged at p < 0.05), the check FPR (held-out
   negatives flagged at p < 0.05, never used to set anything), both with Wilson
   intervals, the null scores behind each threshold (``null_scores``: the simulated
@@ -140,10 +140,10 @@ def summarize(rows_dir: Path = Path("out/see-through/rows"), out: Path = Path("r
     out.mkdir(parents=True, exist_ok=True)
     table = cell_table(rows)
     toks, exps = token_tables(rows)
-    table.to_csv(out / "see_through_summary.csv", index=False, float_format="%.4g")
+    table.to_csv(out / "see_through_cells.csv", index=False, float_format="%.4g")
     toks.to_csv(out / "see_through_tokens.csv", index=False, float_format="%.4g")
     exps.to_csv(out / "see_through_exponents.csv", index=False, float_format="%.4g")
     figure(table, out)
     if meta is not None:
-        (out / "see_through_meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+        (out / "see_through_run.json").write_text(json.dumps(meta, indent=2) + "\n")
     return table

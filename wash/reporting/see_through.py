@@ -28,10 +28,11 @@ LEFT_OUT = ("Water-Bag draws one list of its bag per generation, so its ratio wo
 
 def load(root: Path) -> dict[str, pd.DataFrame] | None:
     folder = root / FOLDER
-    if not (folder / "see_through_summary.csv").exists():
+    if not (folder / "see_through_cells.csv").exists():
         return None
-    out = {k: pd.read_csv(folder / f"see_through_{k}.csv") for k in ("summary", "tokens", "exponents")}
-    meta = folder / "see_through_meta.json"
+    out = {k: pd.read_csv(folder / f"see_through_{f}.csv")
+           for k, f in (("summary", "cells"), ("tokens", "tokens"), ("exponents", "exponents"))}
+    meta = folder / "see_through_run.json"
     out["meta"] = json.loads(meta.read_text()) if meta.exists() else {}
     return out
 
@@ -45,9 +46,9 @@ def cell_rows(summary: pd.DataFrame) -> list[list[str]]:
     order = {"sum": 0, "lr": 1, "lr-mix": 2, "entropy": 3, "hc": 4}
     t = summary.assign(_o=summary["statistic"].map(order)).sort_values(["source", "scheme", "n", "_o"])
     for _, r in t.iterrows():
-        rows.append([name(r["scheme"]), r["source"], str(int(r["n"])), STAT_NAMES.get(r["statistic"], r["statistic"]),
+        rows.append([name(r["scheme"]), f"tpr-{r['source']}", str(int(r["n"])), STAT_NAMES.get(r["statistic"], r["statistic"]),
                      f"{_cell(r, 'tpr')} of {int(r['positives'])}", f"{_cell(r, 'fpr')} of {int(r['negatives'])}",
-                     "exact null" if int(r["null_scores"]) == 0 else f"{int(r['null_scores']):,} per text",
+                     "its own null" if int(r["null_scores"]) == 0 else f"{int(r['null_scores']):,} per text",
                      f"{_cell(r, 'any_tpr')} of {int(r['texts'])}",
                      f"{_cell(r, 'any_fpr')} of {int(r['negative_texts'])}"])
     return rows
@@ -71,30 +72,86 @@ def token_rows(tokens: pd.DataFrame, exponents: pd.DataFrame) -> list[list[str]]
         e = exponents[(exponents["source"] == source) & (exponents["scheme"] == scheme)
                       & (exponents["statistic"] == stat)]
         exp = "–" if not len(e) or pd.isna(e["exponent"].iloc[0]) else num(e["exponent"].iloc[0])
-        rows.append([name(scheme), source, STAT_NAMES[stat], *cells, exp])
+        rows.append([name(scheme), f"tpr-{source}", STAT_NAMES[stat], *cells, exp])
     return rows, ns
 
 
+PAGE = "docs/results/see-through.md"
+#: The statistic the short forms (RESULTS.md, README) quote beside each scheme's own sum, fixed on the null
+#: side: the model-aware ratio averaged over w, whose p has no atom (``lr``'s check FPR falls below 5%).
+QUOTED = "lr-mix"
+
+
+def _tpr_pairs(summary: pd.DataFrame, source: str = "paper", n: int = 5) -> list[str]:
+    """``AAR 84% [76, 91] -> 90% [82, 95]`` per scheme: own sum, then the quoted ratio."""
+    out = []
+    t = summary[(summary["source"] == source) & (summary["n"] == n)]
+    for scheme in dict.fromkeys(t["scheme"]):
+        own = t[(t["scheme"] == scheme) & (t["statistic"] == "sum")]
+        new = t[(t["scheme"] == scheme) & (t["statistic"] == QUOTED)]
+        if len(own) and len(new):
+            out.append(f"{name(scheme)} {_cell(own.iloc[0], 'tpr')} → {_cell(new.iloc[0], 'tpr')}")
+    return out
+
+
+def _fpr_range(summary: pd.DataFrame, stat: str) -> str:
+    t = summary[summary["statistic"] == stat]
+    return f"{t['fpr'].min():.0%} to {t['fpr'].max():.0%}"
+
+
+def sentence(data: dict, n: int = 5) -> str:
+    pairs = _tpr_pairs(data["summary"], n=n)
+    return (f"At N = {n} (`tpr-paper` texts, the providers on smollm2), per-provider TPR at p < 5%, own sum → "
+            f"model-aware likelihood ratio: " + "; ".join(pairs) + f". Check FPR on the held-out negatives: "
+            f"{_fpr_range(data['summary'], 'sum')} (own sum), {_fpr_range(data['summary'], QUOTED)} (ratio).")
+
+
 def section(root: Path) -> list[str]:
+    """RESULTS.md's short form: one sentence per N, the figure and a link to the full page."""
     data = load(root)
     if data is None:
         return []
+    ns = sorted(int(n) for n in data["summary"]["n"].unique() if n > 1)
+    return ["## Can a detector see through the wash?", "",
+            "The provider re-reads the text with its own model (one forward) and weighs each token by how much "
+            "its watermark raised that token's served probability; p from 1,000 random-key draws per text "
+            "(docs/DETECTORS.md). " + " ".join(sentence(data, n) for n in reversed(ns)), "",
+            "![TPR against N, own sum and model-aware LR](../results/see-through/see_through.png)", "",
+            f"Every cell, the any-provider decision, tokens for 80% TPR and the exponents: "
+            f"[{PAGE.removeprefix('docs/')}]({PAGE.removeprefix('docs/')}).", ""]
+
+
+def readme_line(root: Path) -> str | None:
+    data = load(root)
+    if data is None:
+        return None
+    return ("**Can a detector see through the wash?** " + sentence(data, 5)
+            + " Details: [docs/results/see-through.md](docs/results/see-through.md).")
+
+
+def page(root: Path) -> str | None:
+    data = load(root)
+    if data is None:
+        return None
     meta = data["meta"]
     trows, ns = token_rows(data["tokens"], data["exponents"])
     lines = [
-        "## Can a detector see through the wash?", "",
+        "<!-- Generated by `python -m wash report` from results/see-through: do not edit by hand. -->", "",
+        "# Can a detector see through the wash?", "",
         "Under WASH a provider's watermark sits in full on about 1/N of the tokens (the average of N laws is the "
         "law of one provider picked at random), so a sum over every token, each scheme's own test, needs about "
         "N² times the tokens. The provider also knows its own model: re-reading the text with it (one forward "
         "per text) gives, at each token, how much its watermark raised that token's served probability, "
-        "rho = p_wm / p, and a likelihood ratio over the unknown share w of its tokens, "
-        "max over w in [0, 1] of sum log((1 - w) + w rho) (`wash/detection/statistics/`). Its p comes from "
-        "1,000 draws of the same statistic under random keys on the same served laws, per text; a threshold "
-        "is p < 5%, and the check FPR is read on the held-out unwatermarked texts under the providers' real "
-        "keys, which nothing was fitted on. Beside them: higher criticism over AAR's per-token pivots and an "
-        "entropy-weighted green count (model-free and SWEET/EWD-style baselines). Any provider: a text is "
-        "flagged when the smallest of its providers' p is below 5%/m (Holm's first step over its m scored "
-        "providers). Intervals: Wilson 95%.", "",
+        "rho = p_wm / p, and a likelihood ratio over the unknown share w of its tokens: `lr` maximises "
+        "sum log((1 - w) + w rho) over w in [0, 1], `lr-mix` averages the ratio over a uniform prior on w "
+        "(`wash/detection/statistics/`, docs/DETECTORS.md). Their p comes from 1,000 draws of the same "
+        "statistic under random keys on the same served laws, per text; a text is flagged at p < 5%, and the "
+        "check FPR is read on the held-out unwatermarked texts under the providers' real keys, which nothing "
+        "was fitted on. `sum` keeps its scheme's own exact null (its p as the TPR run recorded it, reproduced "
+        "exactly). Beside them: higher criticism over AAR's per-token pivots and an entropy-weighted green "
+        "count (model-free and SWEET/EWD-style baselines). Any provider: a text is flagged when the smallest "
+        "of its providers' p is below 5%/m (Holm's first step over its m scored providers). Intervals: Wilson "
+        "95%.", "",
         f"Rows: {meta.get('rows_note', '')}".rstrip(), "",
         *md_table(["scheme", "line-up", "N", "statistic", "TPR", "check FPR", "null scores",
                    "any provider: TPR", "any provider: FPR"], cell_rows(data["summary"])), "",
@@ -102,9 +159,12 @@ def section(root: Path) -> list[str]:
         "`> T (x%)`: the longest prefix reaches only x%) and the exponent b of tokens ~ N^b where at least "
         "two N reach 80%:", "",
         *md_table(["scheme", "line-up", "statistic", *[f"N = {n}" for n in ns], "exponent"], trows), "",
-        "![TPR against N, own sum and model-aware LR](../results/see-through/see_through.png)", "",
+        "![TPR against N, own sum and model-aware LR](../../results/see-through/see_through.png)", "",
         LEFT_OUT, "",
     ]
     if meta.get("command"):
-        lines[-1:-1] = [f"Made by `{meta['command']}` ({meta.get('date', '')}; {meta.get('machine', '')}).", ""]
-    return lines
+        lines += [f"Made by `{meta['command']}` ({meta.get('date', '')}; {meta.get('machine', '')}; "
+                  f"{meta.get('scoring', '')}).", ""]
+    while lines and lines[-1] == "":
+        lines.pop()
+    return "\n".join(lines) + "\n"
