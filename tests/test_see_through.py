@@ -183,3 +183,30 @@ def test_the_committed_section_quotes_its_cells() -> None:
     for _, r in at5.iterrows():
         assert pct_ci(r["tpr"], r["tpr_lo"], r["tpr_hi"]) in text
     assert (t["null_scores"][t["statistic"] != "sum"] >= 1000).all()
+
+
+# -- in the product ---------------------------------------------------------------------------------
+TEXT = ("The old lighthouse keeper climbed the stairs one last time, and as the storm rolled in "
+        "over the harbour he began to tell the children the story of the ship that never came home.")
+
+
+def test_cli_detect_takes_a_statistic(capsys, tiny_smollm2) -> None:
+    from wash.cli import main
+
+    assert main(["detect", "--provider", "tiny-smollm2:kgw:42", "--provider", "tiny-smollm2:waterbag:3",
+                 "--statistic", "lr-mix", "--text", TEXT, "--json"]) == 0
+    rows = __import__("json").loads(capsys.readouterr().out)
+    kgw, bag = rows
+    own = build_scheme("kgw", 42, tiny_smollm2.vocab_size, {}).detect(tiny_smollm2.encode(TEXT))
+    assert kgw["tokens_scored"] == own.tokens_scored and kgw["p"] != own.p  # the ratio's p, not the sum's
+    assert bag["p"] == build_scheme("waterbag", 3, tiny_smollm2.vocab_size, {}).detect(
+        tiny_smollm2.encode(TEXT)).p  # a scheme the ratio does not cover keeps its own sum
+
+
+def test_detect_tab_statistic_colours_the_tokens_it_leans_on(tiny_smollm2) -> None:
+    from wash.ui.detect import detect, statistic_choices
+
+    assert statistic_choices()[0] == "sum"
+    (row,) = detect(TEXT, [["tiny-smollm2", "aar", "7", ""]], choices=["tiny-smollm2"], statistic="lr")
+    scored = [s for s in row.per_token if s is not None]
+    assert len(row.per_token) == len(row.tokens) and scored and len(scored) == row.tokens_scored
