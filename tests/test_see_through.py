@@ -210,3 +210,14 @@ def test_detect_tab_statistic_colours_the_tokens_it_leans_on(tiny_smollm2) -> No
     (row,) = detect(TEXT, [["tiny-smollm2", "aar", "7", ""]], choices=["tiny-smollm2"], statistic="lr")
     scored = [s for s in row.per_token if s is not None]
     assert len(row.per_token) == len(row.tokens) and scored and len(scored) == row.tokens_scored
+
+
+def test_results_tab_draws_the_see_through_section() -> None:
+    from wash.ui import results
+
+    fig = results.see_through_figure()
+    names = {t.name for t in fig.data}
+    assert {"own sum, N=5", "model-aware LR (mean over w), N=5"} <= names, names
+    assert all(t.error_y.array is not None for t in fig.data)
+    text = results.see_through_markdown()
+    assert "tpr-paper" in text and "not committed" not in text

@@ -206,7 +206,8 @@ def run_meta(args: argparse.Namespace) -> dict[str, Any]:
         "experiment": "see-through",
         "command": "python -m wash.experiments.see_through read && ... score --workers W && ... summarize",
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": cpu_description(), "load_average": load_average(), "code": code_version(),
+        "machine": f"forwards and summary on {cpu_description()}", "load_average": load_average(),
+        "scoring": args.note, "code": code_version(),
         "sources": {k: v for k, v in SOURCES.items() if k in args.sources},
         "profile": PROFILE, "cuts": list(CUTS), "statistics": list(STATISTICS), "null_draws": args.null,
         "rows_note": ("the providers on smollm2 of each committed text (paper line-up: 3 of 5 at N = 5, 2 of 3 "
@@ -225,6 +226,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--only-read", action="store_true", help="score: only the cells whose forwards are cached")
     ap.add_argument("--n", type=int, nargs="+", default=list(N_ORDER), help="the N values, in this order")
     ap.add_argument("--roles", nargs="+", default=["negative", "positive"], help="read: which rows' texts")
+    ap.add_argument("--note", default="", help="summarize: where and how long the steps ran (kept in the meta)")
     ap.add_argument("--workers", type=int, default=1, help="score: processes, one cell each (no model needed)")
     args = ap.parse_args(argv)
     import torch
