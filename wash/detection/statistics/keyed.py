@@ -43,7 +43,8 @@ from wash.watermarks.greenlist import boost_green
 
 
 def _ratio_at(law: torch.Tensor, probs: torch.Tensor, col: int) -> float:
-    return 1.0 if col < 0 else float(law[col] / probs[col])
+    # SynthID's closed form can round a vanishing probability to -1e-17: it is a 0
+    return 1.0 if col < 0 else max(float(law[col] / probs[col]), 0.0)
 
 
 def _gather_observed(laws: torch.Tensor, probs: np.ndarray, cols: np.ndarray) -> np.ndarray:
@@ -52,7 +53,7 @@ def _gather_observed(laws: torch.Tensor, probs: np.ndarray, cols: np.ndarray) ->
     at = torch.gather(laws, 2, idx).squeeze(2).numpy()
     base = probs[np.arange(len(cols)), np.maximum(cols, 0)]
     with np.errstate(divide="ignore", invalid="ignore"):
-        rho = at / base[None, :]
+        rho = np.maximum(at / base[None, :], 0.0)  # a law's -1e-17 (SynthID's rounding) is a 0
     return np.where(cols[None, :] >= 0, rho, 1.0)
 
 
