@@ -16,8 +16,8 @@ provider, statistic and prefix cut) and writes:
   to the whole text reaches it) and ``see_through_exponents.csv``: the fitted
   exponent b of tokens ~ N^b (``scipy.stats.linregress`` on log-log) where at
   least two N reach 80%;
-* ``see_through.html`` / ``.png``: TPR against N per scheme, the scheme's own sum
-  beside the model-aware LR.
+* ``see_through_<source>.html`` / ``.png``: TPR against N per scheme, the scheme's own
+  sum beside the model-aware LRs.
 """
 
 from __future__ import annotations
@@ -118,20 +118,22 @@ FIGURE_STATISTICS = ("sum", "lr", "lr-mix")
 
 
 def figure(table: pd.DataFrame, out: Path) -> None:
+    """``see_through_<source>.png`` / ``.html``: one panel per scheme, TPR against N per statistic."""
     from wash.experiments.plots import FigureSpec, Panel, Series, save_figure
 
-    panels = []
-    for (source, scheme), g in table.groupby(["source", "scheme"], sort=False):
-        panel = Panel(title=f"{scheme} ({source})", xlabel="N", ylabel="TPR at p < 0.05")
-        for stat in FIGURE_STATISTICS:
-            s = g[g["statistic"] == stat].sort_values("n")
-            if len(s):
-                panel.series.append(Series(name=stat, x=list(s["n"]), y=list(s["tpr"]),
-                                           err_minus=list(s["tpr"] - s["tpr_lo"]),
-                                           err_plus=list(s["tpr_hi"] - s["tpr"]), color_of=None))
-        panels.append(panel)
-    save_figure(FigureSpec(title="Can a detector see through the wash? TPR against N: own sum vs model-aware LR",
-                           panels=panels), out, "see_through")
+    for source, rows in table.groupby("source", sort=False):
+        panels = []
+        for scheme, g in rows.groupby("scheme", sort=False):
+            panel = Panel(title=scheme, xlabel="N", ylabel="TPR at p < 0.05")
+            for stat in FIGURE_STATISTICS:
+                s = g[g["statistic"] == stat].sort_values("n")
+                if len(s):
+                    panel.series.append(Series(name=stat, x=list(s["n"]), y=list(s["tpr"]),
+                                               err_minus=list(s["tpr"] - s["tpr_lo"]),
+                                               err_plus=list(s["tpr_hi"] - s["tpr"])))
+            panels.append(panel)
+        save_figure(FigureSpec(title=f"Can a detector see through the wash? tpr-{source}: TPR against N, own sum "
+                                     "vs model-aware LR", panels=panels), out, f"see_through_{source}")
 
 
 def summarize(rows_dir: Path = Path("out/see-through/rows"), out: Path = Path("results/see-through"),

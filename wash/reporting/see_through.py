@@ -116,7 +116,7 @@ def section(root: Path) -> list[str]:
             "The provider re-reads the text with its own model (one forward) and weighs each token by how much "
             "its watermark raised that token's served probability; p from 1,000 random-key draws per text "
             "(docs/DETECTORS.md). " + " ".join(sentence(data, n) for n in reversed(ns)), "",
-            "![TPR against N, own sum and model-aware LR](../results/see-through/see_through.png)", "",
+            "![TPR against N, own sum and model-aware LR](../results/see-through/see_through_paper.png)", "",
             f"Every cell, the any-provider decision, tokens for 80% TPR and the exponents: "
             f"[{PAGE.removeprefix('docs/')}]({PAGE.removeprefix('docs/')}).", ""]
 
@@ -159,7 +159,10 @@ def page(root: Path) -> str | None:
         "`> T (x%)`: the longest prefix reaches only x%) and the exponent b of tokens ~ N^b where at least "
         "two N reach 80%:", "",
         *md_table(["scheme", "line-up", "statistic", *[f"N = {n}" for n in ns], "exponent"], trows), "",
-        "![TPR against N, own sum and model-aware LR](../../results/see-through/see_through.png)", "",
+        "![TPR against N, own sum and model-aware LR: tpr-paper](../../results/see-through/see_through_paper.png)",
+        "",
+        "![TPR against N, own sum and model-aware LR: tpr-anchor](../../results/see-through/see_through_anchor.png)",
+        "",
         LEFT_OUT, "",
     ]
     if meta.get("command"):
