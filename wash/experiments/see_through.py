@@ -204,7 +204,8 @@ def run_meta(args: argparse.Namespace) -> dict[str, Any]:
 
     return {
         "experiment": "see-through",
-        "command": "python -m wash.experiments.see_through read && ... score --workers W && ... summarize",
+        "command": ("python -m wash.experiments.see_through read; python -m wash.experiments.see_through score "
+                    "--only-read --workers 16; python -m wash.experiments.see_through summarize"),
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"forwards and summary on {cpu_description()}", "load_average": load_average(),
         "scoring": args.note, "code": code_version(),

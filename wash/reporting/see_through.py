@@ -99,6 +99,23 @@ def _fpr_range(summary: pd.DataFrame, stat: str) -> str:
     return f"{t['fpr'].min():.0%} to {t['fpr'].max():.0%}"
 
 
+def separated(summary: pd.DataFrame, n: int = 5, source: str = "paper") -> str:
+    """Which schemes' ratio TPR interval lies above the sum's at N = n, and which overlap."""
+    t = summary[(summary["source"] == source) & (summary["n"] == n)]
+    above, overlap = [], []
+    for scheme in dict.fromkeys(t["scheme"]):
+        own = t[(t["scheme"] == scheme) & (t["statistic"] == "sum")]
+        new = t[(t["scheme"] == scheme) & (t["statistic"] == QUOTED)]
+        if len(own) and len(new):
+            (above if new["tpr_lo"].iloc[0] > own["tpr_hi"].iloc[0] else overlap).append(name(scheme))
+    parts = []
+    if above:
+        parts.append(f"the ratio's interval lies above the sum's for {', '.join(above)}")
+    if overlap:
+        parts.append(f"the two intervals overlap for {', '.join(overlap)}")
+    return f"At N = {n} " + "; ".join(parts) + "." if parts else ""
+
+
 def sentence(data: dict, n: int = 5) -> str:
     pairs = _tpr_pairs(data["summary"], n=n)
     return (f"At N = {n} (`tpr-paper` texts, the providers on smollm2), per-provider TPR at p < 5%, own sum → "
@@ -115,7 +132,8 @@ def section(root: Path) -> list[str]:
     return ["## Can a detector see through the wash?", "",
             "The provider re-reads the text with its own model (one forward) and weighs each token by how much "
             "its watermark raised that token's served probability; p from 1,000 random-key draws per text "
-            "(docs/DETECTORS.md). " + " ".join(sentence(data, n) for n in reversed(ns)), "",
+            "(docs/DETECTORS.md). " + " ".join(sentence(data, n) for n in reversed(ns)) + " "
+            + separated(data["summary"]), "",
             "![TPR against N, own sum and model-aware LR](../results/see-through/see_through_paper.png)", "",
             f"Every cell, the any-provider decision, tokens for 80% TPR and the exponents: "
             f"[{PAGE.removeprefix('docs/')}]({PAGE.removeprefix('docs/')}).", ""]
@@ -155,6 +173,7 @@ def page(root: Path) -> str | None:
         f"Rows: {meta.get('rows_note', '')}".rstrip(), "",
         *md_table(["scheme", "line-up", "N", "statistic", "TPR", "check FPR", "null scores",
                    "any provider: TPR", "any provider: FPR"], cell_rows(data["summary"])), "",
+        separated(data["summary"], 5), "",
         "Tokens each text needs for 80% TPR (prefixes of every positive, interpolated in log tokens; "
         "`> T (x%)`: the longest prefix reaches only x%) and the exponent b of tokens ~ N^b where at least "
         "two N reach 80%:", "",
