@@ -31,6 +31,7 @@ from wash.ui import lesson as lesson_ui
 from wash.lesson import INTRO as LESSON_INTRO, STEPS as LESSON_STEPS
 from wash.ui.providers import HEADERS, preset_rows
 from wash.ui.identify import NULL_RUNS as IDENTIFY_NULL_RUNS, PROBES as IDENTIFY_PROBES, SYSTEMS as IDENTIFY_SYSTEMS
+from wash.ui.detect import STATISTIC_NOTE, statistic_choices
 from wash.ui.run import COMPARISONS, OFF, preload_markdown, start_preload
 from wash.ui.settings import app_models, concurrency_limit, limit_malloc_arenas
 from wash.ui.theory import KINDS, MAX_N, MAX_VOCAB
@@ -228,7 +229,10 @@ def _detect_tab(models: list[str]) -> dict:
                                     "empty: the providers' own models)", elem_id="detect-models")
     with gr.Row():
         w["threshold"] = gr.Number(Z_THRESHOLD, label="z threshold", elem_id="detect-threshold")
+        w["statistic"] = gr.Dropdown(statistic_choices(), value="sum", label="Statistic",
+                                     elem_id="detect-statistic")
         w["go"] = gr.Button("Score", variant="primary", elem_id="detect-btn")
+    gr.Markdown(STATISTIC_NOTE)
     w["result"] = gr.Dataframe(label="Verdicts", interactive=False, elem_id="detect-table")
     w["provider"] = gr.Dropdown([], label="colour the tokens by this provider's detector",
                                 elem_id="detect-provider")
@@ -284,6 +288,10 @@ def _results_tab() -> dict:
         w[f"{key}_table"] = gr.Dataframe(getattr(first, f"{key}_table"), interactive=False, wrap=True,
                                          label=caption, elem_id=f"results-{key}-table",
                                          column_widths=getattr(results, f"{key.upper()}_WIDTHS"))
+    gr.Markdown(f"### {results.SEE_THROUGH_TITLE}")
+    w["see_through_figure"] = gr.Plot(results.see_through_figure(), show_label=False,
+                                      elem_id="results-see-through-plot")
+    w["see_through"] = gr.Markdown(results.see_through_markdown(), elem_id="results-see-through")
     return w
 
 
@@ -387,7 +395,7 @@ def _wire_lesson(demo: gr.Blocks, les: dict, g: dict, i: dict, tabs: gr.Tabs, mo
 
 def _wire_detect(d: dict) -> None:
     # models comes last so API callers' positional order from before it existed still holds.
-    d["go"].click(handlers.run_detect, [d["text"], d["table"], d["threshold"], d["models"]],
+    d["go"].click(handlers.run_detect, [d["text"], d["table"], d["threshold"], d["models"], d["statistic"]],
                   [d["result"], d["provider"], d["tokens"], d["rows"]], api_name="detect")
     d["provider"].input(handlers.choose_detect_provider, [d["rows"], d["provider"]], d["tokens"],
                         api_visibility="undocumented")

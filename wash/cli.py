@@ -17,7 +17,8 @@ import wash.baselines  # noqa: F401  (registers the baseline modes)
 from wash.engine.config import ProviderSpec, add_generate_arguments, command_line, from_command_line
 # command_line is re-exported: callers of the CLI have always found it here
 from wash.errors import MemberError, WashInputError
-from wash.detection.thresholds import Z_THRESHOLD
+from wash.detection.statistics import DEFAULT_STATISTIC, STATISTICS
+from wash.detection.thresholds import FPR_CALIBRATED, Z_THRESHOLD
 
 def _progress(message: str) -> None:
     print(f"[wash] {message}", file=sys.stderr, flush=True)
@@ -105,7 +106,10 @@ def cmd_detect(args: argparse.Namespace) -> int:
                   + ("" if models else " (the providers' own models; pass --models or --run for the "
                                        "generation's model set)"))
     providers = build_providers(specs, union_models=models, progress=_progress).providers
-    rows = detect_text(providers, text, args.z_threshold)
+    if args.statistic != "sum":
+        _progress(f"statistic {args.statistic}: each provider's model re-reads the text (one forward per "
+                  f"text and model); p from its null draws, flagged at p < {FPR_CALIBRATED:g}")
+    rows = detect_text(providers, text, args.z_threshold, statistic=args.statistic)
     if args.json:
         print(json.dumps([r.to_dict() for r in rows]))
     else:
@@ -136,6 +140,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the generation's base models: coordinated providers hash in their union "
                         "vocabulary (default: the --run's, else the providers' own models)")
     d.add_argument("--z-threshold", type=float, default=Z_THRESHOLD)
+    d.add_argument("--statistic", choices=list(STATISTICS), default=DEFAULT_STATISTIC,
+                   help="the test each provider runs: " + "; ".join(f"{s.name}: {s.summary}"
+                                                                 for s in STATISTICS.values())
+                        + ". Statistics other than sum re-read the text with each provider's model (one "
+                          "forward per text and model), get p from 1,000 simulated null draws and flag at "
+                          f"p < {FPR_CALIBRATED:g}; a scheme a statistic does not cover keeps its sum")
     d.add_argument("--json", action="store_true")
     d.set_defaults(func=cmd_detect)
 

@@ -5,8 +5,9 @@ alone, re-tokenised by the provider's tokenizer. Live traces during generation u
 the ids each model actually holds (prompt as hashing context), which is what a
 provider watching its own output stream would see. Both are a provider's own
 detector on ids, which the decoding loop records too: ``detect_ids``, ``detect_text``
-and ``LiveDetector`` live with the providers in ``wash.engine.detectors`` and are
-re-exported here, the detection layer's way in.
+and ``LiveDetector`` live with the providers in ``wash.engine.detectors``; this module,
+the detection layer's way in, re-exports them, its ``detect_text`` adding the statistics
+of ``wash.detection.statistics`` (which the engine cannot import).
 
 Coordinated providers hash in the union vocabulary of the *generation's* model
 set, so detecting them later needs that set, not just the models of the
@@ -22,12 +23,45 @@ import json
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from wash.engine.detectors import SLOW_REFRESH, LiveDetector, detect_ids, detect_text
-from wash.engine.settings import ProviderSpec
+from wash.detection.thresholds import FPR_CALIBRATED, Z_THRESHOLD
+from wash.engine import detectors
+from wash.engine.detectors import SLOW_REFRESH, LiveDetector, detect_ids
+from wash.engine.events import ProviderDetection
+from wash.engine.providers import Provider
+from wash.engine.settings import ProviderSpec, check_text
 from wash.errors import WashInputError
 
 __all__ = ["SLOW_REFRESH", "LiveDetector", "detect_ids", "detect_text", "parse_models", "generation_models",
            "spec_from_dict", "RecordedRun", "recorded_run", "read_run"]
+
+
+def detect_text(providers: Sequence[Provider], text: str, threshold: float = Z_THRESHOLD,
+                statistic: str = "sum") -> list[ProviderDetection]:
+    """Each provider's detector on ``text`` tokenised by that provider's own tokenizer.
+
+    ``statistic`` other than ``sum`` (the scheme's own) re-reads the text with each
+    provider's model (one forward per text and model, ``wash.detection.statistics``);
+    a provider whose scheme it does not cover keeps its own sum. Such a statistic reads p
+    against its simulated null draws, whose floor (1 / (draws + 1)) lies above z = 4's p,
+    so it flags at p < ``FPR_CALIBRATED``.
+    """
+    if statistic == "sum":
+        return detectors.detect_text(providers, text, threshold)
+    check_text(text, "the text to score")
+    from wash.detection import statistics
+
+    stat = statistics.statistic(statistic)
+    out = []
+    for p in providers:
+        ids = p.lm.encode(text)
+        if not stat.applies(p.scheme) or p.space is not None:
+            out.append(detect_ids(p, ids, threshold))
+            continue
+        detection = statistics.detect_text(p, text, statistic)
+        tokens = [p.lm.tokenizer.decode([i]) for i in ids]
+        out.append(detectors.verdict(p, detection, threshold, tokens,
+                                     detected=detection.tokens_scored > 0 and detection.p < FPR_CALIBRATED))
+    return out
 
 
 # -- what a generation recorded ----------------------------------------------------------

@@ -21,11 +21,14 @@ from wash.watermarks.scoring import Z_THRESHOLD
 SLOW_REFRESH = 16
 
 
-def _verdict(provider: Provider, detection, threshold: float, tokens: list[str]) -> ProviderDetection:
+def verdict(provider: Provider, detection, threshold: float, tokens: list[str],
+            detected: bool | None = None) -> ProviderDetection:
+    """A provider's verdict on one text; ``detected`` overrides the z line for a statistic whose
+    decision is its own p (``wash.detection.per_text.detect_text``)."""
     return ProviderDetection(provider=provider.label, model=provider.model, scheme=provider.spec.scheme,
                              key=provider.spec.key, z=detection.z, p=detection.p,
                              tokens_scored=detection.tokens_scored,
-                             detected=detection.detected(threshold),
+                             detected=detection.detected(threshold) if detected is None else detected,
                              per_token=list(detection.per_token), tokens=tokens,
                              token_null=detection.token_null)
 
@@ -33,7 +36,7 @@ def _verdict(provider: Provider, detection, threshold: float, tokens: list[str])
 def detect_ids(provider: Provider, ids: Sequence[int], threshold: float = Z_THRESHOLD) -> ProviderDetection:
     detection = provider.scheme.detect(provider.scheme_ids(ids))
     tokens = [provider.lm.tokenizer.decode([i]) for i in ids]
-    return _verdict(provider, detection, threshold, tokens)
+    return verdict(provider, detection, threshold, tokens)
 
 
 def detect_text(providers: Sequence[Provider], text: str, threshold: float = Z_THRESHOLD) -> list[ProviderDetection]:

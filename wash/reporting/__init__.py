@@ -56,11 +56,18 @@ DOC_DATA = ("bench-*.json, bench-threads/, soak-*.json, arena-growth.json, test-
 def readme_section(root: Path = RESULTS_ROOT) -> str:
     """The README's main-finding table, markers included: one row per claim of the paper, and a link."""
     lines = [README_START, GENERATED, "",
-             *findings_table(root, folders(root)), "",
+             *findings_table(root, folders(root)), "", *_see_through_line(root),
              "Each row names the committed run under `results/` it reads (SmolLM2-135M and Gemma-3-270M on a "
              "CPU, in place of the paper's 8B models); the runs' commands, dates, serving and every cell: "
              "[docs/RESULTS.md](docs/RESULTS.md).", README_END]
     return "\n".join(lines)
+
+
+def _see_through_line(root: Path) -> list[str]:
+    from wash.reporting import see_through
+
+    line = see_through.readme_line(root)
+    return [line, ""] if line else []
 
 
 def replace_readme_section(readme: str, section: str) -> str:
@@ -78,8 +85,18 @@ def docs_index(root: Path = RESULTS_ROOT) -> str:
              *(f"* [{name}]({name}): {text}." for name, text in DOCS.items()),
              f"* {DOC_DATA}.",
              "* [../results/README.md](../results/README.md): what a committed results folder holds.",
+             *_see_through_index(root),
              "", *provenance_table(F)]
     return "\n".join(lines) + "\n"
+
+
+def _see_through_index(root: Path) -> list[str]:
+    from wash.reporting import see_through
+
+    if see_through.load(root) is None:
+        return []
+    return ["* [results/see-through.md](results/see-through.md): can a detector see through the wash? The "
+            "committed TPR texts re-scored with model-aware statistics (results/see-through)."]
 
 
 def generate(root: Path = RESULTS_ROOT, repo: Path = REPO) -> dict[str, str]:
@@ -88,6 +105,11 @@ def generate(root: Path = RESULTS_ROOT, repo: Path = REPO) -> dict[str, str]:
     out = {"docs/RESULTS.md": results_page(root, F), "docs/README.md": docs_index(root)}
     for f in F.values():
         out[f"docs/results/{f.name}.md"] = experiment_page(f)
+    from wash.reporting import see_through
+
+    page = see_through.page(root)
+    if page is not None:
+        out[see_through.PAGE] = page
     out["README.md"] = replace_readme_section((Path(repo) / "README.md").read_text(), readme_section(root))
     return out
 

@@ -423,6 +423,13 @@ def provenance_table(F: dict[str, Folder]) -> list[str]:
             *md_table(["folder", "experiment", "date", "code", "engine", "profile", "jobs"], rows)]
 
 
+def see_through_section(root: Path) -> list[str]:
+    """"Can a detector see through the wash?" (``results/see-through``; empty until it is committed)."""
+    from wash.reporting import see_through
+
+    return see_through.section(root)
+
+
 def links_section() -> list[str]:
     return ["## Links", "",
             "* [docs/README.md](README.md): every document, one line each, and every results folder with "
@@ -440,6 +447,7 @@ def results_page(root: Path, F: dict[str, Folder]) -> str:
              "## Headline", "", *headline(root, F), "", *what_was_run_section(),
              *detection_section(root, F), *identification_section(root, F), *decay_section(F),
              *quality_section(F), *entropy_section(F), *dilution_section(F), *release_section(root), *not_washed_section(root, F), *baselines_section(F),
+             *see_through_section(root),
              *links_section()]
     while lines and lines[-1] == "":
         lines.pop()

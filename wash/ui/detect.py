@@ -5,6 +5,11 @@ loader, same union vocabulary for coordinated providers), and the verdicts come
 from ``wash.detection.detect_text``: each detector sees the text re-tokenised by
 its provider's tokenizer.
 
+The tab's statistic choice is the CLI's ``--statistic``: ``sum`` (each scheme's own
+detector, the default) or a statistic of ``wash.detection.statistics``; those
+re-read the text with each provider's model (one forward per text and model) and
+their per-token view shows the token's share of the statistic.
+
 The tab's "models of the generation" field is the CLI's ``--models``: the model
 set whose union vocabulary coordinated providers hash in. Left empty it is the
 providers' own models; "Send text to Detect" fills it with the last generation's
@@ -22,12 +27,28 @@ from wash.ui.settings import MAX_DETECT_CHARS, check_app_model
 from wash.detection.thresholds import Z_THRESHOLD
 
 
+#: What the tab says beside its statistic choice.
+STATISTIC_NOTE = ("**Statistic.** `sum` is each scheme's own detector. `lr` and `lr-mix` (model-aware likelihood ratio, "
+                  "maximised or averaged over the share of the provider's tokens), `hc` (higher criticism, AAR) and `entropy` (entropy-weighted green count) re-read the text "
+                  "with each provider's own model: one forward of that model per text, then p from 1,000 "
+                  "simulated null draws (flagged at p < 0.05). A scheme a statistic does not cover keeps its "
+                  "sum. See docs/DETECTORS.md, \"Can a detector see through the wash?\".")
+
+
+def statistic_choices() -> list[str]:
+    """The statistics the tab offers, ``sum`` first."""
+    from wash.detection.statistics import STATISTICS
+
+    return list(STATISTICS)
+
+
 def detect(text: str, table: Any, threshold: float = Z_THRESHOLD, choices: list[str] | None = None,
-           models: str | Sequence[str] | None = None) -> list[ProviderDetection]:
+           models: str | Sequence[str] | None = None, statistic: str = "sum") -> list[ProviderDetection]:
     """Each provider's verdict with its per-token scores.
 
     ``models``: the generation's model set (a list or ``"m1,m2"``); empty or None
-    means the providers' own models.
+    means the providers' own models. ``statistic``: ``sum`` or one of
+    ``wash.detection.statistics.STATISTICS``.
     """
     from wash.detection.per_text import detect_text, parse_models
     from wash.engine.providers import build_providers
@@ -49,8 +70,11 @@ def detect(text: str, table: Any, threshold: float = Z_THRESHOLD, choices: list[
             check_app_model(name, choices)
         except WashInputError as err:
             raise WashInputError(f"models of the generation: {err}") from None
+    from wash.detection.statistics import statistic as check_statistic
+
+    name = check_statistic(statistic or "sum").name
     providers = build_providers(specs, union_models=union).providers
-    return detect_text(providers, text, threshold)
+    return detect_text(providers, text, threshold, statistic=name)
 
 
 def result_models(result: RunResult | None) -> list[str]:

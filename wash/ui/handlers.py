@@ -281,8 +281,8 @@ def _detect_highlight(rows: list[ProviderDetection], label: str | None) -> list:
 
 @reports_errors
 def run_detect(text: str, table: Any, threshold: float,
-               models: Any = None) -> tuple[Any, Any, list, list[ProviderDetection]]:
-    rows = detect(text, table, threshold, models=models)
+               models: Any = None, statistic: str = "sum") -> tuple[Any, Any, list, list[ProviderDetection]]:
+    rows = detect(text, table, threshold, models=models, statistic=statistic or "sum")
     frame = tables.detection_frame(rows, run="pasted text", threshold=float(threshold)).drop(columns="run")
     labels = [r.provider for r in rows]
     return (frame, gr.update(choices=labels, value=labels[0] if labels else None),

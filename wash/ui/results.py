@@ -506,3 +506,49 @@ def intro_markdown() -> str:
             f"{rt.PAPER}). Everything here is read from the `results/` folders of this copy (the same numbers "
             "as docs/RESULTS.md, which `python -m wash report` regenerates). Pick a scheme, line-up or serving "
             "profile to narrow both tables and figures; hover a point for its numbers.")
+
+
+# --- "Can a detector see through the wash?" (results/see-through). ---
+
+SEE_THROUGH_TITLE = "Can a detector see through the wash?"
+#: Colours of the scheme's own sum and of the model-aware likelihood ratio.
+STATISTIC_COLOURS = {"sum": "#6b7280", "lr": "#7c3aed", "lr-mix": "#db2777"}
+
+
+def see_through_figure(root: Path = rt.RESULTS_ROOT) -> go.Figure:
+    """TPR against N per scheme: the scheme's own sum beside the model-aware LR, with Wilson intervals."""
+    from wash.reporting import see_through as st
+
+    data = st.load(root)
+    if data is None:
+        return empty_figure("results/see-through is not committed yet")
+    t = data["summary"]
+    t = t[t["statistic"].isin(list(STATISTIC_COLOURS))]
+    fig = go.Figure()
+    labels = [f"{name(s)} ({src})" for s, src in zip(t["scheme"], t["source"])]
+    t = t.assign(_label=labels)
+    for stat, colour in STATISTIC_COLOURS.items():
+        for n, symbol in ((1, "circle"), (3, "square"), (5, "diamond")):
+            g = t[(t["statistic"] == stat) & (t["n"] == n)]
+            if not len(g):
+                continue
+            fig.add_trace(go.Scatter(
+                x=[[c for c in g["_label"]], [f"N={n}"] * len(g)], y=g["tpr"], mode="markers",
+                name=f"{st.STAT_NAMES[stat]}, N={n}", marker={"color": colour, "symbol": symbol, "size": 9},
+                error_y=_errors(g["tpr"], g["tpr_lo"], g["tpr_hi"]),
+                hovertemplate="%{x}: TPR %{y:.0%}<extra>" + st.STAT_NAMES[stat] + "</extra>"))
+    fig.update_layout(title=SEE_THROUGH_TITLE + " TPR at p < 5% per provider", yaxis={"range": [0, 1.02],
+                      "tickformat": ".0%", "title": "TPR"}, xaxis={"title": "scheme (line-up), N"},
+                      margin={"t": 60, "b": 80}, legend={"orientation": "h", "y": -0.3}, height=460)
+    return fig
+
+
+def see_through_markdown(root: Path = rt.RESULTS_ROOT) -> str:
+    """The section's prose and tables, as docs/RESULTS.md has them (``wash.reporting.see_through``)."""
+    from wash.reporting import see_through as st
+
+    lines = st.section(root)
+    if not lines:
+        return "`results/see-through` is not committed yet."
+    body = [ln.replace("../results/", "results/") for ln in lines if not ln.startswith(("## ", "!["))]
+    return "\n".join(body).strip() + "\n"

@@ -1,0 +1,223 @@
+"""Detection statistics beside each scheme's own (wash.detection.statistics).
+
+Null calibration on real unwatermarked text with the real smollm2 over many keys
+(the simulated null must match real random keys), power on committed
+single-provider texts, the looping-text null, and the batched helpers against the
+engine's own functions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from wash.detection.statistics import STATISTICS, score_ids, statistic
+from wash.detection.statistics.keyed import reweight_rows
+from wash.detection.statistics.served_text import read_ids, serve_rows
+from wash.engine.sampling import process_logits
+from wash.engine.settings import profile
+from wash.watermarks import build_scheme
+from wash.watermarks.dipmark import alpha_reweight
+
+pytestmark = pytest.mark.usefixtures("single_thread")
+
+#: Keys the null calibration scores one unwatermarked text under.
+KEYS = 200
+#: Text tokens of the calibration text (enough for dozens of scored tokens, cheap per key).
+CAL_TOKENS = 90
+N_NULL = 400
+
+
+def _committed(role: str, mode: str, scheme: str, n: int, k: int) -> list[str]:
+    df = pd.read_csv("results/tpr-paper/tpr_runs.csv")
+    df["role"] = df["role"].fillna("positive")
+    sub = df[(df.role == role) & (df["mode"] == mode) & (df.scheme == scheme) & (df.n == n)
+             & (df.provider_model == "smollm2")]
+    return list(dict.fromkeys(sub["text"]))[:k]
+
+
+def test_serve_rows_is_process_logits_row_by_row() -> None:
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(7, 500, generator=gen)
+    logits[3, 10] = logits[3, 11] = 9.0  # a tie at the top
+    invalid = torch.zeros(500, dtype=torch.bool)
+    invalid[:5] = True
+    for name in ("paper", "open"):
+        prof = profile(name)
+        want = torch.stack([process_logits(r, invalid, prof.temperature, prof.top_p, prof.top_k) for r in logits])
+        assert torch.equal(serve_rows(logits, invalid, prof), want)
+
+
+def test_batched_reweight_is_dipmarks_alpha_reweight() -> None:
+    rng = np.random.default_rng(1)
+    probs = torch.as_tensor(rng.dirichlet(np.ones(10), size=6))
+    probs[2, 7:] = 0.0
+    probs = probs / probs.sum(-1, keepdim=True)
+    rank = torch.as_tensor(rng.random((6, 10)))
+    got = reweight_rows(probs, rank, 0.45)
+    for i in range(6):
+        assert torch.allclose(got[i], alpha_reweight(probs[i], torch.argsort(rank[i]), 0.45), atol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def null_text(smollm2):
+    """A committed held-out unwatermarked text, read once by the real smollm2."""
+    ids = smollm2.encode(_committed("negative", "unwatermarked", "kgw", 1, 1)[0])[:CAL_TOKENS]
+    return ids, read_ids(smollm2, ids)
+
+
+CALIBRATED = [("lr", "aar"), ("lr", "kgw"), ("lr-mix", "kgw"), ("lr-mix", "aar"), ("lr", "unigram"), ("lr", "dipmark"), ("lr", "synthid"),
+              ("lr", "aar:form=soft"), ("hc", "aar"), ("entropy", "kgw")]
+
+
+def _scheme(spec: str, key: int, vocab: int):
+    name, _, params = spec.partition(":")
+    return build_scheme(name, key, vocab, dict(kv.split("=") for kv in params.split("+")) if params else {})
+
+
+@pytest.mark.parametrize("stat,spec", CALIBRATED)
+def test_null_is_uniform_over_keys_on_real_text(stat: str, spec: str, null_text, smollm2) -> None:
+    """The p-value of one real unwatermarked text under 200 real keys: P(p <= a) within 3 sd of a.
+
+    The simulated null draws what a random key does on each position's served rows;
+    if it misread a scheme's keyed law, real keys would not give uniform p-values.
+    At 0.25 only the upper side is held: the likelihood ratio is 0 (p near 1) on
+    most unwatermarked texts (its maximum sits at w = 0), which makes p conservative
+    above the share of texts where it is positive.
+    """
+    ids, served = null_text
+    ps = np.array([score_ids(_scheme(spec, 900_001 + k, smollm2.vocab_size), ids, [stat], served,
+                             n_null=N_NULL)[stat].p[-1] for k in range(KEYS)])
+    for a in (0.05, 0.1, 0.25):
+        rate = float(np.mean(ps <= a))
+        tol = 3 * np.sqrt(a * (1 - a) / KEYS) + 1.0 / (N_NULL + 1)
+        print(f"{stat} {spec}: P(p <= {a}) = {rate:.3f}")
+        assert rate <= a + tol, (stat, spec, a, rate)
+        if a < 0.25:
+            assert rate >= a - tol, (stat, spec, a, rate)
+
+
+@pytest.mark.parametrize("scheme", ["aar", "kgw"])
+def test_power_on_single_provider_text(scheme: str, smollm2) -> None:
+    """On committed single-provider texts the LR flags (p < 0.05) about as many as the scheme's own sum."""
+    from wash.engine.providers import build_providers
+    from wash.engine.settings import ProviderSpec
+
+    df = pd.read_csv("results/tpr-paper/tpr_runs.csv")
+    df["role"] = df["role"].fillna("positive")
+    rows = df[(df["mode"] == "single") & (df.scheme == scheme) & (df.provider_model == "smollm2")].head(8)
+    flags = {"sum": 0, "lr": 0, "lr-mix": 0}
+    for _, r in rows.iterrows():
+        prov = build_providers([ProviderSpec.parse(r.providers)]).providers[0]
+        ids = smollm2.encode(r.text)
+        scores = score_ids(prov.scheme, ids, list(flags), read_ids(smollm2, ids), n_null=N_NULL)
+        for k in flags:
+            flags[k] += int(scores[k].p[-1] < 0.05)
+    print(scheme, flags, "of", len(rows))
+    assert min(flags["lr"], flags["lr-mix"]) >= flags["sum"] - 1
+
+
+@pytest.mark.parametrize("stat,spec", [("lr", "kgw"), ("lr", "aar"), ("lr-mix", "kgw"), ("lr", "unigram"), ("hc", "aar"),
+                                       ("entropy", "kgw")])
+def test_null_on_looping_text(stat: str, spec: str, tiny_smollm2) -> None:
+    """Looping text (a natural span repeated): the statistic's p < 0.05 for at most its share of keys."""
+    from wash.detection.null import Loop, english_ids, looping_texts
+
+    texts = looping_texts(english_ids("smollm2"), Loop(20, 4), 100)
+    ps = []
+    for i, ids in enumerate(texts):
+        served = read_ids(tiny_smollm2, ids)
+        ps.append(score_ids(_scheme(spec, 7_000_001 + i, tiny_smollm2.vocab_size), ids, [stat], served,
+                            n_null=N_NULL)[stat].p[-1])
+    above = int(np.sum(np.array(ps) < 0.05))
+    print(f"{stat} {spec} on 20x4 loops: {above} of 100 below p = 0.05")
+    assert above <= 12
+
+
+def test_registry_names_and_scope() -> None:
+    assert list(STATISTICS) == ["sum", "lr", "lr-mix", "hc", "entropy"]
+    assert statistic("lr").needs_model and not statistic("sum").needs_model
+    assert not statistic("lr").applies(build_scheme("waterbag", 1, 1000, {}))
+    assert statistic("entropy").applies(build_scheme("kgw", 1, 1000, {}))
+    assert not statistic("hc").applies(build_scheme("kgw", 1, 1000, {}))
+
+
+# -- the summary: the "any provider" decision and tokens for 80% TPR ---------------------------------
+def test_any_provider_holds_the_fpr_on_independent_nulls() -> None:
+    """Holm's first step over m independent uniform p flags at most 5% of texts (about 4.9% for m = 5)."""
+    from wash.experiments.see_through_summary import _any_provider
+
+    rng = np.random.default_rng(3)
+    texts, m = 4000, 5
+    rows = pd.DataFrame({"text_id": np.repeat(np.arange(texts), m), "p": rng.random(texts * m)})
+    rate = float(_any_provider(rows).mean())
+    sd = np.sqrt(0.05 * 0.95 / texts)
+    assert 1 - 0.99 ** m - 3 * sd <= rate <= 0.05 + 3 * sd, rate
+
+
+def test_tokens_for_80_interpolates_in_log_tokens() -> None:
+    from wash.experiments.see_through_summary import tokens_for
+
+    cuts = np.array([10.0, 20.0, 40.0])
+    assert tokens_for(cuts, np.array([0.5, 0.7, 0.9])) == pytest.approx(np.exp(np.log(20) + 0.5 * np.log(2)))
+    assert tokens_for(cuts, np.array([0.85, 0.9, 0.95])) == 10.0
+    assert np.isnan(tokens_for(cuts, np.array([0.1, 0.2, 0.3])))
+
+
+def test_the_committed_section_quotes_its_cells() -> None:
+    """RESULTS.md's section and the page print the committed TPRs of the own sum and the quoted ratio."""
+    from pathlib import Path
+
+    from wash.reporting import see_through as st
+    from wash.reporting.fmt import pct_ci
+
+    root = Path("results")
+    data = st.load(root)
+    assert data is not None, "results/see-through is not committed"
+    text = "\n".join(st.section(root)) + st.page(root)
+    t = data["summary"]
+    at5 = t[(t["source"] == "paper") & (t["n"] == 5) & t["statistic"].isin(["sum", st.QUOTED])]
+    assert len(at5) >= 4
+    for _, r in at5.iterrows():
+        assert pct_ci(r["tpr"], r["tpr_lo"], r["tpr_hi"]) in text
+    assert (t["null_scores"][t["statistic"] != "sum"] >= 1000).all()
+
+
+# -- in the product ---------------------------------------------------------------------------------
+TEXT = ("The old lighthouse keeper climbed the stairs one last time, and as the storm rolled in "
+        "over the harbour he began to tell the children the story of the ship that never came home.")
+
+
+def test_cli_detect_takes_a_statistic(capsys, tiny_smollm2) -> None:
+    from wash.cli import main
+
+    assert main(["detect", "--provider", "tiny-smollm2:kgw:42", "--provider", "tiny-smollm2:waterbag:3",
+                 "--statistic", "lr-mix", "--text", TEXT, "--json"]) == 0
+    rows = __import__("json").loads(capsys.readouterr().out)
+    kgw, bag = rows
+    own = build_scheme("kgw", 42, tiny_smollm2.vocab_size, {}).detect(tiny_smollm2.encode(TEXT))
+    assert kgw["tokens_scored"] == own.tokens_scored and kgw["p"] != own.p  # the ratio's p, not the sum's
+    assert bag["p"] == build_scheme("waterbag", 3, tiny_smollm2.vocab_size, {}).detect(
+        tiny_smollm2.encode(TEXT)).p  # a scheme the ratio does not cover keeps its own sum
+
+
+def test_detect_tab_statistic_colours_the_tokens_it_leans_on(tiny_smollm2) -> None:
+    from wash.ui.detect import detect, statistic_choices
+
+    assert statistic_choices()[0] == "sum"
+    (row,) = detect(TEXT, [["tiny-smollm2", "aar", "7", ""]], choices=["tiny-smollm2"], statistic="lr")
+    scored = [s for s in row.per_token if s is not None]
+    assert len(row.per_token) == len(row.tokens) and scored and len(scored) == row.tokens_scored
+
+
+def test_results_tab_draws_the_see_through_section() -> None:
+    from wash.ui import results
+
+    fig = results.see_through_figure()
+    names = {t.name for t in fig.data}
+    assert {"own sum, N=5", "model-aware LR (mean over w), N=5"} <= names, names
+    assert all(t.error_y.array is not None for t in fig.data)
+    text = results.see_through_markdown()
+    assert "tpr-paper" in text and "not committed" not in text

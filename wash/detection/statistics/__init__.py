@@ -1,0 +1,286 @@
+"""Detection statistics beside each scheme's own: one registry, one scoring entry point.
+
+Why: every scheme's own detector is a sum over tokens, which spreads its weight
+evenly; under WASH a provider's watermark sits in full on about 1/N of the tokens
+(the average of N laws is the law of one provider picked at random), so a sum needs
+about N^2 times the tokens. The statistics here ask whether the signal is gone or
+only diluted (docs/DETECTORS.md, "Can a detector see through the wash?"):
+
+* ``sum`` (default): the scheme's own detector, unchanged;
+* ``lr``: the model-aware likelihood ratio: the provider re-reads the text with its
+  own model (one forward, ``served_text``) and key, and each token contributes
+  log((1 - w) + w rho_t), rho_t its watermarked over its plain served probability
+  of the token (``keyed``); a generalised LR over w in [0, 1];
+* ``lr-mix``: the same ratio averaged over a fixed uniform prior on w instead of
+  maximised (no atom at w = 0, so its p is not conservative);
+* ``hc``: higher criticism over the per-token pivots of a scheme that has them
+  (AAR's 1 - r): the model-free sparse-mixture baseline;
+* ``entropy``: a green count weighted by each position's served entropy
+  (SWEET/EWD-style), for the green-count schemes.
+
+The model-aware and model-free statistics get their p-value from ``N_NULL`` draws of
+the same statistic under the null with the same per-token model quantities
+(``tests.simulated_p``); ``sum`` keeps its scheme's own null. None of them knows N.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from wash.detection.statistics import tests
+from wash.detection.statistics.keyed import keyed_law
+from wash.detection.statistics.served_text import ServedText, served_text
+from wash.watermarks.base import Detection, WatermarkScheme
+from wash.watermarks.hashing import derive_seed
+from wash.watermarks.scoring import z_from_p
+
+#: Null draws per text for a simulated p-value (the threshold's null scores).
+N_NULL = 1000
+DEFAULT_STATISTIC = "sum"
+
+
+@dataclass
+class Evidence:
+    """A text's ids and its scheme's own detector read once: what every statistic starts from."""
+
+    scheme: WatermarkScheme
+    ids: list[int]
+    #: The scheme's own per-token scores (``None``: not scored).
+    per_token: list[float | None]
+    scored: np.ndarray
+    #: The scheme's own p at each cut.
+    sum_p: np.ndarray
+    sum_value: np.ndarray
+    final: Detection
+    #: Quantities several statistics share (the keyed ratios, under the key and simulated).
+    cache: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StatisticScore:
+    """One statistic on one text: value and p at each prefix cut, per-token weights on the whole text."""
+
+    statistic: str
+    cuts: np.ndarray
+    value: np.ndarray
+    p: np.ndarray
+    tokens_scored: np.ndarray
+    per_token: list[float | None]
+    #: Null draws behind p (0: the scheme's own analytic null).
+    null_scores: int
+    note: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def detection(self, scheme: str) -> Detection:
+        """The whole text's verdict as a ``Detection`` (the CLI's and the app's currency).
+
+        p is the simulated p itself; z reads it as Phi^-1(1 - p) with p kept within
+        the draws' resolution [1/(n+1), n/(n+1)], so "no evidence at all" (p = 1) shows
+        as about -3, not as the cap of -38.
+        """
+        p = float(self.p[-1])
+        if self.null_scores:
+            step = 1.0 / (self.null_scores + 1)
+            z = z_from_p(min(max(p, step), 1.0 - step))
+        else:
+            z = z_from_p(p)
+        return Detection(scheme=scheme, z=z, p=p, tokens_scored=int(self.tokens_scored[-1]),
+                         per_token=list(self.per_token), statistic=float(self.value[-1]), note=self.note)
+
+
+@dataclass(frozen=True)
+class Statistic:
+    name: str
+    summary: str
+    #: Whether it needs the provider's model to re-read the text (one forward per text and model).
+    needs_model: bool
+    applies: Callable[[WatermarkScheme], bool]
+    run: Callable[[Evidence, ServedText | None, np.ndarray, np.random.Generator, int], StatisticScore]
+
+
+def read_evidence(scheme: WatermarkScheme, ids: Sequence[int], cuts: np.ndarray) -> Evidence:
+    """One pass of the scheme's own detector, with its result at each cut (a prefix of ``cuts[j]`` tokens)."""
+    det = scheme.make_detector()
+    p, v = [], []
+    want = set(int(c) for c in cuts)
+    if 0 in want:
+        p.append(1.0)
+        v.append(0.0)
+    for i, t in enumerate(ids, start=1):
+        det.push(t)
+        if i in want:
+            r = det.result()
+            p.append(r.p)
+            v.append(r.z)
+    final = det.result()
+    if final.token_null is None and det.token_null is not None:
+        final.token_null = det.token_null
+    per_token = list(det.per_token)
+    scored = np.array([s is not None for s in per_token], dtype=bool)
+    return Evidence(scheme, [int(i) for i in ids], per_token, scored, np.array(p), np.array(v), final)
+
+
+def _scored_counts(ev: Evidence, cuts: np.ndarray) -> np.ndarray:
+    return tests.prefix_sums(ev.scored.astype(float), cuts).astype(int)
+
+
+def _run_sum(ev, served, cuts, rng, n_null):
+    return StatisticScore("sum", cuts, ev.sum_value, ev.sum_p, _scored_counts(ev, cuts), list(ev.per_token), 0,
+                          note=ev.final.note)
+
+
+def _ratios(ev: Evidence, served: ServedText, rng: np.random.Generator, n_null: int) -> tuple[np.ndarray, np.ndarray]:
+    """rho under the provider's key and under ``n_null`` random keys (computed once per text and key)."""
+    key = f"rho{n_null}"
+    if key not in ev.cache:
+        law = keyed_law(ev.scheme)
+        own = null_rng(ev.scheme, ev.ids, "rho")  # the same draws whichever LR statistic asks first
+        ev.cache[key] = (law.observed(ev.scheme, served, ev.scored), law.simulate(ev.scheme, served, ev.scored, own,
+                                                                                  n_null))
+    return ev.cache[key]
+
+
+def _lr_per_token(ev: Evidence, rho: np.ndarray, w: float) -> list[float | None]:
+    """Each scored token's log((1 - w) + w rho): what the statistic leans on (at w = 0.5 when w-hat is 0)."""
+    w = w if w > 0 else 0.5
+    with np.errstate(divide="ignore"):
+        terms = np.log((1.0 - w) + w * rho)
+    return [float(max(terms[t], -10.0)) if ev.scored[t] else None for t in range(len(rho))]
+
+
+def _run_lr(ev, served, cuts, rng, n_null):
+    rho, null_rho = _ratios(ev, served, rng, n_null)
+    value, w_hat = tests.glr(rho, cuts)
+    null_value, _ = tests.glr(null_rho, cuts)
+    p = tests.simulated_p(value, null_value)
+    w = float(w_hat[-1])
+    return StatisticScore("lr", cuts, value, p, _scored_counts(ev, cuts), _lr_per_token(ev, rho, w), n_null,
+                          note=(f"generalised LR {value[-1]:.3g} at w = {w:.3g}; p from {n_null} null draws "
+                                f"with the same served laws"),
+                          extra={"w_hat": w_hat})
+
+
+def _run_lr_mix(ev, served, cuts, rng, n_null):
+    rho, null_rho = _ratios(ev, served, rng, n_null)
+    value = tests.mixture(rho, cuts)
+    p = tests.simulated_p(value, tests.mixture(null_rho, cuts))
+    w = float(tests.glr(rho, cuts)[1][-1])
+    return StatisticScore("lr-mix", cuts, value, p, _scored_counts(ev, cuts), _lr_per_token(ev, rho, w), n_null,
+                          note=(f"likelihood ratio averaged over w (log {value[-1]:.3g}); p from {n_null} null "
+                                f"draws with the same served laws"))
+
+
+def _aar_pivots(ev: Evidence) -> np.ndarray:
+    """AAR's per-token p-values 1 - r = exp(-score) (uniform without the key)."""
+    return np.array([np.exp(-s) if s is not None else 1.0 for s in ev.per_token])
+
+
+def _run_hc(ev, served, cuts, rng, n_null):
+    piv = _aar_pivots(ev)
+    value = tests.higher_criticism(piv, ev.scored, cuts)
+    null = tests.higher_criticism(rng.random((n_null, len(piv))), np.broadcast_to(ev.scored, (n_null, len(piv))),
+                                  cuts)
+    p = tests.simulated_p(value, null)
+    per_token = [float(-np.log(piv[t])) if ev.scored[t] else None for t in range(len(piv))]
+    return StatisticScore("hc", cuts, value, p, _scored_counts(ev, cuts), per_token, n_null,
+                          note=f"higher criticism {value[-1]:.3g} over 1 - r; p from {n_null} uniform draws")
+
+
+def _green_rate(scheme: WatermarkScheme) -> float:
+    return float(scheme.make_detector().null_rate)
+
+
+def _run_entropy(ev, served, cuts, rng, n_null):
+    rate = _green_rate(ev.scheme)
+    green = np.array([s if s is not None else 0.0 for s in ev.per_token])
+    weights = np.where(ev.scored, served.entropy(), 0.0)
+    value = tests.weighted_count(green, weights, rate, cuts)
+    null_green = (rng.random((n_null, len(green))) < rate).astype(float)
+    null = tests.weighted_count(null_green, weights, rate, cuts)
+    p = tests.simulated_p(value, null)
+    per_token = [float(weights[t] * (green[t] - rate)) if ev.scored[t] else None for t in range(len(green))]
+    return StatisticScore("entropy", cuts, value, p, _scored_counts(ev, cuts), per_token, n_null,
+                          note=f"entropy-weighted green z {value[-1]:.3g}; p from {n_null} null draws")
+
+
+def _is_green_count(scheme: WatermarkScheme) -> bool:
+    from wash.watermarks.greenlist import GreenCountDetector
+
+    return isinstance(scheme.make_detector(), GreenCountDetector)
+
+
+def _is_aar(scheme: WatermarkScheme) -> bool:
+    from wash.watermarks.aar import AAR
+
+    return isinstance(scheme, AAR) and scheme.params.detector == "ours"
+
+
+STATISTICS: dict[str, Statistic] = {s.name: s for s in (
+    Statistic("sum", "the scheme's own detector (a sum over tokens)", False, lambda s: True, _run_sum),
+    Statistic("lr", "model-aware likelihood ratio: the provider re-reads the text with its model and key "
+                    "(one forward per text)", True, lambda s: keyed_law(s) is not None, _run_lr),
+    Statistic("lr-mix", "the model-aware likelihood ratio averaged over a uniform prior on w (a Bayes factor; "
+                        "one forward per text)", True, lambda s: keyed_law(s) is not None, _run_lr_mix),
+    Statistic("hc", "higher criticism over per-token pivots (model-free sparse-mixture test)", False, _is_aar,
+              _run_hc),
+    Statistic("entropy", "green count weighted by the served entropy (SWEET/EWD-style; one forward per text)",
+              True, _is_green_count, _run_entropy),
+)}
+
+
+def statistic(name: str) -> Statistic:
+    from wash.errors import WashInputError
+
+    try:
+        return STATISTICS[name]
+    except KeyError:
+        raise WashInputError(f"unknown statistic '{name}' (accepted: {', '.join(STATISTICS)})") from None
+
+
+def null_rng(scheme: WatermarkScheme, ids: Sequence[int], name: str) -> np.random.Generator:
+    """The simulated null's generator: fixed by the statistic, the key and the text (reproducible p)."""
+    return np.random.default_rng(derive_seed("null", name, scheme.key, len(ids), *ids[:16]))
+
+
+def score_ids(scheme: WatermarkScheme, ids: Sequence[int], names: Sequence[str], served: ServedText | None = None,
+              cuts: Sequence[int] | None = None, n_null: int = N_NULL,
+              evidence: Evidence | None = None) -> dict[str, StatisticScore]:
+    """Each named statistic that applies to ``scheme`` on ``ids`` (prefix cuts default to the whole text)."""
+    cuts_arr = np.array(sorted(set(min(int(c), len(ids)) for c in (cuts or [len(ids)]))), dtype=int)
+    ev = evidence or read_evidence(scheme, ids, cuts_arr)
+    out: dict[str, StatisticScore] = {}
+    for name in names:
+        stat = statistic(name)
+        if not stat.applies(scheme):
+            continue
+        if stat.needs_model and served is None:
+            raise ValueError(f"statistic '{name}' needs the provider's model to re-read the text")
+        out[name] = stat.run(ev, served, cuts_arr, null_rng(scheme, ids, name), n_null)
+    return out
+
+
+def detect_text(provider: Any, text: str, name: str = DEFAULT_STATISTIC, cache_dir: str | None = None,
+                profile: str = "paper") -> Detection:
+    """``provider``'s verdict on ``text`` under statistic ``name`` (the CLI's and the app's entry point).
+
+    ``sum`` is the scheme's own detector; the others re-read the text with the
+    provider's model under the serving ``profile`` (one forward, cached per text and model).
+    """
+    stat = statistic(name)
+    if not stat.applies(provider.scheme):
+        from wash.errors import WashInputError
+
+        raise WashInputError(f"statistic '{name}' does not apply to scheme '{provider.scheme.name}'")
+    ids = provider.scheme_ids(provider.lm.encode(text))
+    if name == "sum":
+        return provider.scheme.detect(ids)
+    served = served_text(provider.lm, text, profile, cache_dir)
+    result = score_ids(provider.scheme, ids, [name], served)[name]
+    return result.detection(provider.scheme.name)
+
+
+__all__ = ["DEFAULT_STATISTIC", "N_NULL", "STATISTICS", "Evidence", "ServedText", "Statistic", "StatisticScore",
+           "detect_text", "read_evidence", "score_ids", "served_text", "statistic"]

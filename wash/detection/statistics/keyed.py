@@ -1,0 +1,200 @@
+"""Each scheme's keyed law at the observed token, under its key and under random keys.
+
+For a model-aware likelihood ratio a provider needs, at every scored position t,
+rho_t = p_wm(x_t) / p(x_t): how much more likely its watermarked law made the
+observed token x_t than its plain served law did.
+
+A token outside the rows the provider serves at its position (its re-read law,
+without the prompt the text was written after, puts it outside the top-k) gets
+rho = 1, no evidence either way: its ratio would be 0 under every key alike, so it
+carries nothing about the key, and the test is conditional on the text (the null
+is over keys). Counting it as 0 would only punish any text the provider reads
+differently from how it was written. Under WASH a token comes from the provider's watermarked law with
+weight w (about 1/N) and from elsewhere otherwise, so the token's likelihood ratio
+is (1 - w) + w rho_t. For AAR's point mass rho_t is 1/p(x_t) when x_t won the
+keyed race and 0 otherwise: the exact ratio when every uniform of the race is
+known, which the key holder knows.
+
+``observed`` computes rho under the provider's own key with the scheme's own
+functions (``boost_green``, ``race_law``, ``alpha_reweight``, SynthID's
+``distribution``) on the served rows. ``simulate`` draws rho under n random keys
+from the same served rows: what a random key does on a position's k rows is, for
+each family, a known draw (a green list colours each row green with probability
+gamma; an exponential race draws one uniform per row; DiPMark permutes the rows;
+SynthID draws g-values Bernoulli(q) per layer and row). Positions are treated as
+independent, which holds for distinct contexts (the scheme's own detector already
+skips repeats); Unigram's one list per key colours a token the same at every
+position, and its simulation keeps that. The tests compare the simulated null with
+real random keys on real text.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+import torch
+
+from wash.detection.statistics.served_text import ServedText
+from wash.watermarks.base import _race_scores, race_law
+from wash.watermarks.dipmark import alpha_reweight
+from wash.watermarks.greenlist import boost_green
+
+
+def _ratio_at(law: torch.Tensor, probs: torch.Tensor, col: int) -> float:
+    # SynthID's closed form can round a vanishing probability to -1e-17: it is a 0
+    return 1.0 if col < 0 else max(float(law[col] / probs[col]), 0.0)
+
+
+def _gather_observed(laws: torch.Tensor, probs: np.ndarray, cols: np.ndarray) -> np.ndarray:
+    """(n, T) rho from (n, T, K) laws: the observed column's law over its plain probability (0 if unserved)."""
+    idx = torch.as_tensor(np.maximum(cols, 0))[None, :, None].expand(laws.shape[0], -1, 1)
+    at = torch.gather(laws, 2, idx).squeeze(2).numpy()
+    base = probs[np.arange(len(cols)), np.maximum(cols, 0)]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho = np.maximum(at / base[None, :], 0.0)  # a law's -1e-17 (SynthID's rounding) is a 0
+    return np.where(cols[None, :] >= 0, rho, 1.0)
+
+
+class KeyedLaw(ABC):
+    """rho_t of one family: under the provider's key (``observed``) and under random keys (``simulate``)."""
+
+    @abstractmethod
+    def compact_law(self, scheme: Any, st: ServedText, t: int, probs: torch.Tensor) -> torch.Tensor:
+        """The provider's watermarked law on position t's served rows (same order as ``st.rows[t]``)."""
+
+    @abstractmethod
+    def simulate_laws(self, scheme: Any, st: ServedText, probs: torch.Tensor, rng: np.random.Generator,
+                      n: int) -> torch.Tensor:
+        """(n, T, K) the watermarked laws under n random keys."""
+
+    def observed(self, scheme: Any, st: ServedText, scored: np.ndarray) -> np.ndarray:
+        """(T,) rho under the scheme's own key; 1 where a position is not scored or its token not served."""
+        cols = st.observed()
+        probs = st.probs()
+        rho = np.ones(len(st))
+        for t in np.flatnonzero(scored & (cols >= 0)):
+            k = st.rows[t] >= 0
+            p = torch.as_tensor(probs[t][k])
+            rho[t] = _ratio_at(self.compact_law(scheme, st, int(t), p), p, int(cols[t]))
+        return rho
+
+    def simulate(self, scheme: Any, st: ServedText, scored: np.ndarray, rng: np.random.Generator,
+                 n: int) -> np.ndarray:
+        """(n, T) rho under n random keys; 1 where a position is not scored."""
+        probs = st.probs()
+        laws = self.simulate_laws(scheme, st, torch.as_tensor(probs), rng, n)
+        rho = _gather_observed(laws, probs, st.observed())
+        return np.where(scored[None, :], rho, 1.0)
+
+
+class GreenListLaw(KeyedLaw):
+    """KGW, Unigram and the other single-list schemes: +delta on a keyed green list (``boost_green``)."""
+
+    def compact_law(self, scheme, st, t, probs):
+        mask = scheme.green_mask(st.ids[:t], None)
+        rows = st.rows[t][st.rows[t] >= 0]
+        green = torch.zeros(len(rows), dtype=torch.bool) if mask is None else mask[torch.as_tensor(rows)]
+        return boost_green(torch.log(probs), green, scheme.delta)
+
+    def simulate_laws(self, scheme, st, probs, rng, n):
+        if scheme.list_id([0] * len(st.ids)) == scheme.list_id([1] * len(st.ids)):
+            # one list per key (context-free): a token has one colour at every position
+            ids, inv = np.unique(st.rows, return_inverse=True)
+            colour = rng.random((n, len(ids))) < scheme.gamma
+            green = colour[:, inv.reshape(st.rows.shape)]
+        else:
+            green = rng.random((n, *st.rows.shape)) < scheme.gamma
+        return boost_green(torch.log(probs)[None], torch.as_tensor(green), scheme.delta)
+
+
+class RaceLaw(KeyedLaw):
+    """AAR (either form): the keyed exponential race over the served rows (``race_law``)."""
+
+    def compact_law(self, scheme, st, t, probs):
+        rows = st.rows[t][st.rows[t] >= 0]
+        u = scheme.keyed_uniforms(st.ids[:t])[torch.as_tensor(rows)]
+        return race_law(probs, u, scheme.params.form)
+
+    def simulate_laws(self, scheme, st, probs, rng, n):
+        u = torch.as_tensor(rng.random((n, *st.rows.shape)))
+        scores = _race_scores(probs[None], u)
+        if scheme.params.form == "gumbel":
+            return torch.zeros_like(scores).scatter_(2, scores.argmax(2, keepdim=True), 1.0)
+        return torch.softmax(scores, dim=2)
+
+
+def reweight_rows(probs: torch.Tensor, rank: torch.Tensor, alpha: float) -> torch.Tensor:
+    """``alpha_reweight`` over the last axis for a batch: ``rank`` gives each row's place in the order.
+
+    Rows with probability 0 (padding) add nothing to the cumulative mass wherever
+    they sit, so reweighting a position's served rows equals reweighting the whole
+    vocabulary under the same keyed order (the tests compare it with ``alpha_reweight``).
+    """
+    order = torch.argsort(rank, dim=-1)
+    in_order = torch.gather(probs.expand_as(rank), -1, order)
+    cdf = torch.cumsum(in_order, dim=-1)
+    new_cdf = (cdf - alpha).clamp_min(0.0) + (cdf - (1.0 - alpha)).clamp_min(0.0)
+    inc = torch.diff(new_cdf, dim=-1, prepend=torch.zeros_like(new_cdf[..., :1]))
+    out = torch.empty_like(inc).scatter_(-1, order, inc)
+    return out / out.sum(-1, keepdim=True)
+
+
+class DiPMarkLaw(KeyedLaw):
+    """DiPMark: the alpha-reweight along the keyed permutation, restricted to the served rows."""
+
+    def compact_law(self, scheme, st, t, probs):
+        ids = st.ids[:t]
+        if len(ids) < scheme.context_width or scheme.repeated_context(ids, 0):
+            return probs
+        perm = scheme.order([int(i) for i in ids[len(ids) - scheme.context_width:]])
+        rows = torch.as_tensor(st.rows[t][st.rows[t] >= 0])
+        place = torch.empty_like(perm)
+        place[perm] = torch.arange(perm.numel())
+        return alpha_reweight(probs, torch.argsort(place[rows]), scheme.alpha)
+
+    def simulate_laws(self, scheme, st, probs, rng, n):
+        rank = torch.as_tensor(rng.random((n, *st.rows.shape)))
+        return reweight_rows(probs[None], rank, scheme.alpha)
+
+
+class SynthIDLaw(KeyedLaw):
+    """SynthID: the tournament's closed form, p * (1 + g - E_p[g]) layer by layer."""
+
+    def compact_law(self, scheme, st, t, probs):
+        full = scheme.distribution(st.full_row(t), st.ids[:t], 0, None)
+        rows = torch.as_tensor(st.rows[t][st.rows[t] >= 0])
+        return full[rows]
+
+    def simulate_laws(self, scheme, st, probs, rng, n):
+        p = probs[None].expand(n, -1, -1).clone()
+        q = scheme.g_mean
+        for _ in range(scheme.params.depth):
+            g = torch.as_tensor((rng.random(p.shape) < q).astype(np.float64))
+            p = p * (g + (1.0 - (g * p).sum(-1, keepdim=True)))
+        return p / p.sum(-1, keepdim=True).clamp_min(1e-300)
+
+
+def keyed_law(scheme: Any) -> KeyedLaw | None:
+    """The family of ``scheme``'s keyed law, or ``None`` where no model-aware ratio is built yet.
+
+    Left out, and why: Water-Bag draws one of its bag's lists per generation (the
+    ratio would mix over the bag), EXP-Edit and ITS-Edit draw a key offset per
+    generation and align by edit distance (the ratio would mix over offsets).
+    """
+    from wash.watermarks.aar import AAR
+    from wash.watermarks.dipmark import DiPMark
+    from wash.watermarks.greenlist import GreenListScheme
+    from wash.watermarks.synthid import SynthID
+    from wash.watermarks.waterbag import WaterBag
+
+    if isinstance(scheme, AAR):
+        return RaceLaw()
+    if isinstance(scheme, DiPMark):
+        return DiPMarkLaw()
+    if isinstance(scheme, SynthID):
+        return SynthIDLaw()
+    if isinstance(scheme, GreenListScheme) and not isinstance(scheme, WaterBag):
+        return GreenListLaw()
+    return None

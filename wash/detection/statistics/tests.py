@@ -1,0 +1,100 @@
+"""The test statistics over per-token evidence, and their p-values from simulated nulls.
+
+Every statistic here turns per-token quantities into one number per prefix of the
+text, larger meaning more evidence of the key, and its p-value is read against
+draws of the same statistic under the null with the same per-token model
+quantities (``keyed.KeyedLaw.simulate`` or a pivot's known null law):
+p = (1 + #{null >= observed}) / (n + 1), which is exact for exchangeable draws.
+
+* ``glr``: the generalised likelihood ratio of a sparse mixture,
+  max over w in a fixed grid of sum_t log((1 - w) + w rho_t). The grid covers
+  [0, 1] evenly; no knob is fitted to watermarked text.
+* ``mixture``: the same ratio averaged over a uniform prior on the grid's w > 0 (a
+  Bayes factor): no atom at w = 0, so its simulated p is not conservative;
+* ``higher_criticism``: Donoho and Jin's HC* over per-token p-values (pivots),
+  the largest standardised excess of small p-values among the smallest half.
+* ``weighted_count``: a green count weighted by each position's served entropy
+  (SWEET/EWD-style: a low-entropy position cannot carry a watermark).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: The mixture weights the generalised LR maximises over (0 = no watermark).
+W_GRID = np.linspace(0.0, 1.0, 41)
+#: Higher criticism looks at the smallest this share of the p-values.
+HC_FRACTION = 0.5
+
+
+def prefix_sums(terms: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """Sums of ``terms`` over its last axis up to each cut (exclusive index): (..., len(cuts))."""
+    csum = np.concatenate([np.zeros((*terms.shape[:-1], 1)), np.cumsum(terms, axis=-1)], axis=-1)
+    return csum[..., cuts]
+
+
+def glr_terms(rho: np.ndarray) -> np.ndarray:
+    """(..., T, W) log((1 - w) + w rho_t) for each w of ``W_GRID``."""
+    w = W_GRID
+    with np.errstate(divide="ignore"):
+        return np.log((1.0 - w) + w * rho[..., None])
+
+
+def glr(rho: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(statistic, w-hat) for each prefix: max over ``W_GRID`` of the summed log ratios."""
+    terms = glr_terms(rho)
+    csum = np.concatenate([np.zeros((*terms.shape[:-2], 1, terms.shape[-1])), np.cumsum(terms, axis=-2)],
+                          axis=-2)
+    at = csum[..., cuts, :]  # (..., C, W)
+    best = np.argmax(at, axis=-1)
+    return np.max(at, axis=-1), W_GRID[best]
+
+
+def mixture(rho: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """log of the mean over the grid's w > 0 of prod_t ((1 - w) + w rho_t), for each prefix.
+
+    The likelihood ratio averaged over a fixed uniform prior on w instead of maximised:
+    it has no atom at "no evidence" (the maximum sits at w = 0 on most unwatermarked
+    texts, which makes the generalised LR's simulated p conservative), and it still
+    adapts to the unknown share of the provider's tokens.
+    """
+    terms = glr_terms(rho)[..., 1:]
+    csum = np.concatenate([np.zeros((*terms.shape[:-2], 1, terms.shape[-1])), np.cumsum(terms, axis=-2)],
+                          axis=-2)
+    at = csum[..., cuts, :]
+    top = np.max(at, axis=-1, keepdims=True)
+    top = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(divide="ignore"):
+        return (top[..., 0] + np.log(np.mean(np.exp(at - top), axis=-1)))
+
+
+def higher_criticism(pivots: np.ndarray, valid: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """HC* of the valid pivots in each prefix: (..., len(cuts)); 0 with no valid pivot."""
+    out = np.zeros((*pivots.shape[:-1], len(cuts)))
+    for j, c in enumerate(cuts):
+        p = np.where(valid[..., :c], pivots[..., :c], np.inf)
+        n = int(valid[..., :c].sum(-1).max()) if c else 0
+        if n == 0:
+            continue
+        p = np.sort(p, axis=-1)[..., :n]
+        m = valid[..., :c].sum(-1)[..., None]
+        i = np.arange(1, n + 1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            hc = np.sqrt(m) * (i / m - p) / np.sqrt(p * (1.0 - p))
+        keep = (i <= np.maximum(1, HC_FRACTION * m)) & (p >= 1.0 / np.maximum(m, 1)) & np.isfinite(hc) & (p < 1)
+        out[..., j] = np.max(np.where(keep, hc, -np.inf), axis=-1, initial=0.0)
+    return out
+
+
+def weighted_count(green: np.ndarray, weights: np.ndarray, rate: float, cuts: np.ndarray) -> np.ndarray:
+    """sum_t e_t (g_t - rate) / sqrt(rate (1 - rate) sum_t e_t^2) for each prefix (0 where no weight)."""
+    num = prefix_sums(weights * (green - rate), cuts)
+    den = np.sqrt(rate * (1.0 - rate) * prefix_sums(np.broadcast_to(weights ** 2, green.shape), cuts))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(den > 0, num / den, 0.0)
+
+
+def simulated_p(observed: np.ndarray, null: np.ndarray) -> np.ndarray:
+    """p = (1 + #{null >= observed}) / (n + 1) per column; ``null`` is (n, ...) draws of the statistic."""
+    tol = 1e-9 * np.maximum(1.0, np.abs(observed))
+    return (1.0 + (null >= observed[None] - tol).sum(0)) / (null.shape[0] + 1.0)

@@ -1,0 +1,247 @@
+"""Can a detector see through the wash? The committed TPR texts re-scored with every statistic.
+
+No text is generated: the positives and held-out negatives of ``results/tpr-paper``
+and ``results/tpr-anchor`` are re-read by each provider's own model (one forward
+per text and model, cached under ``out/see-through/served``) and scored under the
+provider's key with each statistic of ``wash.detection.statistics``, at prefix
+cuts of each text (the tokens-for-80%-TPR curve). Each cell (source, scheme, N,
+role) is one resumable CSV under ``out/see-through/rows``; ``summarize`` writes
+``results/see-through``.
+
+Run: ``python -m wash.experiments.see_through read`` (the forwards, in priority
+order), ``... score`` (the statistics), ``... summarize``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pandas as pd
+
+#: The committed TPR runs re-scored, by short name.
+SOURCES = {"paper": "results/tpr-paper/tpr_runs.csv", "anchor": "results/tpr-anchor/tpr_runs.csv"}
+OUT = Path("out/see-through")
+SERVED = OUT / "served"
+ROWS = OUT / "rows"
+RESULTS = Path("results/see-through")
+PROFILE = "paper"
+#: Providers re-read by default: the smollm2 ones (a gemma3 forward costs about 3x a smollm2 one on a
+#: CPU; every statistic, the scheme's own sum included, is compared on the same rows).
+MODELS = ("smollm2",)
+#: Prefix lengths (text tokens) each text is also scored at.
+CUTS = (10, 20, 30, 50, 75, 100, 150, 200)
+STATISTICS = ("sum", "lr", "lr-mix", "hc", "entropy")
+#: Cells in the order they are read and scored: N = 5 and 3 first (the question), then N = 1.
+N_ORDER = (5, 3, 1)
+#: Schemes in the order they are read and scored within an N (the issue's headline schemes first).
+SCHEME_ORDER = ("aar", "aar:form=soft", "kgw", "synthid", "unigram", "dipmark")
+
+
+def committed_rows(source: str) -> pd.DataFrame:
+    """The rows re-scored: WASH and single-provider positives, and the held-out negatives."""
+    df = pd.read_csv(SOURCES[source])
+    df["role"] = df["role"].fillna("positive")
+    keep = ((df["role"] == "positive") & df["mode"].isin(["wash", "single"])) | (df["role"] == "negative")
+    df = df[keep].copy()
+    df["source"] = source
+    df["spec"] = [p.split("|")[int(i)] for p, i in zip(df["providers"], df["provider"])]
+    df["text_id"] = df["job"].factorize()[0]
+    return df.reset_index(drop=True)
+
+
+def model_aware(scheme: str) -> bool:
+    """Whether the model-aware LR covers ``scheme`` (release-detector variants read the same law: skipped)."""
+    from wash.detection.statistics.keyed import keyed_law
+    from wash.watermarks import build_scheme
+
+    name, _, params = scheme.partition(":")
+    raw = dict(kv.split("=") for kv in params.split("+")) if params else {}
+    if raw.get("detector") == "release":
+        return False
+    return keyed_law(build_scheme(name, 1, 1000, raw)) is not None
+
+
+def cells(sources: tuple[str, ...] = ("paper", "anchor"), models: tuple[str, ...] = MODELS,
+          n_values: tuple[int, ...] = N_ORDER) -> Iterator[tuple[str, str, int, pd.DataFrame]]:
+    """(source, scheme, N, rows of both roles) in priority order: schemes the LR covers, providers on ``models``."""
+    for n in n_values:
+        for source in sources:
+            df = committed_rows(source)
+            df = df[df["provider_model"].isin(models)]
+            present = list(dict.fromkeys(df["scheme"]))
+            for scheme in sorted(present, key=lambda s: SCHEME_ORDER.index(s) if s in SCHEME_ORDER else 99):
+                if not model_aware(scheme):
+                    continue
+                sub = df[(df["scheme"] == scheme) & (df["n"] == n)]
+                if len(sub):
+                    yield source, scheme, n, sub
+
+
+def _lm(model: str):
+    from wash.engine.models import load_model
+
+    return load_model(model)
+
+
+def read(sources: tuple[str, ...], n_values: tuple[int, ...] = N_ORDER,
+         roles: tuple[str, ...] = ("negative", "positive")) -> None:
+    """Every (text, model) forward the cells need, cached on disk (resumable; negatives first in a cell)."""
+    from wash.detection.statistics.served_text import served_text, text_key
+
+    done = 0
+    t0 = time.time()
+    for source, scheme, n, sub in cells(sources, n_values=n_values):
+        sub = sub[sub["role"].isin(roles)].sort_values("role", ascending=True)  # negative before positive
+        pairs = sub.drop_duplicates(["text", "provider_model"])
+        todo = [(m, t) for m, t in zip(pairs["provider_model"], pairs["text"])
+                if not (SERVED / f"{text_key(m, PROFILE, t)}.npz").exists()]
+        for model, text in todo:
+            if (SERVED / f"{text_key(model, PROFILE, text)}.npz").exists():  # another reader got there first
+                continue
+            served_text(_lm(model), text, PROFILE, SERVED)
+            done += 1
+        print(f"[read] {source} {scheme} N={n}: {len(todo)} forwards ({done} in {time.time() - t0:.0f} s)",
+              flush=True)
+
+
+def cell_path(source: str, scheme: str, n: int) -> Path:
+    return ROWS / f"{source}-{scheme.replace(':', '_').replace('+', '_').replace('=', '-')}-n{n}.csv"
+
+
+def _scheme(spec_text: str, vocab_size: int):
+    """The provider's scheme and key, built without its model (the stored text holds the vocabulary size)."""
+    from wash.engine.settings import ProviderSpec
+    from wash.watermarks import build_scheme
+
+    spec = ProviderSpec.parse(spec_text)
+    return build_scheme(spec.scheme, spec.key, vocab_size, dict(spec.params))
+
+
+def score_row(row: pd.Series, n_null: int) -> list[dict[str, Any]]:
+    """One (text, provider) under every statistic that applies: one record per statistic and cut."""
+    from wash.detection.statistics import score_ids
+    from wash.detection.statistics.served_text import stored_text
+
+    served = stored_text(row["provider_model"], row["text"], PROFILE, SERVED)
+    scheme = _scheme(row["spec"], served.vocab_size)
+    length = len(served.ids)
+    scores = score_ids(scheme, served.ids, STATISTICS, served, cuts=[*CUTS, length], n_null=n_null)
+    base = {k: row[k] for k in ("source", "scheme", "n", "mode", "role", "prompt_id", "provider",
+                                "provider_model", "provider_key", "text_id")}
+    base["committed_p"] = float(row["p"])  # the scheme's own p as the TPR run recorded it: sum must match
+    out = []
+    for name, sc in scores.items():
+        at = {int(c): j for j, c in enumerate(sc.cuts)}
+        # each nominal prefix (a text shorter than it counts whole), then the whole text
+        for cut, full in [*((c, False) for c in CUTS), (length, True)]:
+            j = at[min(cut, length)]
+            out.append({**base, "statistic": name, "cut": int(cut), "full": full, "length": length,
+                        "value": float(sc.value[j]), "p": float(sc.p[j]), "tokens_scored": int(sc.tokens_scored[j]),
+                        "null_scores": sc.null_scores})
+    return out
+
+
+def _read_already(sub: pd.DataFrame) -> bool:
+    from wash.detection.statistics.served_text import text_key
+
+    return all((SERVED / f"{text_key(m, PROFILE, t)}.npz").exists()
+               for m, t in zip(sub["provider_model"], sub["text"]))
+
+
+def score(sources: tuple[str, ...], n_null: int, only_read: bool = False, workers: int = 1,
+          n_values: tuple[int, ...] = N_ORDER) -> None:
+    """Each cell's rows scored once (a cell whose CSV exists is skipped: resumable per cell).
+
+    ``only_read``: skip the cells whose forwards ``read`` has not cached yet (to run beside it).
+    """
+    ROWS.mkdir(parents=True, exist_ok=True)
+    todo = [(source, scheme, n, sub) for source, scheme, n, sub in cells(sources, n_values=n_values)
+            if not cell_path(source, scheme, n).exists() and (not only_read or _read_already(sub))]
+    if not todo:
+        print("[score] nothing to score", flush=True)
+        return
+    t0 = time.time()
+    rows = [(cell_path(source, scheme, n), row, n_null) for source, scheme, n, sub in todo
+            for _, row in sub.iterrows()]
+    if workers <= 1:
+        records = [_score_one(r) for r in rows]
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(workers, initializer=_one_thread) as pool:
+            records = list(pool.map(_score_one, rows, chunksize=4))
+    by_cell: dict[Path, list[dict[str, Any]]] = {}
+    for (path, _, _), recs in zip(rows, records):
+        by_cell.setdefault(path, []).extend(recs)
+    for path, recs in by_cell.items():
+        tmp = path.with_suffix(".csv.tmp")
+        pd.DataFrame(recs).to_csv(tmp, index=False)
+        tmp.replace(path)
+        print(f"[score] {path.name}: {len(recs)} records", flush=True)
+    print(f"[score] {len(rows)} rows of {len(by_cell)} cells in {time.time() - t0:.0f} s", flush=True)
+
+
+def _one_thread() -> None:
+    import torch
+
+    torch.set_num_threads(1)
+
+
+def _score_one(item: tuple[Path, pd.Series, int]) -> list[dict[str, Any]]:
+    return score_row(item[1], item[2])
+
+
+def run_meta(args: argparse.Namespace) -> dict[str, Any]:
+    """Where the summary came from: the commands, the date, the machine and its load."""
+    from datetime import datetime, timezone
+
+    from wash.provenance import cpu_description, load_average
+    from wash.version import code_version
+
+    return {
+        "experiment": "see-through",
+        "command": ("python -m wash.experiments.see_through read; python -m wash.experiments.see_through score "
+                    "--only-read --workers 16; python -m wash.experiments.see_through summarize"),
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"forwards and summary on {cpu_description()}", "load_average": load_average(),
+        "scoring": args.note, "code": code_version(),
+        "sources": {k: v for k, v in SOURCES.items() if k in args.sources},
+        "profile": PROFILE, "cuts": list(CUTS), "statistics": list(STATISTICS), "null_draws": args.null,
+        "rows_note": ("the providers on smollm2 of each committed text (paper line-up: 3 of 5 at N = 5, 2 of 3 "
+                      "at N = 3; anchor: the one watermarked provider), positives under WASH (single at N = 1) "
+                      "and the held-out negatives; every statistic, the scheme's own sum included, on the same "
+                      "rows. Providers on gemma3 are not re-read (a gemma3 forward costs about three smollm2 "
+                      "ones on this CPU)."),
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m wash.experiments.see_through", description=__doc__)
+    ap.add_argument("step", choices=("read", "score", "summarize"))
+    ap.add_argument("--sources", nargs="+", default=list(SOURCES), choices=list(SOURCES))
+    ap.add_argument("--null", type=int, default=1000, help="null draws per text for a simulated p")
+    ap.add_argument("--only-read", action="store_true", help="score: only the cells whose forwards are cached")
+    ap.add_argument("--n", type=int, nargs="+", default=list(N_ORDER), help="the N values, in this order")
+    ap.add_argument("--roles", nargs="+", default=["negative", "positive"], help="read: which rows' texts")
+    ap.add_argument("--note", default="", help="summarize: where and how long the steps ran (kept in the meta)")
+    ap.add_argument("--workers", type=int, default=1, help="score: processes, one cell each (no model needed)")
+    args = ap.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(1)
+    if args.step == "read":
+        read(tuple(args.sources), tuple(args.n), tuple(args.roles))
+    elif args.step == "score":
+        score(tuple(args.sources), args.null, args.only_read, args.workers, tuple(args.n))
+    else:
+        from wash.experiments.see_through_summary import summarize
+
+        summarize(ROWS, RESULTS, meta=run_meta(args))
+
+
+if __name__ == "__main__":
+    main()

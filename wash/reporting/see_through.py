@@ -1,0 +1,192 @@
+"""The "Can a detector see through the wash?" section, read from ``results/see-through``.
+
+Every number comes from the committed CSVs ``wash.experiments.see_through_summary``
+writes; the section is empty when the folder is absent. The prose holds no typed
+number: TPRs, FPRs, null counts and exponents are formatted from the tables.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+
+from wash.reporting.fmt import md_table, num, pct_ci
+from wash.reporting.headline import name
+
+FOLDER = "see-through"
+#: The statistic reported beside each scheme's own sum (fixed before any result: the model-aware LR).
+NEW = ("lr", "lr-mix")
+STAT_NAMES = {"sum": "own sum", "lr": "model-aware LR (max over w)", "lr-mix": "model-aware LR (mean over w)",
+              "hc": "higher criticism", "entropy": "entropy-weighted"}
+LEFT_OUT = ("Water-Bag draws one list of its bag per generation, so its ratio would mix over the bag; EXP-Edit "
+            "and ITS-Edit draw a key offset per generation and align by edit distance, so theirs would mix over "
+            "offsets: none of the three has a model-aware ratio here, and their rows keep their own sum only.")
+
+
+def load(root: Path) -> dict[str, pd.DataFrame] | None:
+    folder = root / FOLDER
+    if not (folder / "see_through_cells.csv").exists():
+        return None
+    out = {k: pd.read_csv(folder / f"see_through_{f}.csv")
+           for k, f in (("summary", "cells"), ("tokens", "tokens"), ("exponents", "exponents"))}
+    meta = folder / "see_through_run.json"
+    out["meta"] = json.loads(meta.read_text()) if meta.exists() else {}
+    return out
+
+
+def _cell(r: pd.Series, key: str) -> str:
+    return pct_ci(r[key], r[f"{key}_lo"], r[f"{key}_hi"])
+
+
+def cell_rows(summary: pd.DataFrame) -> list[list[str]]:
+    rows = []
+    order = {"sum": 0, "lr": 1, "lr-mix": 2, "entropy": 3, "hc": 4}
+    t = summary.assign(_o=summary["statistic"].map(order)).sort_values(["source", "scheme", "n", "_o"])
+    for _, r in t.iterrows():
+        rows.append([name(r["scheme"]), f"tpr-{r['source']}", str(int(r["n"])), STAT_NAMES.get(r["statistic"], r["statistic"]),
+                     f"{_cell(r, 'tpr')} of {int(r['positives'])}", f"{_cell(r, 'fpr')} of {int(r['negatives'])}",
+                     "its own null" if int(r["null_scores"]) == 0 else f"{int(r['null_scores']):,} per text",
+                     f"{_cell(r, 'any_tpr')} of {int(r['texts'])}",
+                     f"{_cell(r, 'any_fpr')} of {int(r['negative_texts'])}"])
+    return rows
+
+
+def token_rows(tokens: pd.DataFrame, exponents: pd.DataFrame) -> list[list[str]]:
+    rows = []
+    ns = sorted(tokens["n"].unique())
+    for (source, scheme, stat), g in tokens.groupby(["source", "scheme", "statistic"]):
+        if stat not in ("sum", *NEW):
+            continue
+        cells = []
+        for n in ns:
+            hit = g[g["n"] == n]
+            if not len(hit):
+                cells.append("–")
+            elif pd.isna(hit["tokens_for_80"].iloc[0]):
+                cells.append(f"> {int(hit['longest_cut'].iloc[0])} ({hit['tpr_at_longest'].iloc[0]:.0%})")
+            else:
+                cells.append(f"{hit['tokens_for_80'].iloc[0]:.0f}")
+        e = exponents[(exponents["source"] == source) & (exponents["scheme"] == scheme)
+                      & (exponents["statistic"] == stat)]
+        exp = "–" if not len(e) or pd.isna(e["exponent"].iloc[0]) else num(e["exponent"].iloc[0])
+        rows.append([name(scheme), f"tpr-{source}", STAT_NAMES[stat], *cells, exp])
+    return rows, ns
+
+
+PAGE = "docs/results/see-through.md"
+#: The statistic the short forms (RESULTS.md, README) quote beside each scheme's own sum, fixed on the null
+#: side: the model-aware ratio averaged over w, whose p has no atom (``lr``'s check FPR falls below 5%).
+QUOTED = "lr-mix"
+
+
+def _tpr_pairs(summary: pd.DataFrame, source: str = "paper", n: int = 5) -> list[str]:
+    """``AAR 84% [76, 91] -> 90% [82, 95]`` per scheme: own sum, then the quoted ratio."""
+    out = []
+    t = summary[(summary["source"] == source) & (summary["n"] == n)]
+    for scheme in dict.fromkeys(t["scheme"]):
+        own = t[(t["scheme"] == scheme) & (t["statistic"] == "sum")]
+        new = t[(t["scheme"] == scheme) & (t["statistic"] == QUOTED)]
+        if len(own) and len(new):
+            out.append(f"{name(scheme)} {_cell(own.iloc[0], 'tpr')} → {_cell(new.iloc[0], 'tpr')}")
+    return out
+
+
+def _fpr_range(summary: pd.DataFrame, stat: str) -> str:
+    t = summary[summary["statistic"] == stat]
+    return f"{t['fpr'].min():.0%} to {t['fpr'].max():.0%}"
+
+
+def separated(summary: pd.DataFrame, n: int = 5, source: str = "paper") -> str:
+    """Which schemes' ratio TPR interval lies above the sum's at N = n, and which overlap."""
+    t = summary[(summary["source"] == source) & (summary["n"] == n)]
+    above, overlap = [], []
+    for scheme in dict.fromkeys(t["scheme"]):
+        own = t[(t["scheme"] == scheme) & (t["statistic"] == "sum")]
+        new = t[(t["scheme"] == scheme) & (t["statistic"] == QUOTED)]
+        if len(own) and len(new):
+            (above if new["tpr_lo"].iloc[0] > own["tpr_hi"].iloc[0] else overlap).append(name(scheme))
+    parts = []
+    if above:
+        parts.append(f"the ratio's interval lies above the sum's for {', '.join(above)}")
+    if overlap:
+        parts.append(f"the two intervals overlap for {', '.join(overlap)}")
+    return f"At N = {n} " + "; ".join(parts) + "." if parts else ""
+
+
+def sentence(data: dict, n: int = 5) -> str:
+    pairs = _tpr_pairs(data["summary"], n=n)
+    return (f"At N = {n} (`tpr-paper` texts, the providers on smollm2), per-provider TPR at p < 5%, own sum → "
+            f"model-aware likelihood ratio: " + "; ".join(pairs) + f". Check FPR on the held-out negatives: "
+            f"{_fpr_range(data['summary'], 'sum')} (own sum), {_fpr_range(data['summary'], QUOTED)} (ratio).")
+
+
+def section(root: Path) -> list[str]:
+    """RESULTS.md's short form: one sentence per N, the figure and a link to the full page."""
+    data = load(root)
+    if data is None:
+        return []
+    ns = sorted(int(n) for n in data["summary"]["n"].unique() if n > 1)
+    return ["## Can a detector see through the wash?", "",
+            "The provider re-reads the text with its own model (one forward) and weighs each token by how much "
+            "its watermark raised that token's served probability; p from 1,000 random-key draws per text "
+            "(docs/DETECTORS.md). " + " ".join(sentence(data, n) for n in reversed(ns)) + " "
+            + separated(data["summary"]), "",
+            "![TPR against N, own sum and model-aware LR](../results/see-through/see_through_paper.png)", "",
+            f"Every cell, the any-provider decision, tokens for 80% TPR and the exponents: "
+            f"[{PAGE.removeprefix('docs/')}]({PAGE.removeprefix('docs/')}).", ""]
+
+
+def readme_line(root: Path) -> str | None:
+    data = load(root)
+    if data is None:
+        return None
+    return ("**Can a detector see through the wash?** " + sentence(data, 5)
+            + " Details: [docs/results/see-through.md](docs/results/see-through.md).")
+
+
+def page(root: Path) -> str | None:
+    data = load(root)
+    if data is None:
+        return None
+    meta = data["meta"]
+    trows, ns = token_rows(data["tokens"], data["exponents"])
+    lines = [
+        "<!-- Generated by `python -m wash report` from results/see-through: do not edit by hand. -->", "",
+        "# Can a detector see through the wash?", "",
+        "Under WASH a provider's watermark sits in full on about 1/N of the tokens (the average of N laws is the "
+        "law of one provider picked at random), so a sum over every token, each scheme's own test, needs about "
+        "N² times the tokens. The provider also knows its own model: re-reading the text with it (one forward "
+        "per text) gives, at each token, how much its watermark raised that token's served probability, "
+        "rho = p_wm / p, and a likelihood ratio over the unknown share w of its tokens: `lr` maximises "
+        "sum log((1 - w) + w rho) over w in [0, 1], `lr-mix` averages the ratio over a uniform prior on w "
+        "(`wash/detection/statistics/`, docs/DETECTORS.md). Their p comes from 1,000 draws of the same "
+        "statistic under random keys on the same served laws, per text; a text is flagged at p < 5%, and the "
+        "check FPR is read on the held-out unwatermarked texts under the providers' real keys, which nothing "
+        "was fitted on. `sum` keeps its scheme's own exact null (its p as the TPR run recorded it, reproduced "
+        "exactly). Beside them: higher criticism over AAR's per-token pivots and an entropy-weighted green "
+        "count (model-free and SWEET/EWD-style baselines). Any provider: a text is flagged when the smallest "
+        "of its providers' p is below 5%/m (Holm's first step over its m scored providers). Intervals: Wilson "
+        "95%.", "",
+        f"Rows: {meta.get('rows_note', '')}".rstrip(), "",
+        *md_table(["scheme", "line-up", "N", "statistic", "TPR", "check FPR", "null scores",
+                   "any provider: TPR", "any provider: FPR"], cell_rows(data["summary"])), "",
+        separated(data["summary"], 5), "",
+        "Tokens each text needs for 80% TPR (prefixes of every positive, interpolated in log tokens; "
+        "`> T (x%)`: the longest prefix reaches only x%) and the exponent b of tokens ~ N^b where at least "
+        "two N reach 80%:", "",
+        *md_table(["scheme", "line-up", "statistic", *[f"N = {n}" for n in ns], "exponent"], trows), "",
+        "![TPR against N, own sum and model-aware LR: tpr-paper](../../results/see-through/see_through_paper.png)",
+        "",
+        "![TPR against N, own sum and model-aware LR: tpr-anchor](../../results/see-through/see_through_anchor.png)",
+        "",
+        LEFT_OUT, "",
+    ]
+    if meta.get("command"):
+        lines += [f"Made by `{meta['command']}` ({meta.get('date', '')}; {meta.get('machine', '')}; "
+                  f"{meta.get('scoring', '')}).", ""]
+    while lines and lines[-1] == "":
+        lines.pop()
+    return "\n".join(lines) + "\n"
