@@ -1,0 +1,107 @@
+"""Score a committed ``tpr`` folder's calibration negatives under many random keys (the null over keys).
+
+    python -m wash.experiments.key_null_scores results/tpr-paper --schemes kgw aar
+    python -m wash.experiments.key_null_scores results/tpr-paper --merge   # write tpr_key_null.csv
+
+For every (scheme, model set) cell of the folder, the held-out negatives of the
+calibration half (``tpr.negative_split``: by prompt, never by key) are re-read from
+the runs CSV and each provider slot's own detector scores them under
+``key_null.keys_per_slot`` random keys (``key_null.null_keys``), so the cell gets at
+least ``key_null.MIN_NULL_SCORES`` scores. No text is generated. Scoring is cached
+per cell under ``runs/key-null/<folder>/`` (resumable); ``--merge`` gathers the
+cells into ``<folder>/tpr_key_null.csv``, which ``tpr.summarize`` reads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from wash.detection import key_null
+from wash.engine.config import ProviderSpec
+from wash.experiments import load
+from wash.experiments.scoring import watermarked_providers
+
+#: Where a folder's merged key-null scores live.
+FILE = "tpr_key_null.csv"
+
+
+def folder_config(folder: Path):
+    """The ``tpr`` config a results folder was run with (its meta), with ``out`` set to the folder."""
+    meta = json.loads((folder / "tpr_meta.json").read_text())
+    module = load(meta["experiment"])
+    recorded = {k: v for k, v in meta["config"].items() if k != "preset"}
+    return module, module.Config.from_preset(meta["config"].get("preset", "full"), **{**recorded, "out": str(folder)})
+
+
+def calibration_negatives(folder: Path) -> tuple[object, pd.DataFrame]:
+    """The config and the negative rows of the calibration half (one row per text and scored provider)."""
+    module, config = folder_config(folder)
+    cols = ["job", "scheme", "n", "prompt_id", "seed", "providers", "provider", "z", "text", "role"]
+    rows = pd.read_csv(folder / "tpr_runs.csv", usecols=cols)
+    cal, _check = module.negative_split(config)
+    neg = rows[rows["role"].eq(module.NEGATIVE) & rows["prompt_id"].isin(cal)]
+    return config, neg
+
+
+def cache_path(folder: Path, scheme: str, n: int) -> Path:
+    safe = scheme.replace(":", "_").replace("=", "-").replace("+", "_")
+    return Path("runs") / "key-null" / folder.name / f"{safe}__n{n}.csv"
+
+
+def score_folder(folder: Path, schemes: list[str] | None = None, ns: list[int] | None = None,
+                 minimum: int = key_null.MIN_NULL_SCORES) -> None:
+    config, neg = calibration_negatives(folder)
+    for scheme in schemes or list(config.schemes):
+        for n in ns or config.model_sets():
+            cell = neg[(neg["scheme"] == scheme) & (neg["n"] == n)]
+            if cell.empty:
+                continue
+            slots = sorted(cell["provider"].unique().tolist())
+            first = cell.iloc[0]
+            specs = [ProviderSpec.parse(s) for s in str(first["providers"]).split("|")]
+            providers = [watermarked_providers(specs)[s] for s in slots]
+            texts = [key_null.NullText(str(r["job"]), str(r["prompt_id"]), int(r["seed"]), str(r["text"]))
+                     for _, r in cell.drop_duplicates("job").iterrows()]
+            keys = key_null.null_keys(key_null.keys_per_slot(len(texts), len(slots), minimum))
+            cache = key_null.CellCache(cache_path(folder, scheme, n))
+            start = time.perf_counter()
+            seconds = key_null.score_cell(scheme, n, providers, texts, keys, cache)
+            print(f"{scheme} N={n}: {len(texts)} texts x {len(slots)} providers x {len(keys)} keys, "
+                  f"{seconds:.0f} s scoring ({time.perf_counter() - start:.0f} s)", flush=True)
+
+
+def merge(folder: Path) -> pd.DataFrame:
+    """Every cached cell of ``folder`` in one frame, written to ``folder / FILE``."""
+    parts = [pd.read_csv(p) for p in sorted((Path("runs") / "key-null" / folder.name).glob("*.csv"))]
+    frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=key_null.COLUMNS)
+    frame = frame[key_null.COLUMNS].sort_values(["scheme", "n", "job", "provider", "key"], kind="stable")
+    frame.to_csv(folder / FILE, index=False)
+    return frame
+
+
+def main(argv: list[str] | None = None) -> int:
+    import torch
+
+    torch.set_num_threads(1)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("folder", type=Path)
+    ap.add_argument("--schemes", nargs="*")
+    ap.add_argument("--n", nargs="*", type=int)
+    ap.add_argument("--merge", action="store_true", help="gather the cached cells into the folder's " + FILE)
+    args = ap.parse_args(argv)
+    if args.merge:
+        frame = merge(args.folder)
+        print(f"{len(frame)} key-null scores written to {args.folder / FILE}")
+        return 0
+    score_folder(args.folder, args.schemes, args.n)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
