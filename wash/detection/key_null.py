@@ -190,6 +190,48 @@ def any_flags(pvalues: np.ndarray, alpha: float = 0.05, method: str = "simes") -
     return out
 
 
+def any_provider_flags(text: Sequence[str], provider: Sequence[int], z: Sequence[float],
+                       nulls: dict[int, Sequence[float]], alpha: float = 0.05,
+                       method: str = "simes") -> dict[str, bool]:
+    """The "any provider flags" decision per text, from (text, provider, z) tests.
+
+    Each test's p-value is its z's upper-tail rank in ``nulls[provider]`` (that
+    provider's key-null: its model's detector under random keys, ``upper_tail_p``);
+    the text's N p-values are combined by ``any_flags``, so the chance that an
+    unwatermarked text is flagged by any of its N detectors stays at ``alpha``."""
+    text = np.asarray(text).astype(str)
+    provider = np.asarray(provider, dtype=int)
+    z = np.asarray(z, dtype=float)
+    names, row = np.unique(text, return_inverse=True)
+    slots = sorted(set(provider.tolist()))
+    col = np.searchsorted(np.asarray(slots), provider)
+    p = np.full((names.size, len(slots)), np.nan)
+    for k in slots:
+        at = provider == k
+        p[row[at], col[at]] = upper_tail_p(z[at], nulls[k])
+    return dict(zip(names.tolist(), any_flags(p, alpha, method).tolist()))
+
+
+def within_text_correlation(text: Sequence[str], z: Sequence[float]) -> float:
+    """Share of the key-null's variance that is between texts (one-way intraclass correlation).
+
+    0: a text's scores under different keys are as independent as scores of different
+    texts; 1: the text decides its score whatever the key. Says how much the many
+    keys add beyond the number of texts."""
+    frame_text = np.asarray(text).astype(str)
+    v = np.asarray(z, dtype=float)
+    names, idx = np.unique(frame_text, return_inverse=True)
+    k = np.bincount(idx)
+    if names.size < 2 or (k < 2).any():
+        return float("nan")
+    means = np.bincount(idx, weights=v) / k
+    within = ((v - means[idx]) ** 2).sum() / (v.size - names.size)
+    between = (k * (means - v.mean()) ** 2).sum() / (names.size - 1)
+    k0 = (v.size - (k ** 2).sum() / v.size) / (names.size - 1)
+    sb = max((between - within) / k0, 0.0)
+    return float(sb / (sb + within)) if sb + within > 0 else float("nan")
+
+
 @dataclass(frozen=True)
 class NullMatch:
     """Does the key-null look like fresh unwatermarked texts scored under their own keys?"""

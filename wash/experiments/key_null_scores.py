@@ -26,9 +26,7 @@ from wash.detection import key_null
 from wash.engine.config import ProviderSpec
 from wash.experiments import load
 from wash.experiments.scoring import watermarked_providers
-
-#: Where a folder's merged key-null scores live.
-FILE = "tpr_key_null.csv"
+from wash.experiments.tpr import KEY_NULL_FILE as FILE
 
 
 def folder_config(folder: Path):
@@ -77,8 +75,25 @@ def score_folder(folder: Path, schemes: list[str] | None = None, ns: list[int] |
 
 
 def merge(folder: Path) -> pd.DataFrame:
-    """Every cached cell of ``folder`` in one frame, written to ``folder / FILE``."""
-    parts = [pd.read_csv(p) for p in sorted((Path("runs") / "key-null" / folder.name).glob("*.csv"))]
+    """Every COMPLETE cached cell of ``folder`` in one frame, written to ``folder / FILE``.
+
+    A cell is complete when every calibration text has been scored by every provider
+    slot under the same number of keys and there are at least ``MIN_NULL_SCORES``
+    scores; a cell still being scored is left out (its threshold stays the old one)."""
+    _config, neg = calibration_negatives(folder)
+    parts = []
+    for path in sorted((Path("runs") / "key-null" / folder.name).glob("*.csv")):
+        part = pd.read_csv(path)
+        if part.empty:
+            continue
+        scheme, n = part["scheme"].iloc[0], int(part["n"].iloc[0])
+        cell = neg[(neg["scheme"] == scheme) & (neg["n"] == n)]
+        pairs = part.groupby(["job", "provider"]).size()
+        expected = len(cell.drop_duplicates(["job", "provider"]))
+        if len(pairs) == expected and pairs.nunique() == 1 and len(part) >= key_null.MIN_NULL_SCORES:
+            parts.append(part)
+        else:
+            print(f"{path.name}: incomplete ({len(pairs)} of {expected} text-provider pairs), left out")
     frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=key_null.COLUMNS)
     frame = frame[key_null.COLUMNS].sort_values(["scheme", "n", "job", "provider", "key"], kind="stable")
     frame.to_csv(folder / FILE, index=False)
