@@ -15,6 +15,7 @@ cells into ``<folder>/tpr_key_null.csv``, which ``tpr.summarize`` reads.
 from __future__ import annotations
 
 import argparse
+import datetime as _dt
 import json
 import sys
 import time
@@ -25,7 +26,10 @@ import pandas as pd
 from wash.detection import key_null
 from wash.engine.config import ProviderSpec
 from wash.experiments import load
+from wash.experiments.driver import machine_description
 from wash.experiments.scoring import watermarked_providers
+from wash.provenance import load_average, portable
+from wash.version import git_commit
 from wash.experiments.tpr import KEY_NULL_FILE as FILE
 
 
@@ -68,10 +72,14 @@ def score_folder(folder: Path, schemes: list[str] | None = None, ns: list[int] |
                      for _, r in cell.drop_duplicates("job").iterrows()]
             keys = key_null.null_keys(key_null.keys_per_slot(len(texts), len(slots), minimum))
             cache = key_null.CellCache(cache_path(folder, scheme, n))
-            start = time.perf_counter()
+            load = load_average()
             seconds = key_null.score_cell(scheme, n, providers, texts, keys, cache)
+            timing = cache.path.with_suffix(".json")
+            before = json.loads(timing.read_text())["seconds"] if timing.exists() else 0.0
+            timing.write_text(json.dumps({"seconds": round(before + seconds, 1), "load_average_start": load,
+                                          "load_average_end": load_average()}))
             print(f"{scheme} N={n}: {len(texts)} texts x {len(slots)} providers x {len(keys)} keys, "
-                  f"{seconds:.0f} s scoring ({time.perf_counter() - start:.0f} s)", flush=True)
+                  f"{seconds:.0f} s scoring", flush=True)
 
 
 def merge(folder: Path) -> pd.DataFrame:
@@ -97,7 +105,47 @@ def merge(folder: Path) -> pd.DataFrame:
     frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=key_null.COLUMNS)
     frame = frame[key_null.COLUMNS].sort_values(["scheme", "n", "job", "provider", "key"], kind="stable")
     frame.to_csv(folder / FILE, index=False)
+    record_in_meta(folder, frame)
     return frame
+
+
+def record_in_meta(folder: Path, frame: pd.DataFrame) -> dict:
+    """Write how the key-null was made and how it matches fresh texts into the folder's meta (``key_null``).
+
+    Per cell: scores, texts, keys per (text, provider), the scoring's CPU seconds and
+    load, the within-text correlation of the scores (``key_null.within_text_correlation``)
+    and the two-sample KS and Anderson-Darling p of the key-null against the check
+    half's texts scored under their own keys (``key_null.match_fresh``)."""
+    module, config = folder_config(folder)
+    rows = pd.read_csv(folder / "tpr_runs.csv", usecols=["scheme", "n", "prompt_id", "z", "role"])
+    _cal, check = module.negative_split(config)
+    fresh = rows[rows["role"].eq(module.NEGATIVE) & rows["prompt_id"].isin(check)]
+    cells = {}
+    for (scheme, n), cell in frame.groupby(["scheme", "n"], sort=False):
+        own = fresh[(fresh["scheme"] == scheme) & (fresh["n"] == n)]["z"]
+        match = key_null.match_fresh(cell["z"], own)
+        timing_path = cache_path(folder, scheme, int(n)).with_suffix(".json")
+        timing = json.loads(timing_path.read_text()) if timing_path.exists() else {}
+        cells[f"{scheme} N={n}"] = {
+            "scores": int(len(cell)), "texts": int(cell["job"].nunique()),
+            "keys_per_text_and_provider": int(cell["key"].nunique()),
+            "providers": int(cell["provider"].nunique()),
+            "within_text_correlation": round(key_null.within_text_correlation(cell["job"], cell["z"]), 4),
+            "ks_p_vs_fresh": round(match.ks_p, 4), "ad_p_vs_fresh": round(match.ad_p, 4),
+            "fresh_scores": match.n_fresh, **timing}
+    meta_path = folder / "tpr_meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["key_null"] = {
+        "command": f"python -m wash.experiments.key_null_scores {portable(str(folder))} --schemes ...; "
+                   f"python -m wash.experiments.key_null_scores {portable(str(folder))} --merge",
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine_description(), "code": git_commit(),
+        "what": "calibration-half negatives re-scored by each provider slot's own detector under seeded random "
+                "keys (wash/detection/key_null.py); KS/AD p treat every score as independent, which the "
+                "scores of one text under several keys are not (within_text_correlation)",
+        "cells": cells}
+    meta_path.write_text(json.dumps(meta, indent=2))
+    return meta["key_null"]
 
 
 def main(argv: list[str] | None = None) -> int:

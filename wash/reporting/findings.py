@@ -183,7 +183,8 @@ def baselines(F: dict[str, Folder]) -> Finding | None:
             + "; ".join(f"{name(w['scheme'])} {num_ci(w['z_mean'], w['z_ci_low'], w['z_ci_high'])} against "
                         f"{num_ci(t['z_mean'], t['z_ci_low'], t['z_ci_high'])}" for w, t in pairs)
             + f"); cost per text {num(wash['cost_ratio'].min(), 1)}x to {num(wash['cost_ratio'].max(), 1)}x one "
-              f"model against ToBlend's {num(tob['cost_ratio'].min(), 1)}x to {num(tob['cost_ratio'].max(), 1)}x")
+              f"model against ToBlend's {num(tob['cost_ratio'].min(), 1)}x to {num(tob['cost_ratio'].max(), 1)}x"
+              "; its TPR thresholds are in-sample (negatives on the positives' own prompts)")
     cheaper = tob["cost_ratio"].min() >= CLAIMS["speedup"] * wash["cost_ratio"].max()
     verdict = (f"**{'Holds' if lower == len(pairs) else 'Partly holds'} for removal**"
                + (" (the intervals overlap)" if separated < len(pairs) else "")
