@@ -90,3 +90,21 @@ def test_key_null_matches_fresh_unwatermarked_texts_on_committed_negatives() -> 
     # the same test tells a shifted null apart: it is not blind
     assert key_null.match_fresh(np.asarray(null) + 1.0, fresh).ks_p < 0.01
     assert stats.ks_2samp(null, fresh).pvalue == pytest.approx(match.ks_p)
+
+
+def test_key_null_threshold_is_checked_on_other_texts_with_an_exact_interval() -> None:
+    from wash.experiments.stats import ScoredTexts, exact_interval, key_null_detection
+
+    rng = np.random.default_rng(3)
+
+    def texts(prefix: str, count: int, keys: int, shift: float = 0.0) -> ScoredTexts:
+        ids = np.repeat([f"{prefix}{i}" for i in range(count)], keys)
+        return ScoredTexts(rng.normal(size=count * keys) + shift, ids, ids, np.zeros(count * keys, dtype=int))
+
+    null, check, positive = texts("cal", 36, 30), texts("check", 34, 1, -9.0), texts("pos", 30, 1, 5.0)
+    res = key_null_detection(positive, null, check)
+    assert res.n_null == 1080 and res.n_null_texts == 36
+    assert res.fpr_check == 0.0 and res.fpr_check_ci == pytest.approx((0.0, 0.1028), abs=1e-4)  # 0 of 34, not [0, 0]
+    assert res.tpr == 1.0 and res.tpr_ci[0] == pytest.approx(exact_interval(30, 30)[0]) and res.tpr_ci[0] < 0.9
+    with pytest.raises(ValueError):
+        key_null_detection(positive, null, texts("cal", 5, 1))  # a check text the threshold saw
