@@ -257,8 +257,8 @@ def _label(mode: str, n: int) -> str:
 
 def figure(summary: pd.DataFrame, config: Config) -> FigureSpec:
     """Per scheme: each condition's TPR, and the FPR each model set's threshold gives on the check half."""
-    tpr = Panel(f"TPR, threshold at {config.fpr:.0%} FPR on a held-out calibration half", "scheme",
-                "TPR per text (95% CI, bootstrap over prompts)")
+    tpr = Panel(f"TPR, threshold at {config.fpr:.0%} FPR on a held-out calibration half (null over keys where "
+                "scored)", "scheme", "TPR per text (95% CI, bootstrap over prompts; exact at 0 or 1)")
     for mode, n in config.conditions():
         s = summary[(summary["mode"] == mode) & (summary["n"] == n)]
         if len(s):
@@ -266,7 +266,7 @@ def figure(summary: pd.DataFrame, config: Config) -> FigureSpec:
                                      (s["tpr"] - s["tpr_ci_low"]).tolist(), (s["tpr_ci_high"] - s["tpr"]).tolist(),
                                      kind="bar"))
     fpr = Panel("FPR of that threshold on the held-out check half", "scheme",
-                "FPR per text (95% CI, bootstrap over prompts)", hlines=[(config.fpr, f"{config.fpr:.0%}")])
+                "FPR per text (95% CI)", hlines=[(config.fpr, f"{config.fpr:.0%}")])
     for n in config.model_sets():
         s = summary[summary["n"] == n].drop_duplicates("scheme")  # one threshold per (scheme, model set)
         if len(s):
