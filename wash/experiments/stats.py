@@ -351,8 +351,8 @@ def _refuse_overlap(calibration: ScoredTexts, judged: ScoredTexts, what: str) ->
 
 
 @dataclass(frozen=True)
-class HeldOutDetection:
-    """TPR at a threshold set on one half of held-out negatives, and the FPR it gives on the other."""
+class ThresholdTpr:
+    """A threshold and the positives' TPR at it (what every held-out detection reports)."""
 
     threshold: float
     tpr: float
@@ -361,6 +361,12 @@ class HeldOutDetection:
     flagged: list[tuple[int, int, int]]
     n_pos: int
     n_prompts: int
+
+
+@dataclass(frozen=True)
+class HeldOutDetection(ThresholdTpr):
+    """TPR at a threshold set on one half of held-out negatives, and the FPR it gives on the other."""
+
     #: FPR on the calibration half itself (<= the target by construction).
     fpr_calibration: float
     fpr_check: float
@@ -408,15 +414,9 @@ def rate_interval(scores: ScoredTexts, threshold: float, confidence: float = 0.9
 
 
 @dataclass(frozen=True)
-class KeyNullDetection:
+class KeyNullDetection(ThresholdTpr):
     """TPR at a threshold from the null over keys, and that threshold's FPR on fresh check texts."""
 
-    threshold: float
-    tpr: float
-    tpr_ci: tuple[float, float]
-    flagged: list[tuple[int, int, int]]
-    n_pos: int
-    n_prompts: int
     #: Key-null scores the threshold is the (1 - fpr) order statistic of, and the texts they come from.
     n_null: int
     n_null_texts: int
