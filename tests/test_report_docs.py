@@ -188,11 +188,13 @@ def test_a_changed_result_without_a_new_report_is_caught(tmp_path):
     assert reporting.differences(root, tmp_path) == []
     path = root / rt.DETECTION_FOLDER / "tpr_summary.csv"
     summary = pd.read_csv(path)
-    summary.loc[(summary["scheme"] == "kgw") & (summary["mode"] == "wash") & (summary["n"] == 5), "tpr"] = 0.5
+    cell = (summary["scheme"] == "kgw") & (summary["mode"] == "wash") & (summary["n"] == 5)
+    summary.loc[cell, "tpr"] = 0.5
     summary.to_csv(path, index=False)
     changed = reporting.differences(root, tmp_path)
     assert {"docs/RESULTS.md", "README.md", f"docs/results/{rt.DETECTION_FOLDER}.md"} <= set(changed)
-    assert "KGW in 50% [26, 43]" in reporting.generate(root, tmp_path)["docs/RESULTS.md"]
+    low, high = (float(summary.loc[cell, c].iloc[0]) * 100 for c in ("tpr_ci_low", "tpr_ci_high"))
+    assert f"KGW in 50% [{low:.0f}, {high:.0f}]" in reporting.generate(root, tmp_path)["docs/RESULTS.md"]
 
 
 def test_a_removed_folder_leaves_no_stale_page(tmp_path):

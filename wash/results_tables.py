@@ -245,8 +245,9 @@ def _labels(s: pd.DataFrame, info: RunInfo) -> dict:
 # --- The two tables. ---
 
 DETECTION_COLUMNS = ["scheme", "form", "lineup", "profile", "setting", "mode", "n", "tpr", "tpr_low", "tpr_high",
-                     "fpr_check", "fpr_check_low", "fpr_check_high", "texts", "negatives", "threshold", "mean_z",
-                     "paper_tpr", "source", "partial", "jobs"]
+                     "fpr_check", "fpr_check_low", "fpr_check_high", "texts", "negatives", "threshold", "null_scores",
+                     "key_null", "tpr_any", "tpr_any_low", "tpr_any_high", "fpr_any_check", "fpr_any_check_low",
+                     "fpr_any_check_high", "mean_z", "paper_tpr", "source", "partial", "jobs"]
 
 
 def detection_table(root: Path = RESULTS_ROOT, folder_name: str = DETECTION_FOLDER) -> pd.DataFrame:
@@ -255,7 +256,11 @@ def detection_table(root: Path = RESULTS_ROOT, folder_name: str = DETECTION_FOLD
     ``tpr`` is the share of texts flagged (with its 95% interval over prompts);
     ``fpr_check`` the share of the held-out check half of unwatermarked texts flagged at
     the same threshold; ``texts`` the watermarked texts per cell and ``negatives`` the
-    unwatermarked ones the threshold was fitted and checked on; ``paper_tpr`` the
+    unwatermarked ones the threshold was fitted and checked on; ``null_scores`` the null
+    scores the threshold is the 95% order statistic of (``key_null``: the calibration
+    texts under many random keys, ``wash.detection.key_null``; else one score per
+    calibration text and provider); ``tpr_any``/``fpr_any_check`` the "any provider
+    flags" decision per text at a family-wise 5% (Simes over the providers' key-null p); ``paper_tpr`` the
     paper's Table 2 value for the same scheme and setting (NaN where it gives none).
     """
     folder = Path(root) / folder_name
@@ -270,6 +275,14 @@ def detection_table(root: Path = RESULTS_ROOT, folder_name: str = DETECTION_FOLD
         "texts": s["n_pos"].astype(int),
         "negatives": (s["n_cal"] + s["n_check"]).astype(int),
         "threshold": s["threshold"],
+        # how many null scores the threshold is an order statistic of, and whether they are the null over keys
+        "null_scores": (s["n_null"] if "n_null" in s else s["n_cal"]).astype(int),
+        "key_null": (s["calibration"].str.startswith("null over keys") if "calibration" in s
+                     else pd.Series(False, index=s.index)),
+        **{out: (s[col] if col in s else pd.Series(float("nan"), index=s.index)) for out, col in (
+            ("tpr_any", "tpr_any"), ("tpr_any_low", "tpr_any_ci_low"), ("tpr_any_high", "tpr_any_ci_high"),
+            ("fpr_any_check", "fpr_any_check"), ("fpr_any_check_low", "fpr_any_check_ci_low"),
+            ("fpr_any_check_high", "fpr_any_check_ci_high"))},
         "mean_z": s["mean_z_pos"],
         "paper_tpr": [paper_tpr(sc, _paper_method(m, n)) for sc, m, n in zip(labels["scheme"], s["mode"], s["n"])],
         "source": _source(root, folder_name),

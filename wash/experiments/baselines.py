@@ -17,10 +17,13 @@ Removal: each provider's own detector z on the final text (mean over (text, prov
 pairs, as in ``decay``) and the TPR at ``fpr`` with the threshold calibrated on the
 N-matched negatives scored by the same providers' detectors. Unlike ``tpr``, whose
 thresholds come from held-out prompts, these negatives are on the positives' own
-prompts (an in-sample threshold: read the TPR as a comparison between arms on
-equal terms, not as a held-out rate); its 95% interval, as in ``tpr``, is a
-bootstrap over prompts (``stats.prompt_bootstrap_interval``), since the ``n``
-providers' verdicts on one text are not independent trials. Quality:
+prompts (an in-sample threshold, the ``calibration`` column says so: read the TPR
+as a comparison between arms on equal terms, not as a held-out rate). It is not
+re-fitted on the null over keys (``tpr``'s ``wash.detection.key_null``) because the
+run holds no held-out text to score: every negative shares its prompt with a
+positive. Its 95% interval, as in ``tpr``, is a bootstrap over prompts, exact
+binomial where every text or none is flagged (``stats.rate_interval``), since the
+``n`` providers' verdicts on one text are not independent trials. Quality:
 the continuation's perplexity under each unwatermarked base model (as in ``quality``).
 Cost: wall seconds per text and per generated token, the ratio to ``single``'s median
 on the same run, and each attack's own counters (ToBlend's switches and re-encoded
@@ -50,11 +53,13 @@ from wash.experiments.jobs import Job, JobOutput
 from wash.experiments.plots import FigureSpec, Panel, Series
 from wash.experiments.rules import mean_perplexity
 from wash.experiments.scoring import as_bool, first_per_job
-from wash.experiments.stats import (NOMINAL_Z_5PCT, ScoredTexts, group_summary, prompt_bootstrap_interval,
-                                    rate_above, tpr_at_fpr)
+from wash.experiments.stats import (NOMINAL_Z_5PCT, ScoredTexts, group_summary, rate_above, rate_interval,
+                                    tpr_at_fpr)
 from wash.detection.thresholds import FPR_CALIBRATED
 
 NAME = "baselines"
+#: How the TPR thresholds are set (the ``calibration`` column): in-sample, see the module docstring.
+CALIBRATION = "in-sample: negatives on the positives' own prompts"
 SINGLE, WASH, UNWATERMARKED = "single", "wash", "unwatermarked"
 ATTACKS = ("toblend", "demark", "randomwalk")
 #: Attacks that take provider 1 alone (their papers attack one watermarked model).
@@ -153,7 +158,7 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
     """Per (scheme, arm, n): z, detected share, TPR at ``fpr``, perplexity, cost."""
     cost_cols = sorted({c for cs in COST_COUNTERS.values() for c in cs})
     cols = [*BY, "rows", "z_mean", "z_sd", "z_ci_low", "z_ci_high", "detected_rate", "tpr", "tpr_ci_low",
-            "tpr_ci_high", "threshold", "n_neg", "tpr_nominal", "texts", "ppl", "tokens", "seconds_per_text",
+            "tpr_ci_high", "threshold", "calibration", "n_neg", "tpr_nominal", "texts", "ppl", "tokens", "seconds_per_text",
             "ms_per_token", "cost_ratio", *cost_cols]
     if rows.empty or "z" not in rows:
         return pd.DataFrame(columns=cols)
@@ -176,10 +181,10 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
         neg = rows[(rows["scheme"] == r["scheme"]) & (rows["arm"] == UNWATERMARKED) & (rows["n"] == r["n"])]
         pos, negz = part["z"].tolist(), neg["z"].tolist()
         rec = {"tpr": math.nan, "tpr_ci_low": math.nan, "tpr_ci_high": math.nan, "threshold": math.nan,
-               "n_neg": len(negz), "tpr_nominal": rate_above(pos, NOMINAL_Z_5PCT)}
+               "calibration": CALIBRATION, "n_neg": len(negz), "tpr_nominal": rate_above(pos, NOMINAL_Z_5PCT)}
         if pos and negz:
             cal = tpr_at_fpr(pos, negz, config.fpr)
-            lo, hi = prompt_bootstrap_interval(ScoredTexts.from_rows(part), cal.threshold)
+            lo, hi = rate_interval(ScoredTexts.from_rows(part), cal.threshold)
             rec.update(tpr=cal.tpr, tpr_ci_low=lo, tpr_ci_high=hi, threshold=cal.threshold)
         records.append(rec)
     summary = pd.concat([summary.reset_index(drop=True), pd.DataFrame(records)], axis=1)

@@ -294,7 +294,7 @@ def write_meta(path: Path, name: str, config: ExperimentConfig, command: str | N
     if same_plan and ran == 0:  # a pure re-summary keeps the command, date, code and machine of the run that computed the rows
         # ``note``: what a person recorded about how the rows were computed (a restored meta, say)
         for k in ("command", "date", "machine", "code", "engine", "workers", "threads_per_worker", "forward_settings",
-                  "jobs_run_now", "elapsed_s_now", "load_average", "note"):
+                  "jobs_run_now", "elapsed_s_now", "load_average", "note", "key_null"):
             if k in previous:
                 meta[k] = previous[k]
         if "load_average" not in previous:  # this call's load says nothing of the run that made the rows

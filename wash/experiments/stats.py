@@ -132,6 +132,16 @@ def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[f
     return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
 
 
+def exact_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Clopper-Pearson (exact binomial) interval of a proportion: 0 of 34 reads [0, 10.3%], never [0, 0].
+
+    ``scipy.stats.binomtest(...).proportion_ci(method="exact")``; NaN when ``n`` is 0."""
+    if n <= 0:
+        return float("nan"), float("nan")
+    ci = stats.binomtest(int(successes), int(n)).proportion_ci(confidence_level=confidence, method="exact")
+    return float(ci.low), float(ci.high)
+
+
 def group_summary(frame, by: Sequence[str], column: str, confidence: float = 0.95, cluster: str | None = None):
     """``summarize`` of ``column`` within each group of ``by``: a tidy pandas frame.
 
@@ -341,8 +351,8 @@ def _refuse_overlap(calibration: ScoredTexts, judged: ScoredTexts, what: str) ->
 
 
 @dataclass(frozen=True)
-class HeldOutDetection:
-    """TPR at a threshold set on one half of held-out negatives, and the FPR it gives on the other."""
+class ThresholdTpr:
+    """A threshold and the positives' TPR at it (what every held-out detection reports)."""
 
     threshold: float
     tpr: float
@@ -351,6 +361,12 @@ class HeldOutDetection:
     flagged: list[tuple[int, int, int]]
     n_pos: int
     n_prompts: int
+
+
+@dataclass(frozen=True)
+class HeldOutDetection(ThresholdTpr):
+    """TPR at a threshold set on one half of held-out negatives, and the FPR it gives on the other."""
+
     #: FPR on the calibration half itself (<= the target by construction).
     fpr_calibration: float
     fpr_check: float
@@ -366,8 +382,8 @@ def held_out_detection(positive: ScoredTexts, negatives: HeldOutSplit, fpr: floa
 
     The threshold is ``threshold_at_fpr`` of the calibration half's (text, provider)
     z-scores only; the positives and the check half are then judged at it, each
-    rate with its prompt-bootstrap interval (``prompt_bootstrap_interval``). The
-    positives must share no text and no prompt with the calibration half (else a
+    rate with its prompt-bootstrap interval (``rate_interval``: exact where the share is
+    0 or 1). The positives must share no text and no prompt with the calibration half (else a
     ``ValueError``); the check half cannot (``HeldOutSplit``). Counts are texts.
     """
     _refuse_overlap(negatives.calibration, positive, "the positives")
@@ -375,11 +391,61 @@ def held_out_detection(positive: ScoredTexts, negatives: HeldOutSplit, fpr: floa
     t = threshold_at_fpr(cal.z.tolist(), fpr)
     return HeldOutDetection(
         threshold=t, tpr=flagged_share(positive, t),
-        tpr_ci=prompt_bootstrap_interval(positive, t, confidence, seed, n_resamples),
+        tpr_ci=rate_interval(positive, t, confidence, seed, n_resamples),
         flagged=flagged_per_provider(positive, t), n_pos=len(positive.texts), n_prompts=len(positive.prompts),
         fpr_calibration=flagged_share(cal, t), fpr_check=flagged_share(check, t),
-        fpr_check_ci=prompt_bootstrap_interval(check, t, confidence, seed, n_resamples),
+        fpr_check_ci=rate_interval(check, t, confidence, seed, n_resamples),
         n_cal=len(cal.texts), n_check=len(check.texts))
+
+
+def rate_interval(scores: ScoredTexts, threshold: float, confidence: float = 0.95, seed: int = BOOTSTRAP_SEED,
+                  n_resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float]:
+    """The flagged share's interval: the prompt bootstrap, or the exact binomial one where it is degenerate.
+
+    The prompt bootstrap (``prompt_bootstrap_interval``) is the right unit where the
+    share is strictly between 0 and 1; where every test or none is flagged each
+    resample repeats the point and the bootstrap prints [0, 0] or [1, 1], which says
+    nothing, so the Clopper-Pearson interval of the (text, provider) tests is given
+    instead (``exact_interval``)."""
+    hits = scores.flagged(threshold)
+    if len(hits) and 0 < hits.mean() < 1:
+        return prompt_bootstrap_interval(scores, threshold, confidence, seed, n_resamples)
+    return exact_interval(int(hits.sum()), len(hits), confidence)
+
+
+@dataclass(frozen=True)
+class KeyNullDetection(ThresholdTpr):
+    """TPR at a threshold from the null over keys, and that threshold's FPR on fresh check texts."""
+
+    #: Key-null scores the threshold is the (1 - fpr) order statistic of, and the texts they come from.
+    n_null: int
+    n_null_texts: int
+    #: The check half under its own keys: share of (text, provider) tests flagged, Clopper-Pearson interval.
+    fpr_check: float
+    fpr_check_ci: tuple[float, float]
+    n_check: int
+
+
+def key_null_detection(positive: ScoredTexts, null: ScoredTexts, check: ScoredTexts, fpr: float = FPR_CALIBRATED,
+                       confidence: float = 0.95) -> KeyNullDetection:
+    """Per-text TPR of ``positive`` at the ``fpr`` threshold of ``null`` (calibration texts under many
+    random keys, ``wash.detection.key_null``), and the FPR it gives on ``check`` (other texts, own keys).
+
+    The threshold never sees a check text or a positive (``ValueError`` otherwise).
+    The check FPR's interval is Clopper-Pearson over its (text, provider) tests: under the
+    null each provider's key is independent of the text, so its verdicts are close to
+    independent trials (the key-null's within-text correlation is recorded with it).
+    """
+    _refuse_overlap(null, positive, "the positives")
+    _refuse_overlap(null, check, "the check half")
+    t = threshold_at_fpr(null.z.tolist(), fpr)
+    hits = check.flagged(t)
+    return KeyNullDetection(
+        threshold=t, tpr=flagged_share(positive, t), tpr_ci=rate_interval(positive, t, confidence),
+        flagged=flagged_per_provider(positive, t), n_pos=len(positive.texts), n_prompts=len(positive.prompts),
+        n_null=int(np.isfinite(null.z).sum()), n_null_texts=len(null.texts),
+        fpr_check=flagged_share(check, t), fpr_check_ci=exact_interval(int(hits.sum()), len(hits), confidence),
+        n_check=len(check.texts))
 
 
 @dataclass(frozen=True)

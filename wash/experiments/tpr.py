@@ -51,6 +51,7 @@ detection z is read, and a lazy step draws from the same law as the average.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 import pandas as pd
@@ -61,20 +62,29 @@ from wash.experiments.ensembles import LINEUPS, make_ensemble, prompt_set, specs
 from wash.experiments.generation import generation_job
 from wash.experiments.jobs import Job
 from wash.experiments.plots import FigureSpec, Panel, Series
-from wash.experiments.stats import (NOMINAL_Z_5PCT, HeldOutSplit, ScoredTexts, flagged_share,
-                                    held_out_detection, split_half_by_prompt)
+from wash.detection import key_null
+from wash.experiments.stats import (NOMINAL_Z_5PCT, HeldOutSplit, ScoredTexts, exact_interval, flagged_share,
+                                    held_out_detection, key_null_detection, split_half_by_prompt)
 from wash.prompts import Prompt, load_prompts
 from wash.detection.thresholds import FPR_CALIBRATED
 
 NAME = "tpr"
+#: A folder's key-null scores (written by ``python -m wash.experiments.key_null_scores FOLDER --merge``).
+KEY_NULL_FILE = "tpr_key_null.csv"
 UNWATERMARKED = "unwatermarked"
 #: The ``role`` key field of a held-out negative's job (positives' keys have no role, as before).
 NEGATIVE = "negative"
 #: What the ``calibration`` column says about how each threshold was set.
 CALIBRATION = "held-out half, per scheme and model set"
+#: ... when it comes from the null over keys (``wash.detection.key_null``).
+CALIBRATION_KEY_NULL = "null over keys: calibration-half texts x random keys, per scheme and model set"
+#: How the "any provider flags" decision combines an ensemble's N per-provider p-values.
+ANY_METHOD = "simes"
 COLUMNS = ["scheme", "mode", "n", "condition", "tpr", "tpr_ci_low", "tpr_ci_high", "threshold", "calibration",
            "n_prompts", "n_pos", "n_neg", "n_cal", "n_check", "fpr_calibration", "fpr_check",
-           "fpr_check_ci_low", "fpr_check_ci_high", "flagged", "tpr_nominal", "fpr_nominal", "mean_z_pos", "mean_z_neg"]
+           "fpr_check_ci_low", "fpr_check_ci_high", "flagged", "tpr_nominal", "fpr_nominal", "mean_z_pos", "mean_z_neg",
+           "n_null", "null_keys", "tpr_any", "tpr_any_ci_low", "tpr_any_ci_high", "fpr_any_check",
+           "fpr_any_check_ci_low", "fpr_any_check_ci_high", "any_method", "null_ks_p", "null_ad_p"]
 
 
 @dataclass
@@ -158,11 +168,29 @@ def jobs(config: Config) -> list[Job]:
     return out
 
 
-def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
-    """Per (scheme, mode, n): per-text TPR at the held-out threshold, its held-out FPR, prompt intervals."""
+def read_key_null(config: Config) -> pd.DataFrame:
+    """The folder's key-null scores (``key_null_scores.FILE``), or an empty frame where none were scored."""
+    path = Path(config.out) / KEY_NULL_FILE
+    return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=key_null.COLUMNS)
+
+
+def summarize(rows: pd.DataFrame, config: Config, key_nulls: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Per (scheme, mode, n): per-text TPR at the held-out threshold, its held-out FPR, and the
+    "any provider flags" decision.
+
+    Where the folder has key-null scores for the cell (``key_nulls``, default the folder's
+    ``tpr_key_null.csv``), the threshold is the (1 - fpr) quantile of those (at least
+    ``key_null.MIN_NULL_SCORES``) and the check half's own-key scores give its FPR with a
+    Clopper-Pearson interval (``stats.key_null_detection``); the "any provider" decision
+    combines each text's per-provider rank p-values in its provider model's key-null
+    (``key_null.any_provider_flags``, ``ANY_METHOD``), its TPR and check-half FPR
+    counted per text with exact intervals. Elsewhere the threshold is the calibration
+    half's own order statistic, as before (``calibration`` says which).
+    """
     records = []
     if rows.empty or "z" not in rows:
         return pd.DataFrame(columns=COLUMNS)
+    nulls = read_key_null(config) if key_nulls is None else key_nulls
     role = rows["role"] if "role" in rows else pd.Series(None, index=rows.index, dtype=object)
     negative_rows, positive_rows = rows[role.eq(NEGATIVE)], rows[~role.eq(NEGATIVE)]
     order = [p.id for p in held_out_prompts(config)]
@@ -178,19 +206,49 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
             if not len(split.calibration):
                 continue
             positives = ScoredTexts.from_rows(pos)
-            res = held_out_detection(positives, split, config.fpr)
-            records.append({
-                "scheme": scheme, "mode": mode, "n": n, "condition": _label(mode, n),
-                "tpr": res.tpr, "tpr_ci_low": res.tpr_ci[0], "tpr_ci_high": res.tpr_ci[1],
-                "threshold": res.threshold, "calibration": CALIBRATION, "n_prompts": res.n_prompts,
-                "n_pos": res.n_pos, "n_neg": len(negatives.texts), "n_cal": res.n_cal, "n_check": res.n_check,
-                "fpr_calibration": res.fpr_calibration, "fpr_check": res.fpr_check,
-                "fpr_check_ci_low": res.fpr_check_ci[0], "fpr_check_ci_high": res.fpr_check_ci[1],
-                "flagged": ", ".join(f"{k}/{m}" for _, k, m in res.flagged),
-                "tpr_nominal": flagged_share(positives, NOMINAL_Z_5PCT),
-                "fpr_nominal": flagged_share(negatives, NOMINAL_Z_5PCT),
-                "mean_z_pos": float(pos["z"].mean()), "mean_z_neg": float(neg["z"].mean())})
+            cell = nulls[(nulls["scheme"] == scheme) & (nulls["n"] == n)]
+            record = {"scheme": scheme, "mode": mode, "n": n, "condition": _label(mode, n),
+                      "n_prompts": len(positives.prompts), "n_pos": len(positives.texts),
+                      "n_neg": len(negatives.texts), "n_cal": len(split.calibration.texts),
+                      "n_check": len(split.check.texts),
+                      "tpr_nominal": flagged_share(positives, NOMINAL_Z_5PCT),
+                      "fpr_nominal": flagged_share(negatives, NOMINAL_Z_5PCT),
+                      "mean_z_pos": float(pos["z"].mean()), "mean_z_neg": float(neg["z"].mean())}
+            if cell.empty:
+                res = held_out_detection(positives, split, config.fpr)
+                record.update(threshold=res.threshold, calibration=CALIBRATION, n_null=len(split.calibration),
+                              fpr_calibration=res.fpr_calibration)
+            else:
+                null = ScoredTexts.from_rows(cell)
+                res = key_null_detection(positives, null, split.check, config.fpr)
+                match = key_null.match_fresh(null.z, split.check.z)
+                record.update(threshold=res.threshold, calibration=CALIBRATION_KEY_NULL, n_null=res.n_null,
+                              null_keys=int(cell["key"].nunique()), fpr_calibration=flagged_share(null, res.threshold),
+                              null_ks_p=match.ks_p, null_ad_p=match.ad_p, any_method=ANY_METHOD,
+                              **_any_provider(pos, neg[neg["prompt_id"].isin(split.check.prompts)], cell, config.fpr))
+            record.update(tpr=res.tpr, tpr_ci_low=res.tpr_ci[0], tpr_ci_high=res.tpr_ci[1],
+                          fpr_check=res.fpr_check, fpr_check_ci_low=res.fpr_check_ci[0],
+                          fpr_check_ci_high=res.fpr_check_ci[1],
+                          flagged=", ".join(f"{k}/{m}" for _, k, m in res.flagged))
+            records.append(record)
     return pd.DataFrame(records, columns=COLUMNS)
+
+
+def _any_provider(pos: pd.DataFrame, check: pd.DataFrame, cell: pd.DataFrame, alpha: float) -> dict:
+    """TPR and check-half FPR of the "any provider flags" decision, per text, with exact intervals.
+
+    Each provider slot's p-value is its rank in the key-null of its own base model
+    (every slot of that model, all keys: a key-null does not depend on the slot)."""
+    by_model = {m: g["z"].to_numpy(float) for m, g in cell.groupby("provider_model")}
+    out = {}
+    for name, rows in (("tpr_any", pos), ("fpr_any_check", check)):
+        models = dict(zip(rows["provider"].astype(int), rows["provider_model"]))
+        flags = key_null.any_provider_flags(rows["job"].astype(str), rows["provider"].astype(int), rows["z"],
+                                            {k: by_model[m] for k, m in models.items()}, alpha, ANY_METHOD)
+        k, m = sum(flags.values()), len(flags)
+        low, high = exact_interval(k, m)
+        out.update({name: k / m if m else float("nan"), f"{name}_ci_low": low, f"{name}_ci_high": high})
+    return out
 
 
 def _label(mode: str, n: int) -> str:
@@ -199,8 +257,8 @@ def _label(mode: str, n: int) -> str:
 
 def figure(summary: pd.DataFrame, config: Config) -> FigureSpec:
     """Per scheme: each condition's TPR, and the FPR each model set's threshold gives on the check half."""
-    tpr = Panel(f"TPR, threshold at {config.fpr:.0%} FPR on a held-out calibration half", "scheme",
-                "TPR per text (95% CI, bootstrap over prompts)")
+    tpr = Panel(f"TPR, threshold at {config.fpr:.0%} FPR on a held-out calibration half (null over keys where "
+                "scored)", "scheme", "TPR per text (95% CI, bootstrap over prompts; exact at 0 or 1)")
     for mode, n in config.conditions():
         s = summary[(summary["mode"] == mode) & (summary["n"] == n)]
         if len(s):
@@ -208,7 +266,7 @@ def figure(summary: pd.DataFrame, config: Config) -> FigureSpec:
                                      (s["tpr"] - s["tpr_ci_low"]).tolist(), (s["tpr_ci_high"] - s["tpr"]).tolist(),
                                      kind="bar"))
     fpr = Panel("FPR of that threshold on the held-out check half", "scheme",
-                "FPR per text (95% CI, bootstrap over prompts)", hlines=[(config.fpr, f"{config.fpr:.0%}")])
+                "FPR per text (95% CI)", hlines=[(config.fpr, f"{config.fpr:.0%}")])
     for n in config.model_sets():
         s = summary[summary["n"] == n].drop_duplicates("scheme")  # one threshold per (scheme, model set)
         if len(s):

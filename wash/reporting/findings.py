@@ -18,7 +18,7 @@ from wash import results_tables as rt
 from wash.detection.identify_stats import TEST_NAME
 from wash.detection.thresholds import Z_THRESHOLD
 from wash.reporting.data import Folder
-from wash.reporting.fmt import FPR_LEVEL, md_table, num, num_ci, paper_pct, pct, pct_ci
+from wash.reporting.fmt import FPR_LEVEL, integer, md_table, num, num_ci, paper_pct, pct, pct_ci
 from wash.reporting.headline import name, names
 
 CLAIMS = rt.PAPER_CLAIMS
@@ -79,7 +79,12 @@ def _tpr_row(root: Path, F: dict[str, Folder], setting: str, bound: float, claim
         return None
     above = cells[cells["tpr"] > bound].sort_values("tpr", ascending=False)
     shown = above if len(above) else cells.sort_values("tpr", ascending=False).head(2)
-    ours = (f"TPR at {FPR_LEVEL} FPR under WASH {setting.split()[-1]} (`{rt.DETECTION_FOLDER}`): "
+    keyed = int(cells["key_null"].sum())
+    source = (f"thresholds from at least {integer(cells[cells['key_null']]['null_scores'].min())} scores under "
+              f"random keys for {_count(keyed, len(cells), 'scheme')}"
+              + (", from the held-out calibration texts' own scores for the others" if keyed < len(cells) else "")
+              if keyed else "thresholds from held-out texts")
+    ours = (f"TPR at {FPR_LEVEL} FPR under WASH {setting.split()[-1]} (`{rt.DETECTION_FOLDER}`; {source}): "
             + "; ".join(f"{name(r['scheme'])} {pct_ci(r['tpr'], r['tpr_low'], r['tpr_high'])}"
                         + ("" if pd.isna(r["paper_tpr"]) else f" (paper {paper_pct(r['paper_tpr'])})")
                         for _, r in shown.iterrows())
@@ -183,7 +188,8 @@ def baselines(F: dict[str, Folder]) -> Finding | None:
             + "; ".join(f"{name(w['scheme'])} {num_ci(w['z_mean'], w['z_ci_low'], w['z_ci_high'])} against "
                         f"{num_ci(t['z_mean'], t['z_ci_low'], t['z_ci_high'])}" for w, t in pairs)
             + f"); cost per text {num(wash['cost_ratio'].min(), 1)}x to {num(wash['cost_ratio'].max(), 1)}x one "
-              f"model against ToBlend's {num(tob['cost_ratio'].min(), 1)}x to {num(tob['cost_ratio'].max(), 1)}x")
+              f"model against ToBlend's {num(tob['cost_ratio'].min(), 1)}x to {num(tob['cost_ratio'].max(), 1)}x"
+              "; its TPR thresholds are in-sample (negatives on the positives' own prompts)")
     cheaper = tob["cost_ratio"].min() >= CLAIMS["speedup"] * wash["cost_ratio"].max()
     verdict = (f"**{'Holds' if lower == len(pairs) else 'Partly holds'} for removal**"
                + (" (the intervals overlap)" if separated < len(pairs) else "")

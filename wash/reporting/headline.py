@@ -92,10 +92,20 @@ def detection(root: Path, F: dict[str, Folder]) -> str | None:
     parts = [f"{name(r['scheme'])} in {pct_ci(r['tpr'], r['tpr_low'], r['tpr_high'])}"
              + ("" if pd.isna(r["paper_tpr"]) else f" (paper {paper_pct(r['paper_tpr'])})")
              for _, r in n5.iterrows()]
-    text = (f"**Is this text watermarked?** (`{rt.DETECTION_FOLDER}`, TPR at {FPR_LEVEL} FPR, thresholds from "
-            "held-out unwatermarked texts, the text as the unit.) Under WASH at N = 5 a provider's own "
+    keyed = n5[n5["key_null"]]
+    calibration = (f"thresholds from at least {integer(keyed['null_scores'].min())} scores of held-out "
+                   "unwatermarked texts under random keys" + ("" if len(keyed) == len(n5) else
+                   f" ({len(keyed)} of {len(n5)} schemes; the others from the held-out texts' own scores)"))
+    text = (f"**Is this text watermarked?** (`{rt.DETECTION_FOLDER}`, TPR at {FPR_LEVEL} FPR, {calibration}, "
+            "the text as the unit.) Under WASH at N = 5 a provider's own "
             f"detector flags {'; '.join(parts)} of texts; the held-out check half's FPR stays between "
             f"{pct(n5['fpr_check'].min())} and {pct(n5['fpr_check'].max())} for these schemes.")
+    if len(keyed):
+        text += (" Flagging a text when any of its 5 providers' detectors fires, with the family-wise FPR held "
+                 "at 5% (Simes): " + "; ".join(
+                     f"{name(r['scheme'])} {pct_ci(r['tpr_any'], r['tpr_any_low'], r['tpr_any_high'])} "
+                     f"(check FPR {pct_ci(r['fpr_any_check'], r['fpr_any_check_low'], r['fpr_any_check_high'])})"
+                     for _, r in keyed.iterrows()) + ".")
     lacking = [s for s in dict.fromkeys(table["scheme"]) if s not in set(n5["scheme"])]
     lacking += rt.unmeasured_schemes(root)
     if lacking:

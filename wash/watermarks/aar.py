@@ -47,14 +47,15 @@ it is flatter than p (p = (0.6, 0.25, 0.1, 0.05) gives (0.562, 0.268, 0.113,
 r at the observed token, and the soft law still favours tokens with large r.
 
 Detectors (``detector``). ``ours`` (default) is the Gamma tail above. ``release``
-is the WASH release's test on the same per-token scores: a t statistic
-z = (mean - 1) / (s / sqrt(n)) with the empirical sd s (ddof 1), read as Gaussian
-(``scoring.mean_t_z``). Which tokens are scored follows ``context_width`` and
-``skip_repeated`` as for ours (``skip_repeated=false`` scores every token, as the
-release does). The t statistic of Exp(1) scores is left-skewed, so its Gaussian
-reading is conservative from about 10 scored tokens on (simulated P(z > 4):
-1e-5 at n = 10-20, 0 of 200,000 at n = 40) but not on a handful: 0.8 % at
-n = 3, 0.1 % at n = 5, where a live trace can spike.
+is the WASH release's test (its ``aar_detector.py``): a t statistic
+z = (mean - 1) / (s / sqrt(n)) of the per-token scores, with the empirical sd s
+(ddof 1), read as Gaussian (``scoring.mean_t_z``). As the release, it scores every
+token with a full context, repeats included: the release's detector has no rule
+for repeated (seed, token) pairs, so ``skip_repeated`` applies to ``ours`` only.
+The t statistic of Exp(1) scores is left-skewed, so its Gaussian reading is
+conservative from about 10 scored tokens on (simulated P(z > 4): 1e-5 at
+n = 10-20, 0 of 200,000 at n = 40) but not on a handful: 0.8 % at n = 3,
+0.1 % at n = 5, where a live trace can spike.
 
 Known property inherited from MarkLLM's seeding: when the context product is
 0 mod V (a 0 id in the context, or a product divisible by V) the seed is 0 for
@@ -95,7 +96,7 @@ class AAR(WatermarkScheme):
     class Params:
         #: Ids hashed into each step's seed (MarkLLM's ``prefix_length``).
         context_width: int = 4
-        #: Detector: score each (seed, token) pair once (see module docstring).
+        #: Detector ``ours``: score each (seed, token) pair once (see module docstring).
         skip_repeated: bool = True
         #: ``gumbel``: the point mass on argmax r ** (1/p); ``soft``: the law r ** (1/p), normalised.
         form: str = "gumbel"
@@ -152,6 +153,8 @@ class _AARDetector(Detector):
 
     def __init__(self, scheme: AAR, prefix: Sequence[int] = ()) -> None:
         super().__init__(scheme, prefix)
+        #: Score each (seed, token) pair once (``skip_repeated``; the release's test never skips).
+        self.skips_repeats = bool(scheme.params.skip_repeated)
         self.total = 0.0
         self.total_sq = 0.0
         self.n = 0
@@ -160,7 +163,7 @@ class _AARDetector(Detector):
         seed = self.scheme.seed_for(self.ids)
         if seed is None:
             return None
-        if self.scheme.params.skip_repeated and not self.first_occurrence((seed, token_id)):
+        if self.skips_repeats and not self.first_occurrence((seed, token_id)):
             return None
         r = float(hashing.uniforms(seed, self.scheme.vocab_size)[token_id])
         score = -math.log1p(-r)
@@ -185,9 +188,14 @@ class _AARReleaseDetector(_AARDetector):
     """The WASH release's AAR test on the same scores: a t statistic.
 
     z = (mean - 1) / (s / sqrt(n)) with s the empirical sd of the n scores (ddof 1),
-    p = 1 - Phi(z) (``scoring.mean_t_z``). Which tokens are scored (context, repeats)
-    follows this scheme's parameters, as for our test.
+    p = 1 - Phi(z) (``scoring.mean_t_z``). Every token with ``context_width`` ids before
+    it is scored, repeated (seed, token) pairs included, as the release's detector
+    scores them (it has no repeat rule); ``skip_repeated`` does not apply.
     """
+
+    def __init__(self, scheme: AAR, prefix: Sequence[int] = ()) -> None:
+        super().__init__(scheme, prefix)
+        self.skips_repeats = False
 
     def result(self) -> Detection:
         if self.n == 0:

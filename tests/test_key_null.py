@@ -1,0 +1,110 @@
+"""The null over keys (``wash.detection.key_null``): keys, rank p-values, the "any provider" decision,
+and the key-null against fresh unwatermarked generations on the committed texts.
+
+Each check can fail: the combination's FPR is counted on 20,000 simulated texts against a
+binomial tolerance (a combination that rejects on min p <= alpha, without the N-fold
+correction, flags 23% and fails); the key-null test scores real committed negatives with
+the real detector under 20 random keys and compares them with the check half's own-key
+scores (a detector with a broken null, e.g. a shifted z, fails the KS test).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from wash.detection import key_null
+from wash.experiments.ensembles import KEY_BASE
+
+ROOT = Path(__file__).resolve().parents[1]
+PAPER = ROOT / "results" / "tpr-paper"
+
+
+def test_null_keys_are_seeded_and_disjoint_from_experiment_keys() -> None:
+    keys = key_null.null_keys(50)
+    assert keys == key_null.null_keys(50) and len(set(keys)) == 50
+    assert min(keys) >= key_null.KEY_FLOOR > KEY_BASE + 10 ** 6
+    assert key_null.keys_per_slot(36, 1) == 28 and 36 * 28 >= key_null.MIN_NULL_SCORES
+    assert key_null.keys_per_slot(36, 5) * 36 * 5 >= key_null.MIN_NULL_SCORES
+
+
+def test_upper_tail_p_is_the_rank_in_the_null() -> None:
+    null = [0.0, 1.0, 2.0, 3.0]
+    p = key_null.upper_tail_p([-1.0, 1.0, 2.5, 9.0, float("nan")], null)
+    assert p.tolist() == [1.0, (1 + 3) / 5, (1 + 1) / 5, 1 / 5, 1.0]
+
+
+@pytest.mark.parametrize("method", key_null.COMBINE_METHODS)
+def test_any_provider_decision_holds_its_family_wise_fpr(method: str) -> None:
+    rng = np.random.default_rng(41)
+    texts, n, alpha = 20_000, 5, 0.05
+    flagged = key_null.any_flags(rng.uniform(size=(texts, n)), alpha, method).mean()
+    # Simes is exact under independence; Holm (Bonferroni for "any") is conservative, 1-(1-a/N)^N
+    expected = alpha if method == "simes" else 1 - (1 - alpha / n) ** n
+    tol = 3 * np.sqrt(expected * (1 - expected) / texts)
+    assert abs(flagged - expected) < tol
+    # without any correction the decision would flag 1 - 0.95^5 = 23% of texts
+    assert flagged < 1 - (1 - alpha) ** n - 0.1
+
+
+def test_any_provider_decision_on_rank_p_values_of_finite_nulls() -> None:
+    # p-values from 1,080-score key-nulls (discrete, as in the tables) keep the level on
+    # average over null draws: 50 nulls of 1,080 scores, 400 texts judged against each.
+    # One fixed null does not: its own tail decides, e.g. seed 7's flags 6.6% of 20,000
+    # texts, which is why every threshold reports its check-half FPR with an interval.
+    rng = np.random.default_rng(7)
+    rates = []
+    for _ in range(50):
+        null = rng.normal(size=1080)
+        z = rng.normal(size=(400, 3))
+        p = key_null.upper_tail_p(z.ravel(), null).reshape(z.shape)
+        rates.append(key_null.any_flags(p, 0.05, "simes").mean())
+    assert abs(np.mean(rates) - 0.05) < 3 * np.sqrt(0.05 * 0.95 / 20_000) + 0.003
+    assert np.std(rates) > np.sqrt(0.05 * 0.95 / 400)  # the null's own draw adds spread
+
+
+def test_key_null_matches_fresh_unwatermarked_texts_on_committed_negatives() -> None:
+    """Unigram on SmolLM2 (N = 1): 18 calibration texts x 20 random keys against the check
+    half's 34 texts scored under their own keys (the committed z)."""
+    from wash.engine.config import ProviderSpec
+    from wash.experiments.key_null_scores import folder_config
+    from wash.experiments.scoring import watermarked_providers
+
+    module, config = folder_config(PAPER)
+    rows = pd.read_csv(PAPER / "tpr_runs.csv", usecols=["scheme", "n", "prompt_id", "providers", "z",
+                                                        "text", "role"])
+    neg = rows[rows["role"].eq("negative") & rows["scheme"].eq("unigram") & rows["n"].eq(1)]
+    cal, check = module.negative_split(config)
+    texts = neg[neg["prompt_id"].isin(cal)].drop_duplicates("text")["text"].tolist()[::2]
+    fresh = neg[neg["prompt_id"].isin(check)]["z"].to_numpy()
+    provider = watermarked_providers([ProviderSpec.parse(neg["providers"].iloc[0])])[0]
+    keys = key_null.null_keys(20)
+    null = [z for t in texts for z, _ in key_null.score_under_keys(provider, t, keys)]
+    assert len(null) == 18 * 20 and len(fresh) == 34
+    match = key_null.match_fresh(null, fresh)
+    assert match.ks_p > 0.01 and match.ad_p > 0.01
+    # the same test tells a shifted null apart: it is not blind
+    assert key_null.match_fresh(np.asarray(null) + 1.0, fresh).ks_p < 0.01
+    assert stats.ks_2samp(null, fresh).pvalue == pytest.approx(match.ks_p)
+
+
+def test_key_null_threshold_is_checked_on_other_texts_with_an_exact_interval() -> None:
+    from wash.experiments.stats import ScoredTexts, exact_interval, key_null_detection
+
+    rng = np.random.default_rng(3)
+
+    def texts(prefix: str, count: int, keys: int, shift: float = 0.0) -> ScoredTexts:
+        ids = np.repeat([f"{prefix}{i}" for i in range(count)], keys)
+        return ScoredTexts(rng.normal(size=count * keys) + shift, ids, ids, np.zeros(count * keys, dtype=int))
+
+    null, check, positive = texts("cal", 36, 30), texts("check", 34, 1, -9.0), texts("pos", 30, 1, 5.0)
+    res = key_null_detection(positive, null, check)
+    assert res.n_null == 1080 and res.n_null_texts == 36
+    assert res.fpr_check == 0.0 and res.fpr_check_ci == pytest.approx((0.0, 0.1028), abs=1e-4)  # 0 of 34, not [0, 0]
+    assert res.tpr == 1.0 and res.tpr_ci[0] == pytest.approx(exact_interval(30, 30)[0]) and res.tpr_ci[0] < 0.9
+    with pytest.raises(ValueError):
+        key_null_detection(positive, null, texts("cal", 5, 1))  # a check text the threshold saw
