@@ -13,7 +13,7 @@ import shlex
 import pytest
 import torch
 
-from wash.engine.aggregation import RULES, Mean, MedianClip, canonical, parse
+from wash.engine.aggregation import RULES, Mean, MedianClip, parse
 from wash.engine.config import GenerationConfig, ProviderSpec
 from wash.errors import WashInputError
 
@@ -168,10 +168,11 @@ def test_parsing_and_canonical_names():
     assert isinstance(parse("mean"), Mean)
     assert parse("median-clip") == MedianClip(xi=1.0)
     assert parse(" Median-Clip : xi = 0.5 ") == MedianClip(xi=0.5)
-    assert canonical("median-clip:xi=1") == canonical("median-clip") == "median-clip:xi=1.0"
-    assert canonical("mean") == "mean" and canonical("median") == "median"
+    assert str(parse("median-clip:xi=1")) == str(parse("median-clip")) == "median-clip:xi=1.0"
+    assert str(parse("mean")) == "mean" and str(parse("median")) == "median"
     for name in RULES:
-        assert canonical(str(parse(name))) == str(parse(name))
+        assert str(parse(str(parse(name)))) == str(parse(name))
+        assert parse(name).is_mean == (name == "mean")
 
 
 @pytest.mark.parametrize("text,message", [
@@ -282,7 +283,6 @@ def test_engine_refuses_lazy_with_a_robust_rule_before_loading():
 # -- experiments ----------------------------------------------------------------------------
 def test_experiment_keys_name_the_rule_only_when_it_is_not_the_mean():
     from wash.experiments.config import ExperimentConfig
-    from wash.experiments.generation import engine_settings
     from wash.experiments.store import GenerationStore
 
     specs = [ProviderSpec.parse(s) for s in SPECS]
@@ -295,8 +295,8 @@ def test_experiment_keys_name_the_rule_only_when_it_is_not_the_mean():
     # One provider is its own aggregate: a single text is shared with the mean's.
     assert GenerationStore.key(specs, "p", "single", robust, 0) == GenerationStore.key(
         specs, "p", "single", ExperimentConfig(forwards="eager"), 0)
-    assert engine_settings(robust, 0)["aggregate"] == "median-clip"
-    assert engine_settings(mean, 0)["aggregate"] == "mean"
+    assert robust.generation(seed=0).rule == MedianClip() and robust.rule == MedianClip()
+    assert mean.generation(seed=0).aggregate == "mean"
 
 
 def test_experiment_cli_runs_a_rule_eager_and_refuses_lazy(capsys, tmp_path):
@@ -311,9 +311,9 @@ def test_experiment_cli_runs_a_rule_eager_and_refuses_lazy(capsys, tmp_path):
     assert shown["forwards"] == "eager"  # decay's default is lazy
     assert main(["experiment", "decay", "--tiny", "--aggregate", "median", "--forwards", "lazy",
                  "--show"]) == 2
-    assert "aggregate median needs eager forwards, not --forwards lazy" in capsys.readouterr().err
+    assert "aggregate median needs --forwards eager" in capsys.readouterr().err
     assert main(["experiment", "cost", "--tiny", "--aggregate", "median", "--show"]) == 2
-    assert "not its lazy variant" in capsys.readouterr().err
+    assert "variant lazy: aggregate median needs --forwards eager" in capsys.readouterr().err
     assert main(["experiment", "decay", "--tiny", "--aggregate", "nope", "--show"]) == 2
     assert "unknown aggregate 'nope'" in capsys.readouterr().err
     assert main(["experiment", "decay", "--tiny", "--out", str(tmp_path), "--show"]) == 0

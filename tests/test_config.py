@@ -109,3 +109,52 @@ def _imports(path: Path) -> set[str]:
 def test_the_ui_does_not_import_the_cli():
     for path in (ROOT / "wash" / "ui").glob("*.py"):
         assert "wash.cli" not in _imports(path), path.name
+
+
+def _aggregation_parse_calls() -> list[str]:
+    """``file:line`` of every call of ``wash.engine.aggregation.parse`` in the package, app.py and tools/."""
+    sites = []
+    for path in sorted([*(ROOT / "wash").rglob("*.py"), ROOT / "app.py", *(ROOT / "tools").glob("*.py")]):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        rel = path.relative_to(ROOT).as_posix()
+        names = {"parse"} if rel == "wash/engine/aggregation.py" else set()  # its own name for it
+        modules = {"wash.engine.aggregation"}  # dotted names the module is reached by
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module == "wash.engine.aggregation":
+                names |= {a.asname or a.name for a in node.names if a.name == "parse"}
+            elif isinstance(node, ast.ImportFrom) and node.module == "wash.engine":
+                modules |= {a.asname or a.name for a in node.names if a.name == "aggregation"}
+            elif isinstance(node, ast.Import):
+                modules |= {a.asname for a in node.names if a.name == "wash.engine.aggregation" and a.asname}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Call):
+                continue
+            func = node.func
+            if (isinstance(func, ast.Name) and func.id in names) or (
+                    isinstance(func, ast.Attribute) and func.attr == "parse"
+                    and ast.unparse(func.value) in modules):
+                sites.append(f"{rel}:{node.lineno}")
+    return sites
+
+
+def test_the_aggregation_rule_is_parsed_at_one_site():
+    """One parse of a rule's text (``config.rule_of``); everyone else asks the ``Rule`` or the config."""
+    sites = _aggregation_parse_calls()
+    assert len(sites) == 1 and sites[0].startswith("wash/engine/config.py:"), sites
+
+
+def test_lazy_forwards_are_refused_by_the_engine_check_everywhere(capsys):
+    """A robust rule with lazy forwards: the generation, the rules experiment and the experiment
+    command all raise the engine config's one message."""
+    from wash.cli import main
+    from wash.experiments import load
+
+    message = "aggregate median needs --forwards eager: a lazy step draws from one provider"
+    with pytest.raises(WashInputError, match=message):
+        config(aggregate="median", forwards="lazy").validate()
+    with pytest.raises(WashInputError, match=message):
+        load("rules").Config.from_preset("tiny", rules=("mean", "median"), forwards="lazy")
+    assert main(["experiment", "decay", "--tiny", "--aggregate", "median", "--forwards", "lazy", "--show"]) == 2
+    assert message in capsys.readouterr().err
+    assert main(["experiment", "cost", "--tiny", "--aggregate", "median", "--show"]) == 2
+    assert "variant lazy: " + message in capsys.readouterr().err

@@ -654,13 +654,11 @@ def test_profile_reaches_the_engine_the_rows_the_store_and_the_meta(tmp_path, mo
 
 
 def test_a_task_temperature_keeps_the_profile_truncation():
-    from wash.experiments.generation import engine_settings
-
     quality = load("quality")
     config = quality.Config.from_preset("tiny", profile="paper")
-    settings = engine_settings(config, seed=0, max_new_tokens=6, temperature=config.arith_temperature)
-    assert (settings["temperature"], settings["top_k"], settings["top_p"]) == (0.7, 10, 1.0)
-    assert quality.Config().profile == "open" and engine_settings(quality.Config(), 0)["top_k"] == 0
+    settings = config.generation(seed=0, max_new_tokens=6, temperature=config.arith_temperature)
+    assert (settings.temperature, settings.top_k, settings.top_p) == (0.7, 10, 1.0)
+    assert quality.Config().profile == "open" and quality.Config().generation().top_k == 0
 
 
 def test_the_page_quotes_the_presets_measurement(outputs, tmp_path):

@@ -42,7 +42,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
     print(result.prompt + result.marked_text())
     print()
     r = result.routing
-    rule = "" if config.rule.name == "mean" else f" aggregate={config.aggregate}"
+    rule = "" if config.rule.is_mean else f" aggregate={config.aggregate}"
     print(f"mode={result.mode}{rule} profile={config.profile} forwards={config.forwards} seed={result.seed} "
           f"tokens={r.tokens} "
           f"finish={result.finish_reason} routed={r.routed_token_fraction:.1%} (spans {r.routed_spans}, "

@@ -43,14 +43,15 @@ import random
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
-from wash.engine.aggregation import Rule, parse as parse_aggregate
-from wash.engine.config import DEFAULT_PROFILE, MODE_TABLE, ProviderSpec, ServingProfile, profile
+from wash.engine.aggregation import Rule
+from wash.engine.config import DEFAULT_PROFILE, MODE_TABLE, ProviderSpec, ServingProfile, profile, rule_of
 from wash.errors import WashInputError
 from wash.detection.identify_stats import (NULL_MEAN, TOP, TokenCounts, band, context_bootstrap, identification_z,
                                  matrix_score, pair_matrix)
@@ -221,7 +222,8 @@ class Probe:
     #: the prefix tree of a many-run null, which otherwise grows with every rare
     #: tokenisation its 10^6 samples find (see ``_System.sampled_counts``).
     min_path: int = 3
-    #: How an ensemble combines its providers (``wash.engine.aggregation``; the paper's is the mean).
+    #: How an ensemble combines its providers (``wash.engine.aggregation``; the paper's is the mean),
+    #: as written; ``rule`` is it parsed.
     aggregate: str = "mean"
     #: Compute S's bootstrap interval over contexts (a few seconds; off for null runs, which
     #: only need their run scores).
@@ -240,7 +242,12 @@ class Probe:
             raise WashInputError(f"min_path must be at least 1, got {self.min_path}")
         profile(self.serving)
         forced_contexts(self.contexts)
-        parse_aggregate(self.aggregate)
+        self.rule  # a bad rule fails here, before any model loads
+
+    @cached_property
+    def rule(self) -> Rule:
+        """``aggregate`` parsed, once per probe (by the engine config's ``rule_of``)."""
+        return rule_of(self.aggregate)
 
 
 @dataclass
@@ -292,7 +299,7 @@ class _System:
         self.pset = pset
         self.mode = MODE_TABLE[mode]
         self.serving = serving
-        rule = aggregate if isinstance(aggregate, Rule) else parse_aggregate(aggregate)
+        rule = rule_of(aggregate)
         providers = pset.providers[:1] if self.mode.first_provider_only else pset.providers
         self.served = ServedSystem(pset, providers, self.mode.watermark, rule, serving.temperature,
                                    serving.top_p, serving.top_k)
@@ -623,7 +630,7 @@ def identify(specs: Sequence[ProviderSpec], mode: str, probe: Probe = Probe(),
     probe.validate()
     t0, forwards0 = time.perf_counter(), SERVED_ROWS.forwards
     pset = pset if pset is not None else build_providers(specs)
-    system = _System(pset, mode, profile(probe.serving), probe.aggregate)
+    system = _System(pset, mode, profile(probe.serving), probe.rule)
     contexts = forced_contexts(probe.contexts) if probe.version == "v1" else []
     total, done = len(PROMPTS) * max(len(contexts), 1), 0
     # counts[run][prompt] maps a context to its next-token counts

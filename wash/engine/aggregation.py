@@ -30,7 +30,9 @@ a rule returns the mean rather than fail.
 
 Rules are written ``NAME[:param=value,...]`` (``median-clip:xi=0.5``); ``parse``
 turns the text into a rule and ``str(rule)`` gives its canonical spelling (every
-parameter written out), which runs record.
+parameter written out), which runs record. The package calls ``parse`` at one site,
+``wash.engine.config.rule_of``; everyone else holds the ``Rule`` (or the config that
+holds it) and asks it (``rule.is_mean``, ``str(rule)``).
 """
 
 from __future__ import annotations
@@ -71,6 +73,11 @@ class Rule:
     def combine(self, dists: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
         """The rule's unnormalised weights [V] (non-negative)."""
         raise NotImplementedError
+
+    @property
+    def is_mean(self) -> bool:
+        """The paper's mean: the only rule lazy forwards can draw from, and the one runs leave unnamed."""
+        return self.name == Mean.name
 
     def __str__(self) -> str:
         params = params_text(self)
@@ -246,11 +253,6 @@ def parse(text: str) -> Rule:
     cls = RULES[name]
     values = parse_params(cls, f"aggregate '{name}'", rest)
     return cls(**values)
-
-
-def canonical(text: str) -> str:
-    """The canonical spelling of a rule (``median-clip`` -> ``median-clip:xi=1.0``)."""
-    return str(parse(text))
 
 
 # -- shared pieces ---------------------------------------------------------------------

@@ -19,7 +19,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-from wash.engine.aggregation import Mean, Rule, describe as describe_rules, parse as parse_rule
+from wash.engine.aggregation import Rule, describe as describe_rules, parse as parse_rule
 from wash.engine.decode import Strategy
 from wash.errors import WashInputError
 from wash.engine.modes import MODE_TABLE, STRATEGIES, Mode, baseline_names, mode_names, parse as parse_mode
@@ -29,10 +29,21 @@ from wash.engine.settings import (BACKENDS, DEFAULT_PROFILE, FORWARDS, MAX_NEW_T
                            profile_name)
 from wash.watermarks.scoring import Z_THRESHOLD
 
-__all__ = ["GenerationConfig", "command_line", "add_generate_arguments", "from_command_line", "Mode",
+__all__ = ["GenerationConfig", "rule_of", "command_line", "add_generate_arguments", "from_command_line", "Mode",
            "MODE_TABLE", "STRATEGIES", "mode_names", "baseline_names", "DEFAULT_PROFILE", "FORWARDS", "Forwards",
            "MAX_NEW_TOKENS_CAP", "MAX_PROVIDERS", "MAX_ROUTED_SPAN", "MAX_TOP_K", "PROFILES", "PROVIDER_OPTIONS",
            "SEED_MAX", "SEED_MIN", "BACKENDS", "Backend", "ProviderSpec", "ServingProfile", "check_text", "profile", "profile_name"]
+
+def rule_of(aggregate: str | Rule) -> Rule:
+    """The rule ``aggregate`` names (a ``Rule`` is returned as it is), or a one-line ``WashInputError``.
+
+    The package's one parse of a rule's text: a generation, an experiment's runs and keys
+    and an identification probe read every spelling alike and refuse the same bad ones.
+    Everyone else holds the ``Rule`` (or the ``GenerationConfig`` that holds it) and asks it
+    (``rule.is_mean``, ``str(rule)``); ``tests/test_config.py`` counts the call sites.
+    """
+    return aggregate if isinstance(aggregate, Rule) else parse_rule(aggregate)
+
 
 #: The fields written as text that are parsed when set (``GenerationConfig._parse``).
 _PARSED = frozenset({"mode", "forwards", "backend", "aggregate", "baseline_options", "seed"})
@@ -77,9 +88,10 @@ class GenerationConfig:
     reencode_every_step: bool = False
     #: ``eager`` or ``lazy`` (``settings.Forwards``; text is read as one).
     forwards: Forwards | str = Forwards.EAGER
-    #: How the providers' distributions are combined, ``NAME[:param=value,...]`` (``wash.engine.aggregation``):
-    #: ``mean`` (the paper's average) or a robust variant, which needs eager forwards.
-    aggregate: str = "mean"
+    #: How the providers' distributions are combined, ``NAME[:param=value,...]`` (``wash.engine.aggregation``;
+    #: a ``Rule`` is taken as it is): ``mean`` (the paper's average) or a robust variant, which needs eager
+    #: forwards.
+    aggregate: str | Rule = "mean"
     #: A baseline mode's parameters, ``param=value,...`` (``wash.baselines``; empty: its paper's defaults).
     baseline_options: str = ""
     #: Where the members' models run: ``local`` or ``ray`` (``settings.Backend``; default ``WASH_BACKEND``,
@@ -120,7 +132,7 @@ class GenerationConfig:
         except ValueError:
             pass
         try:
-            typed["rule"] = rule = parse_rule(self.aggregate)
+            typed["rule"] = rule = rule_of(self.aggregate)
             set_(self, "aggregate", str(rule))  # the canonical spelling, as runs record it
         except WashInputError as err:
             typed["rule"] = err
@@ -165,40 +177,45 @@ class GenerationConfig:
         """The providers that take part in this mode."""
         return list(self.providers[:1] if STRATEGIES[self.mode].scope == "first" else self.providers)
 
-    def validate(self) -> None:
-        """Check every setting (one-line ``WashInputError``s); changes nothing."""
+    def check_forwards(self) -> None:
+        """Refuse lazy forwards where they cannot serve this config (the one check; ``validate`` calls it).
+
+        A lazy step runs one provider's model and draws from its p_i alone, which has the
+        law of the mean only, so a robust rule needs eager forwards; and a lazy step keeps
+        KV caches, so it cannot re-encode every step.
+        """
+        if self.forwards != Forwards.LAZY:
+            return
+        if self.reencode_every_step:
+            raise WashInputError("lazy forwards need KV caches; they cannot re-encode every step")
+        if not self.rule.is_mean:
+            raise WashInputError(f"aggregate {self.aggregate} needs --forwards eager: a lazy step draws from "
+                                 "one provider, which has the law of the mean only")
+
+    def validate(self, inputs: bool = True) -> None:
+        """Check every setting (one-line ``WashInputError``s); changes nothing.
+
+        ``inputs=False`` leaves out the providers and the prompt: an experiment checks the
+        settings of its generations this way before any job has its providers and prompt.
+        """
         if self.mode not in STRATEGIES:
             raise WashInputError(f"unknown mode '{self.mode}' (accepted: {', '.join(mode_names())})")
         if not isinstance(self.forwards, Forwards):
             raise WashInputError(f"unknown forwards '{self.forwards}' (accepted: {', '.join(FORWARDS)})")
         if not isinstance(self.backend, Backend):
             parse_backend(self.backend)  # raises: the text is no backend
-        lazy = self.forwards == Forwards.LAZY
-        if lazy and self.reencode_every_step:
-            raise WashInputError("lazy forwards need KV caches; they cannot re-encode every step")
+        self.check_forwards()
         rule = self.rule
-        if lazy and rule.name != Mean.name:
-            raise WashInputError(f"aggregate {self.aggregate} needs --forwards eager: a lazy step draws from "
-                                 "one provider, which has the law of the mean only")
         if self.spec.baseline:
-            if rule.name != Mean.name:
+            if not rule.is_mean:
                 raise WashInputError(f"mode {self.mode} is a baseline with its own decoding; "
                                      f"aggregate {self.aggregate} applies to WASH modes only")
             self.strategy  # its options parse
         elif str(self.baseline_options).strip():
             raise WashInputError(f"baseline options apply to the baseline modes only "
                                  f"({', '.join(baseline_names())}), not to mode {self.mode}")
-        if not self.providers:
-            raise WashInputError("no provider given (add at least one MODEL:SCHEME:KEY)")
-        if len(self.providers) > MAX_PROVIDERS:
-            raise WashInputError(f"{len(self.providers)} providers given; at most {MAX_PROVIDERS} are supported")
-        from wash.engine.catalog import check_model_name
-
-        for spec in self.providers:
-            check_model_name(spec.model)
-        if not self.prompt or not self.prompt.strip():
-            raise WashInputError("the prompt is empty")
-        check_text(self.prompt, "the prompt")
+        if inputs:
+            self._validate_inputs()
         if not isinstance(self.max_new_tokens, int) or not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS_CAP:
             raise WashInputError(
                 f"max new tokens must be an integer from 1 to {MAX_NEW_TOKENS_CAP}, got {self.max_new_tokens}")
@@ -218,6 +235,20 @@ class GenerationConfig:
             raise WashInputError(f"seed must be an integer, got {self.seed!r}")
         if not SEED_MIN <= self.seed <= SEED_MAX:  # torch's generators take a signed 64-bit seed
             raise WashInputError(f"seed must be an integer from {SEED_MIN} to {SEED_MAX}, got {self.seed}")
+
+    def _validate_inputs(self) -> None:
+        """The providers and the prompt (``validate``)."""
+        if not self.providers:
+            raise WashInputError("no provider given (add at least one MODEL:SCHEME:KEY)")
+        if len(self.providers) > MAX_PROVIDERS:
+            raise WashInputError(f"{len(self.providers)} providers given; at most {MAX_PROVIDERS} are supported")
+        from wash.engine.catalog import check_model_name
+
+        for spec in self.providers:
+            check_model_name(spec.model)
+        if not self.prompt or not self.prompt.strip():
+            raise WashInputError("the prompt is empty")
+        check_text(self.prompt, "the prompt")
 
 
 def command_line(config: GenerationConfig) -> str:
@@ -239,7 +270,7 @@ def command_line(config: GenerationConfig) -> str:
         args += ["--profile", name]
     if config.forwards != Forwards.EAGER:
         args += ["--forwards", str(config.forwards)]
-    if config.rule.name != Mean.name:
+    if not config.rule.is_mean:
         args += ["--aggregate", config.aggregate]
     if config.spec.baseline:
         options = str(config.strategy)

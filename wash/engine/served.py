@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 import torch
 
-from wash.engine.aggregation import Mean, Rule
+from wash.engine.aggregation import Rule
 from wash.engine.averaging import average, to_union
 from wash.engine.providers import OWN_STATE
 from wash.engine.sampling import ServedRows, entropy, process_logits
@@ -80,7 +80,7 @@ class ServedSystem:
         # The mean (and any rule over a single provider, which is that provider) keeps the
         # per-model fast path; another rule needs every p_i on the union and which
         # vocabularies have which token.
-        self.robust = rule.name != Mean.name and self.n > 1
+        self.robust = not rule.is_mean and self.n > 1
         self.present = torch.stack([a.from_union[m] >= 0 for m in self.prov_model]) if self.robust else None
         self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
         #: Provider distributions computed so far (identification reports it).

@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wash.engine.aggregation import canonical, describe as describe_rules
+from wash.engine.aggregation import describe as describe_rules
 from wash.engine.config import DEFAULT_PROFILE, FORWARDS, PROFILES
 from wash.errors import WashInputError
 from wash.experiments import EXPERIMENTS, load
@@ -129,20 +129,24 @@ def build_config(args: argparse.Namespace):
             accepted = ", ".join(n for n in fields if n not in ("preset", "out"))
             raise WashInputError(f"unknown setting '{name}' for experiment {args.name} (accepted: {accepted})")
         overrides[name] = _parse_value(fields[name], defaults[name], value)
-    if overrides.get("aggregate") is not None:
-        overrides["aggregate"] = canonical(overrides["aggregate"])
-        if overrides["aggregate"] != "mean" and overrides.get("forwards") is None:
-            overrides["forwards"] = "eager"  # a lazy step has the law of the mean only
     suffix = "" if preset == "full" else f"-{preset}"
     overrides["out"] = args.out or Path("runs") / f"{args.name}{suffix}"
     config = cls.from_preset(preset, **overrides)
+    if overrides.get("aggregate") is not None:
+        rule = config.rule  # the engine config's parse
+        # recorded canonically; a robust rule switches the default forwards to eager
+        eager = {} if rule.is_mean or overrides.get("forwards") is not None else {"forwards": "eager"}
+        config = dataclasses.replace(config, aggregate=str(rule), **eager)
     validate(config)
     return module, config
 
 
 def validate(config) -> None:
-    """Check models, schemes and sizes up front: one clear line instead of a failure mid-run."""
-    from wash.engine.config import MAX_NEW_TOKENS_CAP, profile
+    """Check models, schemes and sizes up front: one clear line instead of a failure mid-run.
+
+    The settings of the generations (length, forwards, rule, serving) are checked by the
+    engine's own ``GenerationConfig.validate``, on each config the experiment generates under.
+    """
     from wash.engine.catalog import check_model_name
     from wash.watermarks import scheme_class
 
@@ -155,22 +159,15 @@ def validate(config) -> None:
     if config.lineup not in type(config).LINEUPS:
         raise WashInputError(f"line-up '{config.lineup}' is not offered by this experiment "
                              f"(accepted: {', '.join(type(config).LINEUPS)})")
-    if not 1 <= config.tokens <= MAX_NEW_TOKENS_CAP:
-        raise WashInputError(f"--tokens must be from 1 to {MAX_NEW_TOKENS_CAP}, got {config.tokens}")
     if config.prompts < 1:
         raise WashInputError(f"--prompts must be at least 1, got {config.prompts}")
     if not config.seeds:
         raise WashInputError("give at least one seed")
-    if config.forwards not in FORWARDS:
-        raise WashInputError(f"unknown forwards '{config.forwards}' (accepted: {', '.join(FORWARDS)})")
-    rule = canonical(config.aggregate)
-    if rule != "mean":
-        lazy = "--forwards lazy" if config.forwards == "lazy" else (
-            "its lazy variant" if "lazy" in getattr(config, "variants", ()) else None)
-        if lazy:
-            raise WashInputError(f"aggregate {rule} needs eager forwards, not {lazy}: a lazy step draws "
-                                 "from one provider, which has the law of the mean only")
-    profile(config.profile)
+    for name, generation in config.generations().items():
+        try:
+            generation.validate(inputs=False)
+        except WashInputError as err:
+            raise (WashInputError(f"{name}: {err}") if name else err) from None
 
 
 def cmd_experiment(args: argparse.Namespace) -> int:

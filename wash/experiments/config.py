@@ -5,6 +5,11 @@ Each experiment subclasses ``ExperimentConfig`` with its own fields and ``quick`
 fields: they come from one named profile of ``wash.engine.config.PROFILES`` (``open`` by
 default, ``paper`` for the paper release's top-k 10), so a result's sampling is
 one recorded word and every generation of a run is served alike.
+
+Every generation of a run is an engine ``GenerationConfig`` (``ExperimentConfig.generation``):
+the experiment's forwards, aggregation rule and length are parsed and validated by the
+engine's config, never by a second copy here (``rule`` is the engine's parse of
+``aggregate``; ``generations`` lists what ``python -m wash experiment`` validates up front).
 """
 
 from __future__ import annotations
@@ -12,9 +17,11 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Sequence
 
-from wash.engine.config import DEFAULT_PROFILE, ServingProfile, profile as serving_profile
+from wash.engine.aggregation import Rule
+from wash.engine.config import (DEFAULT_PROFILE, GenerationConfig, ProviderSpec, ServingProfile,
+                                profile as serving_profile)
 from wash.detection.thresholds import Z_THRESHOLD
 
 Scalar = str | int | float | bool
@@ -91,6 +98,31 @@ class ExperimentConfig:
     def top_p(self) -> float:
         return self.serving.top_p
 
+    # -- the engine's configuration of each generation -------------------------------------
+    def generation(self, specs: Sequence[ProviderSpec] = (), prompt: str = "", mode: str = "wash",
+                   seed: int = 0, max_new_tokens: int | None = None, **overrides: Any) -> GenerationConfig:
+        """The engine config of one generation: this experiment's length, serving profile, forwards and
+        rule, live detection off (texts are scored afterwards); ``overrides`` set any other engine field
+        (quality's arithmetic its own temperature: the profile's top-k and top-p still apply)."""
+        settings: dict[str, Any] = dict(max_new_tokens=int(max_new_tokens or self.tokens),
+                                        **self.serving.settings(), seed=int(seed), live_detection=False,
+                                        z_threshold=self.z_threshold, forwards=self.forwards,
+                                        aggregate=self.aggregate)
+        settings.update(overrides)
+        return GenerationConfig(providers=list(specs), prompt=prompt, mode=mode, **settings)
+
+    def generations(self) -> dict[str, GenerationConfig]:
+        """The settings this experiment generates under, by what to call them in an error ("" for the
+        experiment's own): ``python -m wash experiment`` validates each (``GenerationConfig.validate``
+        without providers and prompt) before any job runs. An experiment whose variants change the
+        engine settings (cost's lazy and re-encoding ones) names each."""
+        return {"": self.generation()}
+
+    @property
+    def rule(self) -> Rule:
+        """``aggregate`` as the engine's config parses it (a ``WashInputError`` if it does not)."""
+        return self.generation().rule
+
     def key(self, **params: Scalar) -> dict[str, Scalar]:
         """A job key: the given parameters plus the settings every generation depends on.
 
@@ -101,7 +133,7 @@ class ExperimentConfig:
         before there was a choice stay valid (a missing ``lineup`` column reads as
         ``independent``).
         """
-        rule = aggregate_key(self.aggregate)
+        rule = rule_key(self.rule)
         # like the rule, the line-up enters only when it is not the default, so the keys
         # (and the CSVs' job ids) of runs made before there was a choice stay valid
         lineup = {} if self.lineup == "independent" else {"lineup": self.lineup}
@@ -126,9 +158,7 @@ class ExperimentConfig:
         return d
 
 
-def aggregate_key(aggregate: str) -> dict[str, str]:
-    """``{"aggregate": canonical rule}``, or nothing for ``mean`` (keys made before the choice stay valid)."""
-    from wash.engine.aggregation import canonical
-
-    rule = canonical(aggregate)
-    return {} if rule == "mean" else {"aggregate": rule}
+def rule_key(rule: Rule) -> dict[str, str]:
+    """``{"aggregate": the rule's canonical spelling}``, or nothing for the mean (keys made before
+    there was a choice stay valid)."""
+    return {} if rule.is_mean else {"aggregate": str(rule)}

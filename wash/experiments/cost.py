@@ -86,6 +86,14 @@ class Config(ExperimentConfig):
         "tiny": dict(models=("tiny-smollm2", "tiny-gemma3"), prompts=1, tokens=4, rounds=1, n=2),
     }
 
+    def generations(self) -> dict[str, Any]:
+        """The experiment's own settings and each variant's (its mode, forwards, re-encoding)."""
+        out = super().generations()
+        for variant in self.variants:
+            _, mode, extra = variant_setup(variant, self, 0, 0)
+            out[f"variant {variant}"] = self.generation(mode=mode, **extra)
+        return out
+
 
 def variant_setup(variant: str, config: Config, seed: int, salt: int) -> tuple[list, str, dict[str, Any]]:
     """(provider specs, engine mode, extra GenerationConfig settings) of a variant.

@@ -1,10 +1,10 @@
 """Generating a text for a job: through the engine's public API, or from the generation store.
 
-Every generation goes through ``wash.engine.ensemble.generate`` with live detection off
-(faster; texts are scored afterwards), the config's ``forwards`` and ``aggregate``
-and the serving settings of the config's profile (``ExperimentConfig.serving``). A job may
-override any engine setting (quality's arithmetic sets its own temperature); the
-profile's top-k and top-p still apply unless overridden too.
+Every generation goes through ``wash.engine.ensemble.generate`` with the engine config
+``ExperimentConfig.generation`` makes: live detection off (faster; texts are scored
+afterwards), the config's ``forwards`` and ``aggregate`` and the serving settings of the
+config's profile. A job may override any engine setting (quality's arithmetic sets its own
+temperature); the profile's top-k and top-p still apply unless overridden too.
 
 ``generation_job`` is the job function most experiments use: generate (or reuse)
 one text, then one row per provider's detector on it. It runs in whichever
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import wash.baselines  # noqa: F401  (registers the baseline modes)
-from wash.engine.config import GenerationConfig, ProviderSpec
+from wash.engine.config import ProviderSpec
 from wash.engine.events import ProviderDetection, RunResult
 from wash.experiments.config import ExperimentConfig
 from wash.experiments.jobs import JobOutput
@@ -27,24 +27,12 @@ from wash.experiments.scoring import detect, detection_rows, perplexity_fields
 from wash.experiments.store import GenerationStore, store_of
 
 
-def engine_settings(config: ExperimentConfig, seed: int, max_new_tokens: int | None = None,
-                    **overrides: Any) -> dict[str, Any]:
-    """The ``GenerationConfig`` settings of one experiment generation (besides providers, prompt, mode)."""
-    settings: dict[str, Any] = dict(max_new_tokens=int(max_new_tokens or config.tokens),
-                                    **config.serving.settings(), seed=int(seed), live_detection=False,
-                                    z_threshold=config.z_threshold, forwards=config.forwards,
-                                    aggregate=config.aggregate)
-    settings.update(overrides)
-    return settings
-
-
 def generate_run(specs: Sequence[ProviderSpec], prompt: str, mode: str, config: ExperimentConfig, seed: int,
                  max_new_tokens: int | None = None, **overrides: Any) -> RunResult:
     """One generation through the engine's public API."""
     from wash.engine.ensemble import generate
 
-    return generate(GenerationConfig(providers=list(specs), prompt=prompt, mode=mode,
-                                     **engine_settings(config, seed, max_new_tokens, **overrides)))
+    return generate(config.generation(specs, prompt, mode, seed, max_new_tokens, **overrides))
 
 
 def run_fields(result: RunResult) -> dict[str, Any]:

@@ -47,7 +47,6 @@ from typing import ClassVar
 import numpy as np
 import pandas as pd
 
-from wash.engine.aggregation import canonical
 from wash.experiments.config import ExperimentConfig
 from wash.experiments.ensembles import LINEUPS, make_ensemble, scheme_variant, specs_text
 from wash.experiments.jobs import Job
@@ -141,6 +140,7 @@ def jobs(config: Config) -> list[Job]:
     A partial run (committed as it grows) thus holds complete line-ups of the cheap
     systems, the budget sweep and every null before the stateful schemes' hours."""
     out, costly = [], []
+    rule = str(config.rule)  # the canonical spelling, as the job key records it
     for seed in config.seeds:
         def add(mode: str, scheme: str, n: int, samples: int, null: bool = False) -> None:
             # a null reads no watermark: its specs (and so its key) are the same under every line-up
@@ -149,7 +149,7 @@ def jobs(config: Config) -> list[Job]:
             runs = config.null_runs if null else config.runs
             probe_seed = seed + NULL_SEED_OFFSET if null else seed
             key = config.key(mode="null" if null else mode, scheme=scheme, n=n,
-                             aggregate=canonical(config.aggregate), seed=seed, version=config.version,
+                             aggregate=rule, seed=seed, version=config.version,
                              contexts=config.contexts, samples=samples, runs=runs, min_count=config.min_count,
                              min_path=config.min_path, providers=specs_text(specs))
             job = Job(key, probe_job, (list(specs), "unwatermarked" if null else mode,

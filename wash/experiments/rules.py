@@ -40,7 +40,7 @@ from typing import ClassVar, Sequence
 
 import pandas as pd
 
-from wash.engine.aggregation import canonical, parse
+from wash.engine.aggregation import Rule
 from wash.engine.config import ProviderSpec
 from wash.experiments.config import ExperimentConfig
 from wash.experiments.ensembles import make_ensemble, prompt_set, specs_text
@@ -88,20 +88,25 @@ class Config(ExperimentConfig):
     }
 
     def __post_init__(self) -> None:
-        if canonical(self.aggregate) != MEAN:
+        if not self.rule.is_mean:
             raise ValueError(f"experiment {NAME} takes its rules from the 'rules' setting "
                              "(--set rules=mean,median-clip:xi=0.5), not --aggregate")
-        # canonical spellings, each once: 'cap:xi=1' and 'cap' are one rule and one job key
-        self.rules = tuple(dict.fromkeys(canonical(r) for r in self.rules))
+        # each rule's generation, as the engine's config parses and checks it (a robust rule
+        # needs eager forwards); canonical spellings, each once: 'cap:xi=1' and 'cap' are one
+        # rule and one job key
+        runs = [self.generation(aggregate=r) for r in self.rules]
+        self.rules = tuple(dict.fromkeys(str(run.rule) for run in runs))
+        for run in runs:
+            run.check_forwards()
         if not self.rules:
             raise ValueError(f"experiment {NAME}: give at least one rule")
         if self.n < 2:
             raise ValueError(f"experiment {NAME}: n must be at least 2 (N = 1 is the single-provider arm), "
                              f"got {self.n}")
-        robust = [r for r in self.rules if r != MEAN]
-        if self.forwards == "lazy" and robust:
-            raise ValueError(f"aggregate {robust[0]} needs eager forwards, not lazy: a lazy step draws from one "
-                             "provider, which has the law of the mean only")
+
+    def parsed_rules(self) -> dict[str, Rule]:
+        """Each of ``rules`` (canonical spellings) with its ``Rule``, as the engine's config parses it."""
+        return {r: self.generation(aggregate=r).rule for r in self.rules}
 
 
 def jobs(config: Config) -> list[Job]:
@@ -185,19 +190,16 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
     return summary[cols]
 
 
-def rule_family(rule: str) -> str:
-    return str(rule).partition(":")[0]
-
-
-def _xi(rule: str) -> float:
-    return float(getattr(parse(rule), "xi", 0.0))
-
-
 def figure(summary: pd.DataFrame, config: Config) -> FigureSpec | None:
     """z against perplexity per scheme: each rule family a curve over increasing xi."""
+    parsed = config.parsed_rules()
+
+    def _xi(rule: str) -> float:
+        return float(getattr(parsed[rule], "xi", 0.0))
+
     families: dict[str, list[str]] = {}
-    for rule in config.rules:
-        families.setdefault(rule_family(rule), []).append(rule)
+    for rule, obj in parsed.items():
+        families.setdefault(obj.name, []).append(rule)
     panels = []
     for scheme in dict.fromkeys(summary["scheme"]):
         part = summary[summary["scheme"] == scheme]

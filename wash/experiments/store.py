@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from wash.engine.config import ProviderSpec
-from wash.experiments.config import aggregate_key
+from wash.experiments.config import rule_key
 from wash.experiments.ensembles import specs_text
 from wash.version import engine_fingerprint, git_commit
 
@@ -62,7 +62,7 @@ class GenerationStore:
         overrides = dict(overrides)
         aggregate = overrides.pop("aggregate", config.aggregate)
         # One provider is its own aggregate under every rule: a ``single`` text is the same text.
-        rule = {} if mode == "single" else aggregate_key(aggregate)
+        rule = {} if mode == "single" else rule_key(config.generation(aggregate=aggregate).rule)
         return {"mode": mode, "providers": providers, "prompt": prompt, "seed": int(seed),
                 "tokens": int(overrides.pop("max_new_tokens", None) or config.tokens),
                 "temperature": overrides.pop("temperature", config.temperature),

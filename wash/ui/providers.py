@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from wash.engine.config import MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, GenerationConfig, ProviderSpec
+from wash.engine.config import MAX_PROVIDERS, GenerationConfig, ProviderSpec
 from wash.errors import WashInputError
 from wash.presets import preset
 from wash.ui.settings import MAX_PROMPT_CHARS, check_app_model
@@ -89,13 +89,11 @@ def build_config(table: Any, prompt: str, max_new_tokens: Any, temperature: Any,
     """A validated GenerationConfig from the Generate tab's inputs (or WashInputError)."""
     if prompt is not None and len(prompt) > MAX_PROMPT_CHARS:
         raise WashInputError(f"the prompt is too long ({len(prompt)} characters; at most {MAX_PROMPT_CHARS})")
-    try:
-        max_new = float(max_new_tokens)
+    try:  # the slider's whole float as an int; anything else goes on as given, for validate to name
+        whole = float(max_new_tokens)
+        max_new = int(whole) if whole.is_integer() else max_new_tokens
     except (TypeError, ValueError):
-        raise WashInputError(f"max new tokens must be an integer from 1 to {MAX_NEW_TOKENS_CAP}, "
-                             f"got {max_new_tokens!r}") from None
-    if not max_new.is_integer():
-        raise WashInputError(f"max new tokens must be an integer, got {max_new_tokens}")
+        max_new = max_new_tokens
     try:
         temp = float(temperature)
     except (TypeError, ValueError):
@@ -117,10 +115,10 @@ def build_config(table: Any, prompt: str, max_new_tokens: Any, temperature: Any,
     except (TypeError, ValueError):
         raise WashInputError(f"seed must be an integer, got {seed!r}") from None
     config = GenerationConfig(providers=rows_to_specs(table, choices), prompt=prompt or "", mode=mode,
-                              max_new_tokens=int(max_new), temperature=temp, top_k=int(k), top_p=nucleus,
+                              max_new_tokens=max_new, temperature=temp, top_k=int(k), top_p=nucleus,
                               seed=int(seed_value),
                               forwards=forwards if forwards is not None else "eager",
-                              aggregate=str(aggregate).strip() if aggregate not in (None, "") else "mean")
+                              **({} if aggregate in (None, "") else {"aggregate": aggregate}))
     config.validate()
     return config
 
