@@ -48,6 +48,8 @@ from typing import Any
 
 import torch
 
+import wash.baselines  # noqa: F401  the baseline modes register on import, as in the API and CLI
+
 EXPECTED = Path(__file__).with_name("fingerprint.json")
 #: The parts of a case's fingerprint that hold on every machine; the rest pin float bits.
 PORTABLE = ("text", "n_draws")

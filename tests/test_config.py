@@ -158,3 +158,15 @@ def test_lazy_forwards_are_refused_by_the_engine_check_everywhere(capsys):
     assert message in capsys.readouterr().err
     assert main(["experiment", "cost", "--tiny", "--aggregate", "median", "--show"]) == 2
     assert "variant lazy: " + message in capsys.readouterr().err
+
+
+def test_an_unregistered_baseline_names_the_import_that_registers_it(monkeypatch):
+    from wash.engine import modes
+
+    plain = {name: cls for name, cls in modes.STRATEGIES.items() if not cls.baseline}
+    monkeypatch.setattr(modes, "STRATEGIES", plain)
+    assert "wash.baselines is imported" in str(modes.unknown_mode("toblend"))
+    monkeypatch.undo()
+    import wash.baselines  # noqa: F401
+
+    assert "wash.baselines" not in str(modes.unknown_mode("nope"))

@@ -22,7 +22,7 @@ from typing import Any
 from wash.engine.aggregation import Rule, describe as describe_rules, parse as parse_rule
 from wash.engine.decode import Strategy
 from wash.errors import WashInputError
-from wash.engine.modes import MODE_TABLE, STRATEGIES, Mode, baseline_names, mode_names, parse as parse_mode
+from wash.engine.modes import MODE_TABLE, STRATEGIES, Mode, baseline_names, mode_names, parse as parse_mode, unknown_mode
 from wash.engine.settings import (BACKENDS, DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MAX_ROUTED_SPAN,
                            MAX_TOP_K, PROFILES, PROVIDER_OPTIONS, SEED_MAX, SEED_MIN, Backend, Forwards,
                            ProviderSpec, ServingProfile, check_text, default_backend, parse_backend, profile,
@@ -151,7 +151,7 @@ class GenerationConfig:
         if isinstance(value, WashInputError):
             raise value
         if value is None:
-            raise WashInputError(f"unknown mode '{self.mode}' (accepted: {', '.join(mode_names())})")
+            raise unknown_mode(self.mode)
         return value
 
     @property
@@ -199,7 +199,7 @@ class GenerationConfig:
         settings of its generations this way before any job has its providers and prompt.
         """
         if self.mode not in STRATEGIES:
-            raise WashInputError(f"unknown mode '{self.mode}' (accepted: {', '.join(mode_names())})")
+            raise unknown_mode(self.mode)
         if not isinstance(self.forwards, Forwards):
             raise WashInputError(f"unknown forwards '{self.forwards}' (accepted: {', '.join(FORWARDS)})")
         if not isinstance(self.backend, Backend):

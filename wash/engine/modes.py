@@ -75,9 +75,19 @@ def baseline_names() -> tuple[str, ...]:
     return tuple(name for name, cls in STRATEGIES.items() if cls.baseline)
 
 
+def unknown_mode(mode: str) -> WashInputError:
+    """The one message for a mode nobody registered.
+
+    Why the hint: the baselines stand above the engine and register on import, so code
+    that drives the engine directly (not through the API, CLI, app or experiments) sees
+    them only after ``import wash.baselines``."""
+    hint = "" if baseline_names() else "; the paper's baselines register when wash.baselines is imported"
+    return WashInputError(f"unknown mode '{mode}' (accepted: {', '.join(STRATEGIES)}{hint})")
+
+
 def parse(mode: str, options: str = "") -> Strategy:
     """The strategy of ``mode`` with ``options`` (``param=value,...``) applied."""
     if mode not in STRATEGIES:
-        raise WashInputError(f"unknown mode '{mode}' (accepted: {', '.join(STRATEGIES)})")
+        raise unknown_mode(mode)
     cls = STRATEGIES[mode]
     return cls(**parse_params(cls, f"mode '{mode}'", options))
