@@ -121,15 +121,13 @@ def tpr_at_fpr(positive: Sequence[float], negative: Sequence[float], fpr: float 
 
 
 def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a proportion (accuracies and TPRs of few samples)."""
+    """Wilson score interval of a proportion (accuracies and TPRs of few samples).
+
+    ``scipy.stats.binomtest(...).proportion_ci(method="wilson")``; NaN when ``n`` is 0."""
     if n <= 0:
         return float("nan"), float("nan")
-    z = float(stats.norm.ppf(0.5 + confidence / 2.0))
-    p = successes / n
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half))
+    ci = stats.binomtest(int(successes), int(n)).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)
 
 
 def exact_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
