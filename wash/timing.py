@@ -7,7 +7,6 @@ this module is what both stand on, so neither bench imports the other.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 
@@ -65,27 +64,20 @@ def wash_ms(specs: list[str], tokens: int, reencode: bool = False, forwards: str
     from wash.engine.ensemble import generate_stream
     from wash.engine.events import FinishedEvent, StepEvent
 
+    # The re-encoding reference runs as mixing methods without caches run: one model after the other.
+    serial = {"parallel_forwards": False} if reencode else {}
     cfg = GenerationConfig(providers=[ProviderSpec.parse(s) for s in specs], prompt=PROMPT,
                            max_new_tokens=tokens, seed=seed, live_detection=False,
-                           reencode_every_step=reencode, forwards=forwards, backend=backend, top_k=top_k)
-    before = os.environ.get("WASH_PARALLEL_FORWARDS")
-    if reencode:  # the reference runs as mixing methods without caches run: one model after the other
-        os.environ["WASH_PARALLEL_FORWARDS"] = "0"
+                           reencode_every_step=reencode, forwards=forwards, backend=backend, top_k=top_k, **serial)
     unrouted: list[float] = []
     steps: list[float] = []
-    try:
-        for event in generate_stream(cfg):
-            if isinstance(event, StepEvent):
-                steps.append(event.elapsed_ms)
-                if not event.routed:
-                    unrouted.append(event.elapsed_ms)
-            elif isinstance(event, FinishedEvent):
-                result = event.result
-    finally:
-        if before is None:
-            os.environ.pop("WASH_PARALLEL_FORWARDS", None)
-        else:
-            os.environ["WASH_PARALLEL_FORWARDS"] = before
+    for event in generate_stream(cfg):
+        if isinstance(event, StepEvent):
+            steps.append(event.elapsed_ms)
+            if not event.routed:
+                unrouted.append(event.elapsed_ms)
+        elif isinstance(event, FinishedEvent):
+            result = event.result
     steps_s = result.timing.per_token_ms * len(result.tokens) / 1000
     forward_s = sum(result.timing.forward_s.values())
     return {"median_token_ms": result.timing.median_token_ms, "mean_token_ms": result.timing.per_token_ms,
