@@ -55,20 +55,25 @@ def plain_decode_ms(name: str, tokens: int, backend: str = "local", top_k: int =
 
 
 def wash_ms(specs: list[str], tokens: int, reencode: bool = False, forwards: str = "eager", seed: int = 0,
-            backend: str = "local", top_k: int = 0) -> dict:
+            backend: str = "local", top_k: int = 0, parallel_forwards: bool | None = None) -> dict:
     """One WASH run's per-token latency: median and mean over its tokens, and the median over the
     tokens that every member took (``median_unrouted_ms``: a routed token is finished by its
     specialists alone, a cheaper step, so this is the eager step in which every model computed)
-    and the mean without the first step (``mean_after_first_ms``)."""
+    and the mean without the first step (``mean_after_first_ms``).
+
+    ``parallel_forwards``: the run's lanes (``GenerationConfig.parallel_forwards``); by default one
+    shared thread for the re-encoding reference, which runs as mixing methods without caches run
+    (one model after the other), and the environment's default otherwise."""
     from wash.engine.config import GenerationConfig, ProviderSpec
     from wash.engine.ensemble import generate_stream
     from wash.engine.events import FinishedEvent, StepEvent
 
-    # The re-encoding reference runs as mixing methods without caches run: one model after the other.
-    serial = {"parallel_forwards": False} if reencode else {}
+    if parallel_forwards is None and reencode:
+        parallel_forwards = False
+    lanes = {} if parallel_forwards is None else {"parallel_forwards": parallel_forwards}
     cfg = GenerationConfig(providers=[ProviderSpec.parse(s) for s in specs], prompt=PROMPT,
                            max_new_tokens=tokens, seed=seed, live_detection=False,
-                           reencode_every_step=reencode, forwards=forwards, backend=backend, top_k=top_k, **serial)
+                           reencode_every_step=reencode, forwards=forwards, backend=backend, top_k=top_k, **lanes)
     unrouted: list[float] = []
     steps: list[float] = []
     for event in generate_stream(cfg):
