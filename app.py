@@ -16,11 +16,11 @@ figure, table and simulation in the other ``wash/ui`` modules.
 from __future__ import annotations
 
 import functools
-import os
 from typing import Callable
 
 import gradio as gr
 
+from wash import env
 from wash.engine.config import DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_TOP_K, PROFILES, mode_names
 from wash.engine.aggregation import RULES
 from wash.ui.preload import Preload
@@ -461,8 +461,7 @@ def main() -> None:
     # Loading starts before the UI is even built: the first click should find the models ready.
     preload = start_preload(app_models(), echo=_log_preload)
     demo = build_demo(preload)
-    port = int(os.environ.get("GRADIO_SERVER_PORT") or os.environ.get("PORT") or 7860)
-    demo.launch(server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"), server_port=port, css=CSS,
+    demo.launch(server_name=env.server_name(), server_port=env.server_port(), css=CSS,
                 ssr_mode=False, show_error=True, state_session_capacity=sessions.SESSION_CAPACITY)
 
 

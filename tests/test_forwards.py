@@ -50,11 +50,28 @@ def test_parallel_and_sequential_forwards_give_equal_logits(tiny_smollm2, tiny_g
 
 
 def test_parallel_and_sequential_forwards_give_identical_seeded_text(monkeypatch):
+    """The choice is the run's (``parallel_forwards``; the environment gives only its default): in one
+    process, under one environment, a run on one shared thread computes every forward there and
+    draws the same text as a run whose models compute side by side, each on its own thread."""
+    import threading
+
+    import wash.engine.members as members
+
     monkeypatch.setenv("WASH_THREADS_PER_MODEL", "1")
     monkeypatch.setenv("WASH_PARALLEL_FORWARDS", "1")
+    feed, threads = members.ModelContext._feed, []
+
+    def spy(self, target, logits=True):
+        threads.append(threading.current_thread().name)
+        return feed(self, target, logits)
+
+    monkeypatch.setattr(members.ModelContext, "_feed", spy)
     par = steps(config(n=20, seed=4))
-    monkeypatch.setenv("WASH_PARALLEL_FORWARDS", "0")
-    seq = steps(config(n=20, seed=4))
+    on_par = set(threads)
+    threads.clear()
+    seq = steps(config(n=20, seed=4, parallel_forwards=False))
+    assert on_par == {"wash-tiny-smollm2_0", "wash-tiny-gemma3_0"}
+    assert set(threads) == {"wash-(all models)_0"}
     assert [e.token for e in par] == [e.token for e in seq]
     assert [e.average_probs for e in par] == [e.average_probs for e in seq]
 

@@ -1,6 +1,6 @@
 """The package's layers hold: read from the imports, nothing imports upward and no modules import in a circle.
 
-Layers, bottom to top (``LAYERS``): ground (errors, prompts, version, provenance, the
+Layers, bottom to top (``LAYERS``): ground (errors, prompts, version, provenance, the environment, the
 ``NAME:param=value`` parser) -> watermarks -> engine -> detection -> baselines ->
 experiments -> reporting -> the ways in (ui, cli, api, bench, space). A module may import
 its own layer and the layers below it. The graph is read from the source (``ast``), so it
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Bottom to top: each layer's modules and packages (a package stands for every module in it).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("ground", ("wash.errors", "wash.prompts", "wash.version", "wash.provenance", "wash.options")),
+    ("ground", ("wash.errors", "wash.prompts", "wash.version", "wash.provenance", "wash.options", "wash.env")),
     ("watermarks", ("wash.watermarks",)),
     ("engine", ("wash.engine",)),
     ("detection", ("wash.detection",)),

@@ -46,14 +46,12 @@ def main(out: str, cpu: bool) -> None:
         specs, forwards = cases[case]
         wash_ms(specs, 8, forwards=forwards)  # warm-up
         for parallel in ("1", "0"):
-            os.environ["WASH_PARALLEL_FORWARDS"] = parallel
-            got = wash_ms(specs, tokens, forwards=forwards, seed=1)
+            got = wash_ms(specs, tokens, forwards=forwards, seed=1, parallel_forwards=parallel == "1")
             timings[f"{case} parallel={parallel}"] = got
             print(case, "parallel", parallel, json.dumps(got), flush=True)
-        os.environ["WASH_PARALLEL_FORWARDS"] = "1"
         prof = cProfile.Profile()
         prof.enable()
-        wash_ms(specs, tokens, forwards=forwards, seed=1)
+        wash_ms(specs, tokens, forwards=forwards, seed=1, parallel_forwards=True)
         prof.disable()
         with open(os.path.join(out, f"cprofile-{case}.txt"), "w") as fh:
             fh.write(_stats(prof, "tottime") + "\n\n" + _stats(prof, "cumulative"))

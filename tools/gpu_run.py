@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -44,7 +43,9 @@ APP_ONLY = ("gradio", "plotly", "gguf", "ray")
 
 
 def mode() -> dict:
-    return MODES["cpu" if os.environ.get("WASH_GPU_RUN_CPU", "") not in ("", "0") else "gpu"]
+    from wash.env import gpu_run_cpu
+
+    return MODES["cpu" if gpu_run_cpu() else "gpu"]
 
 
 def _writer(path: str, report: dict):

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from wash.watermarks import default_forms, form_params, paper_schemes
+
 ROOT = Path(__file__).resolve().parents[1]
 #: The committed results folder the tables are read from.
 RESULTS_ROOT = ROOT / "results"
@@ -61,7 +63,8 @@ _TABLE2_PERCENT = {
 #: The routing ablation (the paper's Table 6): TPR at 5% FPR in percent, one number over its schemes.
 PAPER_ABLATION_TPR_PERCENT = {"naive N=5": 41.3, "wash N=5": 33.3}
 
-_T1_SCHEMES = ("aar", "dipmark", "its-edit", "kgw", "exp-edit", "waterbag")
+#: Table 1's columns: the schemes whose ``paper_columns`` place them there, in that order.
+_T1_SCHEMES = paper_schemes(1)
 #: Table 1, z per base model and method, in the order of ``_T1_SCHEMES`` (None: the paper's "---").
 _TABLE1 = {
     "Llama3.1-8B": {
@@ -140,21 +143,17 @@ def paper_z_range(scheme: str, method: str) -> tuple[float, float]:
 
 # --- Forms and line-ups. ---
 
-#: The default form of each scheme that has one (its parameter in parentheses):
-#: AAR and EXP-Edit serve the Gumbel point mass (``form``; the WASH release serves a
-#: soft form), ITS-Edit one permutation per key element (``permutation``).
-DEFAULT_FORMS = {"aar": "gumbel", "exp-edit": "gumbel", "its-edit": "per-position"}
+#: What a scheme with one form shows as its form. A scheme with several names its default
+#: with its ``form_param`` (``registry.default_forms``): AAR and EXP-Edit serve the Gumbel
+#: point mass (``form``; the WASH release serves a soft form), ITS-Edit one permutation per
+#: key element (``permutation``).
 NO_FORM = "—"
 #: Every committed run gives each provider its own independent key.
 DEFAULT_LINEUP = "independent"
 
 
 def default_form(scheme: str) -> str:
-    return DEFAULT_FORMS.get(scheme, NO_FORM)
-
-
-#: The parameters that name a scheme's form (``aar:form=soft``, ``its-edit:permutation=shared``).
-FORM_PARAMS = ("form", "permutation")
+    return default_forms().get(scheme, NO_FORM)
 
 
 def scheme_and_form(token: str) -> tuple[str, str]:
@@ -163,7 +162,8 @@ def scheme_and_form(token: str) -> tuple[str, str]:
     from wash.experiments.ensembles import scheme_variant
 
     scheme, params = scheme_variant(token)
-    form = next((params.pop(k) for k in FORM_PARAMS if k in params), default_form(scheme))
+    # the parameters that name a form (``aar:form=soft``, ``its-edit:permutation=shared``)
+    form = next((params.pop(k) for k in form_params() if k in params), default_form(scheme))
     extra = ", ".join(f"{k}={v}" for k, v in params.items())
     return scheme, form + (f" ({extra})" if extra else "")
 

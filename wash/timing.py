@@ -7,7 +7,6 @@ this module is what both stand on, so neither bench imports the other.
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 
@@ -56,36 +55,34 @@ def plain_decode_ms(name: str, tokens: int, backend: str = "local", top_k: int =
 
 
 def wash_ms(specs: list[str], tokens: int, reencode: bool = False, forwards: str = "eager", seed: int = 0,
-            backend: str = "local", top_k: int = 0) -> dict:
+            backend: str = "local", top_k: int = 0, parallel_forwards: bool | None = None) -> dict:
     """One WASH run's per-token latency: median and mean over its tokens, and the median over the
     tokens that every member took (``median_unrouted_ms``: a routed token is finished by its
     specialists alone, a cheaper step, so this is the eager step in which every model computed)
-    and the mean without the first step (``mean_after_first_ms``)."""
+    and the mean without the first step (``mean_after_first_ms``).
+
+    ``parallel_forwards``: the run's lanes (``GenerationConfig.parallel_forwards``); by default one
+    shared thread for the re-encoding reference, which runs as mixing methods without caches run
+    (one model after the other), and the environment's default otherwise."""
     from wash.engine.config import GenerationConfig, ProviderSpec
     from wash.engine.ensemble import generate_stream
     from wash.engine.events import FinishedEvent, StepEvent
 
+    if parallel_forwards is None and reencode:
+        parallel_forwards = False
+    lanes = {} if parallel_forwards is None else {"parallel_forwards": parallel_forwards}
     cfg = GenerationConfig(providers=[ProviderSpec.parse(s) for s in specs], prompt=PROMPT,
                            max_new_tokens=tokens, seed=seed, live_detection=False,
-                           reencode_every_step=reencode, forwards=forwards, backend=backend, top_k=top_k)
-    before = os.environ.get("WASH_PARALLEL_FORWARDS")
-    if reencode:  # the reference runs as mixing methods without caches run: one model after the other
-        os.environ["WASH_PARALLEL_FORWARDS"] = "0"
+                           reencode_every_step=reencode, forwards=forwards, backend=backend, top_k=top_k, **lanes)
     unrouted: list[float] = []
     steps: list[float] = []
-    try:
-        for event in generate_stream(cfg):
-            if isinstance(event, StepEvent):
-                steps.append(event.elapsed_ms)
-                if not event.routed:
-                    unrouted.append(event.elapsed_ms)
-            elif isinstance(event, FinishedEvent):
-                result = event.result
-    finally:
-        if before is None:
-            os.environ.pop("WASH_PARALLEL_FORWARDS", None)
-        else:
-            os.environ["WASH_PARALLEL_FORWARDS"] = before
+    for event in generate_stream(cfg):
+        if isinstance(event, StepEvent):
+            steps.append(event.elapsed_ms)
+            if not event.routed:
+                unrouted.append(event.elapsed_ms)
+        elif isinstance(event, FinishedEvent):
+            result = event.result
     steps_s = result.timing.per_token_ms * len(result.tokens) / 1000
     forward_s = sum(result.timing.forward_s.values())
     return {"median_token_ms": result.timing.median_token_ms, "mean_token_ms": result.timing.per_token_ms,

@@ -14,13 +14,13 @@ import contextlib
 import fcntl
 import importlib.util
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Callable
 
 import torch
 
+from wash import env
 from wash.engine.catalog import CATALOG
 from wash.errors import WashInputError
 
@@ -30,8 +30,7 @@ CACHE_FORMAT = 1
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("WASH_CACHE_DIR") or os.path.join(Path.home(), ".cache", "wash")
-    return Path(root)
+    return env.cache_dir()
 
 
 #: The PyPI package holding each catalog model's GGUF file.
@@ -45,7 +44,7 @@ def package_present(name: str) -> bool:
 
 
 def hub_allowed() -> bool:
-    return os.environ.get("HF_HUB_OFFLINE", "") in ("", "0", "false")
+    return not env.hub_offline()
 
 
 def missing_reason(name: str) -> str | None:

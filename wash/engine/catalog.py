@@ -28,6 +28,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from wash import env
 from wash.errors import WashInputError
 
 
@@ -58,12 +59,12 @@ CATALOG: dict[str, CatalogEntry] = {
 }
 
 OFFLINE_DEFAULTS = ("smollm2", "gemma3")
-ALLOW_EXTERNAL_ENV = "WASH_ALLOW_EXTERNAL_MODELS"
+ALLOW_EXTERNAL_ENV = env.ALLOW_EXTERNAL_MODELS.name
 
 
 def external_allowed() -> bool:
     """Whether hub ids and directories load (``WASH_ALLOW_EXTERNAL_MODELS``); a remote member is told this process's answer."""
-    return os.environ.get(ALLOW_EXTERNAL_ENV, "") not in ("", "0", "false")
+    return env.allow_external_models()
 
 
 #: Dummy members' names: ``dummy-SHAPE@TOKENIZER``.

@@ -21,6 +21,7 @@ from typing import Any
 
 from wash.engine.aggregation import Rule, describe as describe_rules, parse as parse_rule
 from wash.engine.decode import Strategy
+from wash import env
 from wash.errors import WashInputError
 from wash.engine.modes import MODE_TABLE, STRATEGIES, Mode, baseline_names, mode_names, parse as parse_mode, unknown_mode
 from wash.engine.settings import (BACKENDS, DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MAX_ROUTED_SPAN,
@@ -100,6 +101,11 @@ class GenerationConfig:
     #: The Ray cluster to join (``host:port``, ``auto``, ``ray://...``); empty: ``RAY_ADDRESS``, else a
     #: local cluster on this machine's cores. Read only by the ``ray`` backend.
     ray_address: str = ""
+    #: Whether the models compute side by side, each on its own thread, or one after the other on
+    #: one shared thread (``parallel.py``; default ``WASH_PARALLEL_FORWARDS``, else on). The same
+    #: eager text either way; lazy runs chunk their feeds differently (``ensemble.LazySteps``).
+    #: A machine setting: neither ``command_line`` nor a store key carries it.
+    parallel_forwards: bool = field(default_factory=env.parallel_forwards)
 
     @classmethod
     def from_profile(cls, name: str, **fields) -> "GenerationConfig":

@@ -84,6 +84,7 @@ class RunSettings(Protocol):
     forwards: "Forwards"
     backend: "Backend"
     ray_address: str
+    parallel_forwards: bool
 
     @property
     def rule(self) -> "Rule": ...
@@ -465,7 +466,7 @@ class Generation:
                       "top_p": cfg.top_p, "aggregation": str(self.system.rule), "models": list(self.models),
                       "z_threshold": cfg.z_threshold, "max_routed_span": cfg.max_routed_span,
                       "view_k": cfg.view_k, "forwards": str(cfg.forwards),
-                      "parallel_forwards": parallel.parallel_enabled(),
+                      "parallel_forwards": cfg.parallel_forwards,
                       "threads_per_model": parallel.threads_per_model(),
                       "live_z_final": [d.z(force=True) for d in self.live],
                       "code": code_version()},

@@ -48,7 +48,6 @@ from typing import Callable, Iterator
 
 import torch
 
-from wash.engine import parallel
 from wash.engine.averaging import candidates, model_probs_at
 from wash.engine.decode import Event, Generation, RunSettings, Stepper, Strategy, decode
 from wash.engine.events import FinishedEvent, LoadEvent, RunResult, StepEvent
@@ -78,7 +77,8 @@ def generate_stream(config: RunSettings, should_stop: Callable[[], bool] | None 
     report = on_load or buffered.append
     t_load = time.perf_counter()
     pset = build_providers(config.active_providers(), progress=lambda m: report(LoadEvent(m)),
-                           backend=config.backend, ray_address=config.ray_address)
+                           backend=config.backend, ray_address=config.ray_address,
+                           parallel_forwards=config.parallel_forwards)
     yield from buffered
     yield from strategy.load(config, pset)
     load_s = time.perf_counter() - t_load
@@ -178,10 +178,10 @@ class LazySteps(Stepper):
         feeds only the one id committed since (it is never the next pick, so one more
         id always arrives before it is asked for logits). The chunks are fixed by the algorithm
         (what was committed when the feed was queued), not by timing, so a seed still
-        fixes the text for a given ``WASH_PARALLEL_FORWARDS`` setting (the two settings
+        fixes the text for a given ``parallel_forwards`` setting (the two settings
         chunk lazy feeds differently, so their texts can differ by float rounding).
         """
-        if not parallel.parallel_enabled():
+        if not self.run.config.parallel_forwards:
             # One shared thread: a feed now would only delay the next pick, and feeding a
             # model's backlog in one forward when it is next picked costs less in total
             # (what K experiment workers, each on its share of the cores, want).

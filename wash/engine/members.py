@@ -31,6 +31,7 @@ from typing import Any, Callable, Protocol, Sequence, TypeVar
 
 import torch
 
+from wash import env
 from wash.engine import parallel
 from wash.engine.models import LoadedModel
 from wash.engine.sampling import ServedRows
@@ -130,6 +131,10 @@ class TokenizerSide:
 class LocalMember(TokenizerSide):
     """A model loaded in this process, its forwards on its own executor thread (``parallel.py``)."""
 
+    #: The run's choice: this model's forwards on a thread of its own (side by side with the other
+    #: models) or on the one thread all models share (``parallel.py``; default ``WASH_PARALLEL_FORWARDS``).
+    parallel_forwards: bool = field(default_factory=env.parallel_forwards)
+
     @property
     def device(self) -> torch.device:
         return self.lm.device
@@ -137,10 +142,10 @@ class LocalMember(TokenizerSide):
     def context(self, prompt_ids: Sequence[int], use_cache: bool = True,
                 served: ServedRows | None = None) -> "ModelContext":
         """``served`` is not needed here: the row is already in this process's memory."""
-        return ModelContext(self.lm, prompt_ids, use_cache=use_cache)
+        return ModelContext(self.lm, prompt_ids, use_cache=use_cache, parallel_forwards=self.parallel_forwards)
 
     def submit(self, task: Callable[[], T]) -> Future:
-        return parallel.submit(self.lm.name, task, self.lm.device)
+        return parallel.submit(self.lm.name, task, self.lm.device, self.parallel_forwards)
 
     def run(self, task: Callable[[], T]) -> T:
         return self.submit(task).result()
@@ -241,8 +246,11 @@ class ModelContext(ContextIds):
     belong to, so appending never needs to invalidate them.
     """
 
-    def __init__(self, lm: LoadedModel, prompt_ids: Sequence[int], use_cache: bool = True) -> None:
+    def __init__(self, lm: LoadedModel, prompt_ids: Sequence[int], use_cache: bool = True,
+                 parallel_forwards: bool | None = None) -> None:
         self.lm = lm
+        #: Its member's lane choice (``LocalMember.parallel_forwards``; ``None``: the default).
+        self.parallel_forwards = parallel.parallel_enabled(parallel_forwards)
         self.ids: list[int] = list(prompt_ids)
         self.prompt_len = len(self.ids)
         self.use_cache = use_cache
@@ -270,7 +278,7 @@ class ModelContext(ContextIds):
     def settle(self) -> None:
         """Wait for a queued background feed (on the model's own thread it has already run)."""
         if self._queued is not None:
-            if not parallel.on_model_thread(self.lm.name):
+            if not parallel.on_model_thread(self.lm.name, self.parallel_forwards):
                 self._queued.result()
             if self._queued.done():
                 self._queued = None
@@ -290,7 +298,8 @@ class ModelContext(ContextIds):
         if not self.use_cache or target <= max(self.n_cached, self._queued_to):
             return
         self._queued_to = target
-        self._queued = parallel.submit(self.lm.name, lambda: self._feed(target, logits=False), self.lm.device)
+        self._queued = parallel.submit(self.lm.name, lambda: self._feed(target, logits=False), self.lm.device,
+                                       self.parallel_forwards)
 
     def truncate(self, length: int) -> None:
         """Drop ids from ``length`` on, cropping the KV cache to match."""

@@ -38,9 +38,12 @@ On GPUs each model sits on its own device where there are several
 issues its work on its own CUDA stream so the kernels can overlap. (No GPU was
 available where this was written; the CUDA path is not exercised by the tests.)
 
-``WASH_PARALLEL_FORWARDS=0`` puts every model on one shared executor thread: the
-same work in the same order with the same thread settings, so the same
-floating-point results and the same seeded text; only the wall clock differs.
+A run's ``parallel_forwards=False`` (``WASH_PARALLEL_FORWARDS=0`` makes it every
+run's default) puts every model on one shared executor thread: the same work in
+the same order with the same thread settings, so the same floating-point results
+and the same seeded eager text; only the wall clock differs. The choice is the
+run's, passed down to its members (``members.LocalMember.parallel_forwards``) and
+from them to every call here, so two runs of one process may choose differently.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ from typing import Callable, Iterator, Sequence, TypeVar
 
 import torch
 
+from wash import env
+
 T = TypeVar("T")
 
 _EXECUTORS: dict[tuple[str, int], ThreadPoolExecutor] = {}
@@ -62,14 +67,13 @@ _SHARED = "(all models)"
 
 
 def threads_per_model() -> int:
-    value = os.environ.get("WASH_THREADS_PER_MODEL")
-    if value:
-        return max(1, int(value))
-    return max(1, (os.cpu_count() or 1) // 2)
+    """``WASH_THREADS_PER_MODEL``, else half the cores (at least 1)."""
+    return env.threads_per_model() or max(1, (os.cpu_count() or 1) // 2)
 
 
-def parallel_enabled() -> bool:
-    return os.environ.get("WASH_PARALLEL_FORWARDS", "1") not in ("0", "false", "no", "off")
+def parallel_enabled(parallel_forwards: bool | None = None) -> bool:
+    """``parallel_forwards`` as given, or the default when ``None`` (``WASH_PARALLEL_FORWARDS``)."""
+    return env.parallel_forwards() if parallel_forwards is None else bool(parallel_forwards)
 
 
 def _init_thread(key: str, threads: int) -> None:
@@ -77,18 +81,18 @@ def _init_thread(key: str, threads: int) -> None:
     _LOCAL.key = key
 
 
-def _lane(model: str) -> str:
-    return model if parallel_enabled() else _SHARED
+def _lane(model: str, parallel_forwards: bool | None) -> str:
+    return model if parallel_enabled(parallel_forwards) else _SHARED
 
 
-def on_model_thread(model: str) -> bool:
-    """Whether the calling thread is the one that runs ``model``'s forwards."""
-    return getattr(_LOCAL, "key", None) == _lane(model)
+def on_model_thread(model: str, parallel_forwards: bool | None = None) -> bool:
+    """Whether the calling thread is the one that runs ``model``'s forwards (in a run choosing ``parallel_forwards``)."""
+    return getattr(_LOCAL, "key", None) == _lane(model, parallel_forwards)
 
 
-def _executor(model: str) -> ThreadPoolExecutor:
-    """The model's executor thread (per setting: tests switch the environment between runs)."""
-    key = (_lane(model), threads_per_model())
+def _executor(model: str, parallel_forwards: bool | None) -> ThreadPoolExecutor:
+    """The model's executor thread (per setting: runs may choose differently, tests switch thread counts)."""
+    key = (_lane(model, parallel_forwards), threads_per_model())
     with _GUARD:
         if key not in _EXECUTORS:
             _EXECUTORS[key] = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"wash-{key[0]}",
@@ -111,20 +115,22 @@ def _on_stream(device: torch.device | None, task: Callable[[], T]) -> T:
     return out
 
 
-def submit(model: str, task: Callable[[], T], device: torch.device | None = None) -> Future:
-    """Queue ``task`` on ``model``'s thread, after everything queued there before it."""
-    return _executor(model).submit(_on_stream, device, task)
+def submit(model: str, task: Callable[[], T], device: torch.device | None = None,
+           parallel_forwards: bool | None = None) -> Future:
+    """Queue ``task`` on ``model``'s thread (the shared one when not ``parallel_forwards``),
+    after everything queued there before it."""
+    return _executor(model, parallel_forwards).submit(_on_stream, device, task)
 
 
 def run_all(tasks: Sequence[tuple[str, Callable[[], T]]],
-            devices: Sequence[torch.device | None] | None = None) -> list[T]:
+            devices: Sequence[torch.device | None] | None = None, parallel_forwards: bool | None = None) -> list[T]:
     """Run ``(model, task)`` pairs, each on its model's thread, and return results in order.
 
     Every task runs on its model's thread, even a lone one, so results never
     depend on how many tasks a step happened to have. Exceptions propagate.
     """
     devices = list(devices) if devices is not None else [None] * len(tasks)
-    futures = [submit(m, t, d) for (m, t), d in zip(tasks, devices)]
+    futures = [submit(m, t, d, parallel_forwards) for (m, t), d in zip(tasks, devices)]
     return [f.result() for f in futures]
 
 
@@ -149,6 +155,6 @@ def caller_on_one_thread() -> Iterator[None]:
             torch.set_num_threads(before)
 
 
-def settings() -> dict:
-    """What a run records about its forwards."""
-    return {"parallel": parallel_enabled(), "threads_per_model": threads_per_model()}
+def settings(parallel_forwards: bool | None = None) -> dict:
+    """What a run records about its forwards (``None``: the default)."""
+    return {"parallel": parallel_enabled(parallel_forwards), "threads_per_model": threads_per_model()}

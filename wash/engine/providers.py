@@ -12,7 +12,9 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from wash import env
 from wash.engine.members import LocalMember, Member
+from wash.engine.parallel import parallel_enabled
 from wash.engine.models import LoadedModel, load_model
 from wash.engine.settings import Backend, ProviderSpec
 from wash.engine.vocab import VocabAlignment, align, model_vocab
@@ -86,16 +88,18 @@ class ProviderSet:
     #: The base models as the engine uses them (``members.py``), by name, in ``models``' order;
     #: a model without one here is served in this process (``LocalMember``).
     members: dict[str, Member] = field(default_factory=dict)
+    #: Whether this set's local members compute side by side (``LocalMember.parallel_forwards``).
+    parallel_forwards: bool = field(default_factory=env.parallel_forwards)
 
     def __post_init__(self) -> None:
         for name, lm in self.models.items():
             if name not in self.members:
-                self.members[name] = LocalMember(lm)
+                self.members[name] = LocalMember(lm, parallel_forwards=self.parallel_forwards)
 
 
 def build_providers(specs: Sequence[ProviderSpec], union_models: Sequence[str] | None = None,
                     progress: Callable[[str], None] | None = None, backend: Backend | str = Backend.LOCAL,
-                    ray_address: str = "") -> ProviderSet:
+                    ray_address: str = "", parallel_forwards: bool | None = None) -> ProviderSet:
     """The one place providers are built: for generation, for the CLI's and the app's
     detection, and for the experiments.
 
@@ -107,14 +111,18 @@ def build_providers(specs: Sequence[ProviderSpec], union_models: Sequence[str] |
     ``backend="ray"`` puts every model in a Ray actor of its own (``ray_members``, joining
     the cluster at ``ray_address``); this process then holds the tokenizers only, and
     ``models`` are their weightless descriptions.
+
+    ``parallel_forwards``: the run's choice of lanes for its members (``parallel.py``; ``None``:
+    ``WASH_PARALLEL_FORWARDS``).
     """
+    parallel_forwards = parallel_enabled(parallel_forwards)
     say = progress or (lambda _m: None)
     names = list(dict.fromkeys(list(union_models or []) + [s.model for s in specs]))
     members: dict[str, Member] = {}
     if Backend(backend) == Backend.RAY:
         from wash.engine.ray_members import ray_members
 
-        members.update(ray_members(names, ray_address, progress=say))
+        members.update(ray_members(names, ray_address, progress=say, parallel_forwards=parallel_forwards))
         lms = {n: members[n].lm for n in names}
     else:
         lms = {n: load_model(n, progress=say) for n in names}
@@ -122,4 +130,5 @@ def build_providers(specs: Sequence[ProviderSpec], union_models: Sequence[str] |
         say("aligning vocabularies")
     alignment = align([model_vocab(lms[n]) for n in names])
     providers = [build_provider(i, s, lms[s.model], alignment) for i, s in enumerate(specs)]
-    return ProviderSet(providers=providers, models=lms, alignment=alignment, members=members)
+    return ProviderSet(providers=providers, models=lms, alignment=alignment, members=members,
+                       parallel_forwards=parallel_forwards)

@@ -57,6 +57,7 @@ from urllib.parse import urlparse
 
 import torch
 
+from wash import env
 from wash.engine import parallel
 from wash.engine.members import ContextIds, FeedCost, LocalMember, ModelContext, TokenizerSide
 from wash.engine.models import LoadedModel
@@ -73,19 +74,14 @@ Op = tuple[str, Any]
 Row = torch.Tensor | tuple[torch.Tensor, torch.Tensor, int]
 
 
-def _seconds(variable: str, default: float) -> float:
-    value = os.environ.get(variable, "").strip()
-    return float(value) if value else default
-
-
 def call_timeout_s() -> float:
     """How long one call may take before its member is declared lost (``WASH_RAY_CALL_TIMEOUT_S``)."""
-    return _seconds("WASH_RAY_CALL_TIMEOUT_S", 300.0)
+    return env.ray_call_timeout_s()
 
 
 def load_timeout_s() -> float:
     """How long an actor may take to load its model (``WASH_RAY_LOAD_TIMEOUT_S``; a first GGUF load dequantises)."""
-    return _seconds("WASH_RAY_LOAD_TIMEOUT_S", 1800.0)
+    return env.ray_load_timeout_s()
 
 
 # -- the actor -----------------------------------------------------------------------
@@ -184,6 +180,10 @@ class RayMember(TokenizerSide):
     _ids: Iterator[int] = field(default_factory=itertools.count, repr=False)
     #: Set once a call failed: the actor is gone for this process.
     lost: bool = False
+    #: Whether this process's side of its calls has a lane of its own (``parallel.py``). The
+    #: members are the process's, shared by its runs: ``ray_members`` sets the asking run's choice.
+    #: Only the wall clock depends on it; the actor makes each context's calls in order either way.
+    parallel_forwards: bool = field(default_factory=env.parallel_forwards)
 
     @property
     def device(self) -> torch.device:
@@ -197,7 +197,7 @@ class RayMember(TokenizerSide):
 
     def submit(self, task: Callable[[], T]) -> "Future[T]":
         """Run ``task`` on this model's lane in this process (only its model calls cross to the actor)."""
-        return parallel.submit(self.name, task)
+        return parallel.submit(self.name, task, parallel_forwards=self.parallel_forwards)
 
     def run(self, task: Callable[[], T]) -> T:
         return self.submit(task).result()
@@ -233,8 +233,8 @@ class RayMember(TokenizerSide):
         import ray
         from ray import exceptions as rex
 
-        limit, setting = ((load_timeout_s(), "WASH_RAY_LOAD_TIMEOUT_S") if loading
-                          else (call_timeout_s(), "WASH_RAY_CALL_TIMEOUT_S"))
+        limit, setting = ((load_timeout_s(), env.RAY_LOAD_TIMEOUT_S.name) if loading
+                          else (call_timeout_s(), env.RAY_CALL_TIMEOUT_S.name))
         try:
             return ray.get(ref, timeout=limit)
         except rex.GetTimeoutError:
@@ -435,7 +435,7 @@ def connect(address: str = "") -> None:
     with _CONNECT_LOCK:  # two first runs at once start one cluster
         if ray.is_initialized():
             return
-        address = address or os.environ.get("RAY_ADDRESS", "")
+        address = address or env.ray_address()
         _reachable(address)
         if threading.current_thread() is not threading.main_thread() and not address:
             _init_on_owner_thread(address)
@@ -480,7 +480,7 @@ def _init(address: str) -> None:
         else:
             # A local cluster's workers import wash from this checkout.
             root = str(__import__("wash.version", fromlist=["ROOT"]).ROOT)
-            path = os.environ.get("PYTHONPATH", "")
+            path = env.python_path()
             if root not in path.split(os.pathsep):
                 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, path) if p)
             ray.init(num_cpus=os.cpu_count() or 1, include_dashboard=False, log_to_driver=False,
@@ -503,9 +503,9 @@ def _spawn(name: str, say: Callable[[str], None]) -> tuple[RayMember, Any]:
                                "max_restarts": 0, "max_task_retries": 0}
     if not gpus:
         options["scheduling_strategy"] = "SPREAD"
-    threads = os.environ.get("WASH_THREADS_PER_MODEL")
+    threads = env.threads_per_model()
     if threads:  # a pinned thread count travels with the actor (the fingerprint tests pin one)
-        options["runtime_env"] = {"env_vars": {"WASH_THREADS_PER_MODEL": threads}}
+        options["runtime_env"] = {"env_vars": {env.THREADS_PER_MODEL.name: str(threads)}}
     say(f"{name}: starting a Ray actor ({'on a GPU of its own' if gpus else 'on a CPU'})")
     actor = ray.remote(MemberActor).options(**options).remote(name, external_allowed())
     member = RayMember(lm=LoadedModel(name=name, model=None, tokenizer=None, device=torch.device("cpu"),
@@ -553,17 +553,21 @@ def ray_member(name: str, progress: Callable[[str], None] | None = None) -> RayM
     return _live(name, say) or _ready(*_spawn(name, say), say)
 
 
-def ray_members(names: Sequence[str], address: str = "",
-                progress: Callable[[str], None] | None = None) -> dict[str, RayMember]:
+def ray_members(names: Sequence[str], address: str = "", progress: Callable[[str], None] | None = None,
+                parallel_forwards: bool | None = None) -> dict[str, RayMember]:
     """A Ray actor for every model of ``names`` (joining the cluster first), by name.
 
     Fresh actors are all started before any is waited for, so the models load at once.
+    ``parallel_forwards``: the asking run's lanes for this process's side (``None``: the default).
     """
     connect(address)
     say = progress or (lambda _m: None)
     live = {n: _live(n, say) for n in names}
     spawned = {n: _spawn(n, say) for n in names if live[n] is None}
-    return {n: live[n] or _ready(*spawned[n], say) for n in names}
+    members = {n: live[n] or _ready(*spawned[n], say) for n in names}
+    for member in members.values():
+        member.parallel_forwards = parallel.parallel_enabled(parallel_forwards)
+    return members
 
 
 def shutdown() -> None:

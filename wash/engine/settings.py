@@ -10,10 +10,10 @@ and the accepted values.
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 
+from wash import env
 from wash.errors import WashInputError
 
 
@@ -63,7 +63,7 @@ def parse_backend(text: str) -> Backend:
 
 def default_backend() -> str:
     """``WASH_BACKEND`` or ``local``: read when a config is made, the edge where settings are parsed."""
-    return os.environ.get("WASH_BACKEND", "").strip() or Backend.LOCAL.value
+    return env.backend() or Backend.LOCAL.value
 MAX_PROVIDERS = 8
 #: Longest generation accepted: keeps a CPU demo responsive. (Contexts longer than a
 #: sliding-window model's window stay correct: re-synchronisation then re-encodes

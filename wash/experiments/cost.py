@@ -43,7 +43,6 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -55,6 +54,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
+from wash.env import HF_HUB_OFFLINE, PARALLEL_FORWARDS, TRANSFORMERS_VERBOSITY, child_environment
 from wash.experiments.config import ExperimentConfig
 from wash.experiments.ensembles import make_ensemble, prompt_set
 from wash.experiments.generation import generate_run
@@ -134,10 +134,8 @@ def jobs(config: Config) -> list[Job]:
 def measure_in_subprocess(variant: str, config: Config) -> list[dict]:
     """A job: ``measure`` one variant in a fresh Python process, so its peak memory is its own."""
     payload = json.dumps({"variant": variant, "config": config.to_dict()})
-    env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
-           "TRANSFORMERS_VERBOSITY": os.environ.get("TRANSFORMERS_VERBOSITY", "error")}
-    if variant in PARALLEL_ENV:
-        env["WASH_PARALLEL_FORWARDS"] = PARALLEL_ENV[variant]
+    forced = {PARALLEL_FORWARDS.name: PARALLEL_ENV[variant]} if variant in PARALLEL_ENV else {}
+    env = child_environment({HF_HUB_OFFLINE.name: "1", TRANSFORMERS_VERBOSITY.name: "error"}, **forced)
     proc = subprocess.run([sys.executable, "-m", "wash.experiments.cost", "--measure", payload],
                           capture_output=True, text=True, env=env)
     if proc.returncode != 0:

@@ -51,10 +51,11 @@ from wash.experiments.config import ExperimentConfig
 from wash.experiments.ensembles import LINEUPS, make_ensemble, scheme_variant, specs_text
 from wash.experiments.jobs import Job
 from wash.experiments.plots import FigureSpec, Panel, Series
+from wash.watermarks import paper_schemes, rank, stateful_schemes
 
 NAME = "identify"
-#: The paper's Table 1 schemes (KGW, AAR, DiPMark, EXP-Edit, ITS-Edit, Water-Bag).
-TABLE1 = ("kgw", "aar", "dipmark", "exp-edit", "its-edit", "waterbag")
+#: The paper's Table 1 schemes (KGW, AAR, DiPMark, EXP-Edit, ITS-Edit, Water-Bag), in the project's order.
+TABLE1 = tuple(sorted(paper_schemes(1), key=rank))
 
 
 @dataclass
@@ -129,18 +130,17 @@ def lineups(config: Config) -> list[int]:
     return [1, *config.ns]
 
 
-#: Schemes whose per-generation state (a key offset, a bag draw) makes a v2 probe cost a
-#: distribution per state and node: probed after every cheap system of every line-up.
-STATEFUL = ("exp-edit", "its-edit", "waterbag")
-
-
 def jobs(config: Config) -> list[Job]:
     """The plan: each line-up's null before its systems, and the costly systems last.
+
+    Costly: a stateful scheme's ensemble, whose per-generation state (a key offset, a bag
+    draw) makes a v2 probe cost a distribution per state and node.
 
     A partial run (committed as it grows) thus holds complete line-ups of the cheap
     systems, the budget sweep and every null before the stateful schemes' hours."""
     out, costly = [], []
     rule = str(config.rule)  # the canonical spelling, as the job key records it
+    stateful = stateful_schemes()
     for seed in config.seeds:
         def add(mode: str, scheme: str, n: int, samples: int, null: bool = False) -> None:
             # a null reads no watermark: its specs (and so its key) are the same under every line-up
@@ -155,7 +155,7 @@ def jobs(config: Config) -> list[Job]:
             job = Job(key, probe_job, (list(specs), "unwatermarked" if null else mode,
                                        _probe_fields(config, probe_seed, samples, runs, not null),
                                        rows_dir(config)))
-            (costly if scheme_variant(scheme)[0] in STATEFUL and n > 1 else out).append(job)
+            (costly if scheme_variant(scheme)[0] in stateful and n > 1 else out).append(job)
 
         for n in lineups(config):
             add("unwatermarked", "none", n, config.samples, null=True)

@@ -67,6 +67,7 @@ from wash.experiments.stats import (NOMINAL_Z_5PCT, HeldOutSplit, ScoredTexts, e
                                     held_out_detection, key_null_detection, split_half_by_prompt)
 from wash.prompts import Prompt, load_prompts
 from wash.detection.thresholds import FPR_CALIBRATED
+from wash.watermarks import paper_schemes, published_schemes
 
 NAME = "tpr"
 #: A folder's key-null scores (written by ``python -m wash.experiments.key_null_scores FOLDER --merge``).
@@ -87,9 +88,13 @@ COLUMNS = ["scheme", "mode", "n", "condition", "tpr", "tpr_ci_low", "tpr_ci_high
            "fpr_any_check_ci_low", "fpr_any_check_ci_high", "any_method", "null_ks_p", "null_ad_p"]
 
 
+#: Every published scheme: the paper's Table 2 ones in its column order, then the others.
+SCHEMES = paper_schemes(2) + tuple(s for s in published_schemes() if s not in paper_schemes(2))
+
+
 @dataclass
 class Config(ExperimentConfig):
-    schemes: tuple[str, ...] = ("dipmark", "kgw", "aar", "its-edit", "exp-edit", "unigram", "waterbag", "synthid")
+    schemes: tuple[str, ...] = SCHEMES
     n_values: tuple[int, ...] = (3, 5)
     modes: tuple[str, ...] = ("naive", "wash")
     fpr: float = FPR_CALIBRATED

@@ -18,21 +18,17 @@ from wash.reporting.data import Folder
 from wash.reporting.fmt import FPR_LEVEL, integer, num, num_ci, paper_pct, pct, pct_ci, pval, pval_range
 from wash.detection.identify_stats import TEST_NAME
 from wash.detection.thresholds import ALPHA_IDENTIFY, Z_THRESHOLD
+from wash.watermarks import title
 
 #: The folders the headline quotes; ``HEADLINE_SOURCES`` are the files its numbers come from.
 HEADLINE_FOLDERS = ("decay-kgw-paper", "decay-mix-paper", "tpr-paper", "identify-calibrated", "identify-anchor",
                     "tpr-anchor", "baselines-10x100",
                     "quality-paper", "decay-kgw-open", "entropy")
 
-NAMES = {"kgw": "KGW", "aar": "AAR", "dipmark": "DiPMark", "its-edit": "ITS-Edit", "exp-edit": "EXP-Edit",
-         "unigram": "Unigram", "waterbag": "Water-Bag", "synthid": "SynthID", "none": "unwatermarked",
-         "mix": "mix"}
-
-
 def name(scheme: str) -> str:
-    """A scheme's display name; a variant token (``aar:form=soft``) keeps its parameters."""
+    """A scheme's display name (its ``title``); a variant token (``aar:form=soft``) keeps its parameters."""
     base, _, params = scheme.partition(":")
-    return NAMES.get(base, base) + (f" ({params.replace('+', ', ')})" if params else "")
+    return title(base) + (f" ({params.replace('+', ', ')})" if params else "")
 
 
 def names(schemes) -> str:

@@ -21,11 +21,10 @@ from wash.detection.identify_stats import TEST_NAME
 from wash.detection.thresholds import Z_THRESHOLD
 from wash.reporting.fmt import MISSING, md_table, missing, num, num_ci, paper_pct, pct_ci, pval
 from wash.reporting.headline import name
+from wash.watermarks import rank, release_forms
 
 #: The settings the paper's tables report, in their order.
 SETTINGS = ("single", "WASH N=3", "WASH N=5")
-#: The forms the paper's release serves where they differ from the original schemes'.
-RELEASE_FORMS = {"aar": "soft", "exp-edit": "soft", "its-edit": "shared"}
 #: The systems, in column order: (column title, which rows belong to it).
 OURS, RELEASE_FORM, ANCHOR = "ours: original form, independent keys", "release form, independent keys", \
     "release form, one anchor"
@@ -33,7 +32,6 @@ SAME_AS_OURS = "= ours"
 #: A system that was run but gave the test nothing to score (a lone point mass repeats its token).
 NO_SCORE = "no score"
 SAME_AS_RELEASE_FORM = "= release form"
-SCHEME_ORDER = ("kgw", "aar", "dipmark", "exp-edit", "its-edit", "waterbag", "unigram", "synthid")
 
 
 #: A scheme token's detector variant as ``scheme_and_form`` appends it to the form.
@@ -52,7 +50,7 @@ def system_of(scheme: str, form: str, lineup: str, setting: str) -> str | None:
     The release's detector scoring the same texts goes in its system's column, beside ours.
     """
     form, _ = split_detector(form)
-    release = RELEASE_FORMS.get(scheme, rt.default_form(scheme))
+    release = release_forms().get(scheme, rt.default_form(scheme))  # the scheme's ``release_form``
     if lineup == "anchor" and setting != "single":
         return ANCHOR if form == release else None
     if form == rt.default_form(scheme):
@@ -64,10 +62,11 @@ def _pivot(t: pd.DataFrame, cell: Callable[[pd.Series], str], paper: Callable[[p
     """One row per (scheme, setting) run by more than one system, a cell per system; the paper last."""
     t = _systems(t[t["setting"].isin(SETTINGS)])
     t = t[t["system"].notna()]
+    forms = release_forms()
     rows = []
     for scheme in _ordered(t["scheme"]):
         for setting in SETTINGS:
-            if setting == "single" and scheme not in RELEASE_FORMS:
+            if setting == "single" and scheme not in forms:
                 continue  # one provider in the original form: one system, already in the main tables
             both = t[(t["scheme"] == scheme) & (t["setting"] == setting)]
             here = both[~both["release_detector"]].drop_duplicates("system")
@@ -78,10 +77,10 @@ def _pivot(t: pd.DataFrame, cell: Callable[[pd.Series], str], paper: Callable[[p
             cells = {s: cell(by[s]) if s in by else MISSING for s in (OURS, RELEASE_FORM, ANCHOR)}
             for s, r in theirs.items():  # the release's detector on the same texts
                 cells[s] = f"{cells[s]} · release detector: {cell(r)}"
-            if scheme not in RELEASE_FORMS:  # the release serves the original form: the same system
+            if scheme not in forms:  # the release serves the original form: the same system
                 cells[RELEASE_FORM] = SAME_AS_OURS
             if setting == "single":  # one provider alone: no partners, so no line-up
-                cells[ANCHOR] = SAME_AS_RELEASE_FORM if scheme in RELEASE_FORMS else SAME_AS_OURS
+                cells[ANCHOR] = SAME_AS_RELEASE_FORM if scheme in forms else SAME_AS_OURS
             if sum(c not in (MISSING, SAME_AS_OURS, SAME_AS_RELEASE_FORM) for c in cells.values()) < 2 \
                     and setting != "single":
                 continue
@@ -99,7 +98,7 @@ def _systems(t: pd.DataFrame) -> pd.DataFrame:
 
 
 def _ordered(schemes) -> list[str]:
-    return sorted(set(schemes), key=lambda s: (SCHEME_ORDER.index(s) if s in SCHEME_ORDER else 99, s))
+    return sorted(set(schemes), key=rank)
 
 
 def _form(form: str) -> str:

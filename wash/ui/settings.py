@@ -12,18 +12,18 @@ refused with a message naming them, except hub ids or directories when
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from typing import Any
 
+from wash import env
 from wash.errors import WashInputError
 from wash.engine.cache import missing_reason
-from wash.engine.catalog import ALLOW_EXTERNAL_ENV, CATALOG, OFFLINE_DEFAULTS, check_model_name
+from wash.engine.catalog import ALLOW_EXTERNAL_ENV, CATALOG, OFFLINE_DEFAULTS, check_model_name, external_allowed
 
-APP_MODELS_ENV = "WASH_APP_MODELS"
-CONCURRENCY_ENV = "WASH_APP_CONCURRENCY"
-MALLOC_ARENAS_ENV = "WASH_MALLOC_ARENAS"
-MALLOC_TRIM_ENV = "WASH_MALLOC_TRIM"
+APP_MODELS_ENV = env.APP_MODELS.name
+CONCURRENCY_ENV = env.APP_CONCURRENCY.name
+MALLOC_ARENAS_ENV = env.MALLOC_ARENAS.name
+MALLOC_TRIM_ENV = env.MALLOC_TRIM.name
 #: glibc's ``mallopt`` parameter for the most malloc arenas (``M_ARENA_MAX`` in malloc.h).
 _M_ARENA_MAX = -8
 #: Longest prompt the app accepts before even tokenising it (the engine then checks
@@ -35,12 +35,11 @@ MAX_DETECT_CHARS = 20000
 
 def app_models() -> list[str]:
     """The model names offered in the providers table, in display order."""
-    raw = os.environ.get(APP_MODELS_ENV, "").strip()
-    if not raw:
+    names = env.app_models()
+    if not names:
         missing = missing_models()
         # none loadable: offer them all, so the first load reports what to install
         return [n for n in OFFLINE_DEFAULTS if n not in missing] or list(OFFLINE_DEFAULTS)
-    names = [n.strip() for n in raw.split(",") if n.strip()]
     for name in names:
         check_model_name(name)  # raises WashInputError for an unknown name at start-up
     return list(dict.fromkeys(names))
@@ -51,7 +50,7 @@ def missing_models() -> dict[str, str]:
 
     Empty when ``WASH_APP_MODELS`` names the models: a model asked for by name is
     offered, and its load fails with the same reason if it cannot load."""
-    if os.environ.get(APP_MODELS_ENV, "").strip():
+    if env.app_models():
         return {}
     reasons = {name: missing_reason(name) for name in OFFLINE_DEFAULTS}
     return {name: why for name, why in reasons.items() if why}
@@ -61,10 +60,6 @@ def missing_markdown(missing: dict[str, str]) -> str:
     """The page's line naming each model the app cannot serve here, and why (empty when none)."""
     return "  \n".join(f"**{CATALOG[name].title} (`{name}`) is not offered here:** {why}"
                         for name, why in missing.items())
-
-
-def external_allowed() -> bool:
-    return os.environ.get(ALLOW_EXTERNAL_ENV, "") not in ("", "0", "false")
 
 
 def check_app_model(name: str, choices: list[str] | None = None) -> str:
@@ -83,10 +78,7 @@ def check_app_model(name: str, choices: list[str] | None = None) -> str:
 
 def concurrency_limit() -> int:
     """How many generations run at once (each event listener gets this many slots)."""
-    try:
-        return max(1, int(os.environ.get(CONCURRENCY_ENV, "2")))
-    except ValueError:
-        return 2
+    return env.app_concurrency()
 
 
 def limit_malloc_arenas() -> int | None:
@@ -100,11 +92,7 @@ def limit_malloc_arenas() -> int | None:
     the capped run delivered 17% fewer tokens/s; one run each settles neither
     difference. Call it before any thread starts. Returns the cap set, or ``None``.
     """
-    raw = os.environ.get(MALLOC_ARENAS_ENV, "").strip() or "0"
-    try:
-        arenas = int(raw)
-    except ValueError:
-        raise WashInputError(f"{MALLOC_ARENAS_ENV} must be a whole number, got '{raw}'") from None
+    arenas = env.malloc_arenas()
     libc = _glibc()
     if arenas <= 0 or libc is None:  # not glibc: nothing to cap
         return None
@@ -125,7 +113,7 @@ def release_free_memory() -> bool:
     back 37 to 97 MB. Returns True when memory was released.
     """
     libc = _glibc()
-    if libc is None or os.environ.get(MALLOC_TRIM_ENV, "1").strip() in ("0", "false", "off"):
+    if libc is None or not env.malloc_trim():
         return False
     return bool(libc.malloc_trim(0))
 

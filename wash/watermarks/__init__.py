@@ -10,7 +10,9 @@ from __future__ import annotations
 import importlib
 
 from wash.watermarks.base import Detection, Detector, WatermarkScheme
-from wash.watermarks.registry import SCHEMES, build_scheme, register, scheme_class, scheme_names
+from wash.watermarks.registry import (SCHEMES, build_scheme, default_forms, form_params, paper_schemes,
+                                      published_schemes, rank, register, release_forms, scheme_class, scheme_names,
+                                      stateful_schemes, title)
 
 # Each module registers its class on import; the order here is the order users see.
 _MODULES = (
@@ -24,4 +26,5 @@ for _name in _MODULES:
     importlib.import_module(f"wash.watermarks.{_name}")
 
 __all__ = ["Detection", "Detector", "WatermarkScheme", "SCHEMES", "register", "scheme_names",
-           "scheme_class", "build_scheme"]
+           "scheme_class", "build_scheme", "title", "published_schemes", "stateful_schemes", "default_forms",
+           "form_params", "release_forms", "paper_schemes", "rank"]

@@ -84,6 +84,11 @@ _REDUCTION = "time"
 @register
 class AAR(WatermarkScheme):
     name = "aar"
+    title = "AAR"
+    rank = 1
+    paper_columns = {1: 0, 2: 2}
+    form_param = "form"
+    release_form = "soft"
     summary = "Aaronson / EXP: keyed Gumbel-max sampling; Gamma-tail detection"
     description = (
         'Aaronson: the token is picked by a keyed Gumbel-max rule seeded by the last '

@@ -159,6 +159,29 @@ class WatermarkScheme(ABC):
     #: then refresh it every few tokens instead of every token.
     cheap_result: ClassVar[bool] = True
 
+    # -- facts the reports and experiments read (``registry``'s helpers list them). A class
+    # that names itself gets the defaults for those it leaves out, never its parent's: a
+    # variant (``biased-kgw``) is not its parent in the paper's tables. ``stateful`` is
+    # read off the code.
+    #: The name in prose and tables (``Water-Bag``); the registry name when left out.
+    title: ClassVar[str] = ""
+    #: A published watermark: one of the experiments' schemes (``registry.published_schemes``).
+    #: False for the control ``none`` and the paper's biased construction.
+    published: ClassVar[bool] = True
+    #: The ``Params`` field that names the scheme's form, where it has several (``form``).
+    form_param: ClassVar[str | None] = None
+    #: The form the paper's release serves, where it is not the default (AAR's ``soft``).
+    release_form: ClassVar[str | None] = None
+    #: The paper's tables that report the scheme, each with the scheme's column there
+    #: (``{1: 3}``: Table 1's fourth column).
+    paper_columns: ClassVar[dict[int, int]] = {}
+    #: Where the project's tables list it, lowest first (the registry's order is the app's,
+    #: by family); schemes without one come last, by name.
+    rank: ClassVar[int] = 99
+    #: Whether a generation draws a state of its own (``new_state`` is overridden): a
+    #: per-state cost for identification's v2 probe.
+    stateful: ClassVar[bool] = False
+
     @dataclass(frozen=True)
     class Params:
         pass
@@ -172,6 +195,17 @@ class WatermarkScheme(ABC):
         # range checks report; an abstract base without a name stamps nothing.
         if "Params" in cls.__dict__ and "name" in cls.__dict__:
             cls.Params.scheme_name = cls.name
+        if "name" in cls.__dict__:
+            for fact, default in _OWN_FACTS.items():
+                if fact not in cls.__dict__:
+                    setattr(cls, fact, default)
+            cls.title = cls.title or cls.name
+        cls.stateful = cls.new_state is not WatermarkScheme.new_state
+
+    @classmethod
+    def default_form(cls) -> str | None:
+        """The form its default ``Params`` name (``None`` for a scheme with one form)."""
+        return getattr(cls.Params(), cls.form_param) if cls.form_param else None
 
     def __init__(self, key: int, vocab_size: int, params: "WatermarkScheme.Params | None" = None) -> None:
         self.key = int(key)
@@ -229,6 +263,11 @@ class WatermarkScheme(ABC):
     def describe(self) -> str:
         values = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(self.params).items())
         return f"{self.name}(key={self.key}{', ' + values if values else ''})"
+
+
+#: The facts a class that names itself does not inherit, with their defaults.
+_OWN_FACTS: dict[str, Any] = {"title": "", "published": True, "form_param": None, "release_form": None,
+                              "paper_columns": {}, "rank": 99}
 
 
 def _scheme_of(params: Any) -> str:

@@ -38,6 +38,7 @@ from wash.watermarks.kgw import KGW
 @register
 class BiasedKGW(KGW):
     name = "biased-kgw"
+    published = False  # the paper's construction (App. C), not a watermark of the literature
     summary = "one fixed, context-free green list (+bias): breaks the zero-mean assumption (paper App. C)"
     description = (
         'a stress test (paper App. C): one fixed green list that every key partly shares gets '

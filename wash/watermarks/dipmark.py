@@ -80,6 +80,9 @@ class _DiPMarkDetector(GreenCountDetector):
 @register
 class DiPMark(WatermarkScheme):
     name = "dipmark"
+    title = "DiPMark"
+    rank = 2
+    paper_columns = {1: 1, 2: 0}
     summary = "Wu et al. distribution-preserving alpha-reweight along a keyed permutation"
     description = (
         'Wu et al. DiPMark: a hash of the last {context_width} ids permutes the vocabulary and '

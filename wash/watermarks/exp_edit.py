@@ -51,6 +51,11 @@ from wash.watermarks.keyseq import EditScheme
 @register
 class EXPEdit(EditScheme):
     name = "exp-edit"
+    title = "EXP-Edit"
+    rank = 3
+    paper_columns = {1: 4, 2: 4}
+    form_param = "form"
+    release_form = "soft"
     summary = "Kuditipudi EXP-edit: exponential-minimum sampling on a 420-long key sequence"
     description = (
         'Kuditipudi et al. EXP-Edit: exponential-minimum sampling on a secret sequence of '

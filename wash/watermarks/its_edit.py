@@ -74,6 +74,11 @@ _RELEASE_CLIP = 1.0 - 1e-7
 @register
 class ITSEdit(EditScheme):
     name = "its-edit"
+    title = "ITS-Edit"
+    rank = 4
+    paper_columns = {1: 2, 2: 3}
+    form_param = "permutation"
+    release_form = "shared"
     summary = "Kuditipudi ITS-edit: inverse transform sampling on a 420-long key sequence"
     description = (
         'Kuditipudi et al. ITS-Edit: inverse-transform sampling driven by a secret sequence of '

@@ -61,6 +61,9 @@ def check_context(params: Any) -> None:
 @register
 class KGW(GreenListScheme):
     name = "kgw"
+    title = "KGW"
+    rank = 0
+    paper_columns = {1: 3, 2: 1}
     summary = "Kirchenbauer et al. green/red list hashed from the last context ids (+delta on green)"
     description = (
         'Kirchenbauer et al.: a hash of the last {context_width} token ids and the key picks a '

@@ -26,6 +26,8 @@ class _NullDetector(Detector):
 @register
 class NoWatermark(WatermarkScheme):
     name = "none"
+    title = "unwatermarked"
+    published = False
     summary = "no watermark: the base model's own distribution"
     description = (
         'no watermark: the provider serves its base model unchanged.')

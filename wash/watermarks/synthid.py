@@ -64,6 +64,8 @@ MAX_TABLE_SIZE = 2**20
 @register
 class SynthID(WatermarkScheme):
     name = "synthid"
+    title = "SynthID"
+    rank = 7
     summary = "SynthID-Text: tournament sampling over g-values; mean g-value detection"
     description = (
         'SynthID-Text: a {depth}-layer keyed tournament (g-values hashed over {ngram_len}-grams: '

@@ -40,6 +40,8 @@ from wash.watermarks.greenlist import GreenListScheme, check_fraction, check_ski
 @register
 class Unigram(GreenListScheme):
     name = "unigram"
+    title = "Unigram"
+    rank = 6
     summary = "Zhao et al. fixed green list per key (+delta on green), context-free"
     description = (
         'Zhao et al.: one fixed green {gamma:.0%} of the vocabulary per key, independent of '

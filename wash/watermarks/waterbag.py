@@ -147,6 +147,9 @@ class _WaterBagDetector(Detector):
 @register
 class WaterBag(GreenListScheme):
     name = "waterbag"
+    title = "Water-Bag"
+    rank = 5
+    paper_columns = {1: 5}
     summary = "Water-Bag: per generation one of a bag of KGW keys and one of its two complementary lists"
     description = (
         'Water-Bag: each generation draws one of {bag_size} KGW keys (last {context_width} ids '
