@@ -220,7 +220,6 @@ class _Draws:
 
 def run_case(name: str) -> dict[str, str]:
     """One case's three hashes (see the module docstring)."""
-    import wash.baselines  # noqa: F401  (registers the baseline modes, whichever tests ran before)
     from wash.engine.config import GenerationConfig, ProviderSpec
     from wash.engine.ensemble import generate_stream
     from wash.engine.events import FinishedEvent, LoadEvent
