@@ -23,11 +23,12 @@ from wash.engine.aggregation import Rule
 from wash.engine.config import (DEFAULT_PROFILE, GenerationConfig, ProviderSpec, ServingProfile,
                                 profile as serving_profile)
 from wash.detection.thresholds import Z_THRESHOLD
+from wash.watermarks.registry import published_schemes
 
 Scalar = str | int | float | bool
 
-#: The paper's default watermark schemes (Table 2) plus Unigram and SynthID.
-ALL_SCHEMES = ("kgw", "unigram", "waterbag", "dipmark", "aar", "its-edit", "exp-edit", "synthid")
+#: Every published watermark scheme (the paper's Table 2 plus Unigram and SynthID), from the registry.
+ALL_SCHEMES = published_schemes()
 
 
 @dataclass
