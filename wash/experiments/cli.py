@@ -26,7 +26,7 @@ from typing import Any
 from wash.engine.aggregation import canonical, describe as describe_rules
 from wash.engine.config import DEFAULT_PROFILE, FORWARDS, PROFILES
 from wash.errors import WashInputError
-from wash.experiments import EXPERIMENTS, load
+from wash.experiments.registry import EXPERIMENTS, load
 from wash.experiments.ensembles import LINEUPS, scheme_variant
 from wash.provenance import command_line
 
