@@ -23,8 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wash.engine.aggregation import canonical, describe as describe_rules
-from wash.engine.config import DEFAULT_PROFILE, FORWARDS, PROFILES
+from wash.engine import canonical_rule as canonical, describe_rules, DEFAULT_PROFILE, FORWARDS, PROFILES
 from wash.errors import WashInputError
 from wash.experiments.registry import EXPERIMENTS, load
 from wash.experiments.ensembles import LINEUPS, scheme_variant
@@ -142,8 +141,7 @@ def build_config(args: argparse.Namespace):
 
 def validate(config) -> None:
     """Check models, schemes and sizes up front: one clear line instead of a failure mid-run."""
-    from wash.engine.config import MAX_NEW_TOKENS_CAP, profile
-    from wash.engine.catalog import check_model_name
+    from wash.engine import MAX_NEW_TOKENS_CAP, profile, check_model_name
     from wash.watermarks import scheme_class
 
     for m in config.models:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from wash.engine.config import DEFAULT_PROFILE, ServingProfile, profile as serving_profile
-from wash.detection.thresholds import Z_THRESHOLD
+from wash.engine import DEFAULT_PROFILE, ServingProfile, profile as serving_profile
+from wash.detection import Z_THRESHOLD
 
 Scalar = str | int | float | bool
 
@@ -128,7 +128,7 @@ class ExperimentConfig:
 
 def aggregate_key(aggregate: str) -> dict[str, str]:
     """``{"aggregate": canonical rule}``, or nothing for ``mean`` (keys made before the choice stay valid)."""
-    from wash.engine.aggregation import canonical
+    from wash.engine import canonical_rule as canonical
 
     rule = canonical(aggregate)
     return {} if rule == "mean" else {"aggregate": rule}

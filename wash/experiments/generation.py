@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import wash.baselines  # noqa: F401  (registers the baseline modes)
-from wash.engine.config import GenerationConfig, ProviderSpec
-from wash.engine.events import ProviderDetection, RunResult
+from wash.engine import GenerationConfig, ProviderSpec, ProviderDetection, RunResult
 from wash.experiments.config import ExperimentConfig
 from wash.experiments.jobs import JobOutput
 from wash.experiments.scoring import detect, detection_rows, perplexity_fields
@@ -41,7 +40,7 @@ def engine_settings(config: ExperimentConfig, seed: int, max_new_tokens: int | N
 def generate_run(specs: Sequence[ProviderSpec], prompt: str, mode: str, config: ExperimentConfig, seed: int,
                  max_new_tokens: int | None = None, **overrides: Any) -> RunResult:
     """One generation through the engine's public API."""
-    from wash.engine.ensemble import generate
+    from wash.engine import generate
 
     return generate(GenerationConfig(providers=list(specs), prompt=prompt, mode=mode,
                                      **engine_settings(config, seed, max_new_tokens, **overrides)))
