@@ -160,7 +160,7 @@ FORM_PARAMS = ("form", "permutation")
 def scheme_and_form(token: str) -> tuple[str, str]:
     """An experiment's scheme token split into the scheme and its form: ``aar:form=soft`` ->
     ``("aar", "soft")``, ``kgw`` -> ``("kgw", "—")``; other parameters follow the form."""
-    from wash.experiments.ensembles import scheme_variant
+    from wash.experiments import scheme_variant
 
     scheme, params = scheme_variant(token)
     form = next((params.pop(k) for k in FORM_PARAMS if k in params), default_form(scheme))

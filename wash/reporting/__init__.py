@@ -162,7 +162,7 @@ def write_figures(root: Path = RESULTS_ROOT, repo: Path = REPO) -> bool:
     True when a file changed. Drawn with matplotlib (Agg), which writes the same bytes for the same data."""
     import tempfile
 
-    from wash.experiments.plots import to_matplotlib_png
+    from wash.experiments import to_matplotlib_png
 
     spec = dilution_figure(dilution_fits(folders(root)))
     if spec is None:
