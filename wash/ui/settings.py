@@ -17,8 +17,7 @@ from functools import lru_cache
 from typing import Any
 
 from wash.errors import WashInputError
-from wash.engine.cache import missing_reason
-from wash.engine.catalog import ALLOW_EXTERNAL_ENV, CATALOG, OFFLINE_DEFAULTS, check_model_name
+from wash.engine import missing_reason, ALLOW_EXTERNAL_ENV, CATALOG, OFFLINE_DEFAULTS, check_model_name
 
 APP_MODELS_ENV = "WASH_APP_MODELS"
 CONCURRENCY_ENV = "WASH_APP_CONCURRENCY"
