@@ -3,7 +3,7 @@
 The layers above a package (experiments, reporting, the ways in) import only what the
 package declares (``from wash.engine import GenerationConfig``), never its modules
 (``tests/test_api_surface.py``). The package cannot simply import those modules in its
-``__init__``: reading a constant would then load torch and the models' code, and every
+``__init__``: reading one name would then load every module of the package, and every
 module of the package that imports a sibling would first run the ``__init__`` that imports
 it back. So the ``__init__`` names each export's module, and the module is imported when
 the name is first read.

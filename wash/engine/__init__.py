@@ -23,14 +23,14 @@ fingerprint (``wash.version``): a stored text is reused only by the same engine.
 from wash.exports import lazy_exports
 
 #: What the layers above may use, by the module that holds it (loaded on first use:
-#: reading a constant imports no torch). Anything else here is the engine's own.
+#: reading one name imports only the module that holds it). Anything else here is the engine's own.
 _EXPORTS = {
     # settings, parsed once (config), and their command line
     **dict.fromkeys(("GenerationConfig", "ProviderSpec", "ServingProfile", "DEFAULT_PROFILE", "PROFILES", "FORWARDS",
                      "MODE_TABLE", "MAX_NEW_TOKENS_CAP", "MAX_PROVIDERS", "MAX_TOP_K", "mode_names", "profile",
                      "profile_name", "add_generate_arguments", "command_line", "from_command_line"), "config"),
     "RULES": "aggregation", "parse_rule": "aggregation:parse", "canonical_rule": "aggregation:canonical",
-    "describe_rules": "aggregation:describe", "parse_mode": "modes:parse",
+    "describe_rules": "aggregation:describe", "parse_mode": "modes:parse", "STRATEGIES": "modes",
     # running a generation and what it streams
     "generate": "ensemble", "generate_stream": "ensemble", "Generation": "decode",
     **dict.fromkeys(("StepEvent", "ResyncEvent", "LoadEvent", "FinishedEvent", "RunResult", "ProviderDetection"),
