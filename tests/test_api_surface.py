@@ -53,7 +53,8 @@ def way_in_files(root: Path = ROOT) -> list[Path]:
 
 
 def own_package(rel: str) -> str | None:
-    """The package a file belongs to (``wash/ui/run.py``: ``wash.ui``), or None for a module directly in ``wash``."""
+    """The package a file belongs to (``wash/ui/run.py``: ``wash.ui``); None for a module directly in
+    ``wash`` and for the tools."""
     if rel in OWN:
         return OWN[rel]
     parts = rel.removesuffix(".py").split("/")
@@ -76,7 +77,8 @@ def _package_of(module: str) -> str | None:
 
 def reaches(root: Path = ROOT, declared: dict[str, set[str]] | None = None) -> list[str]:
     """``file: import`` for each import of a module behind another package's declared exports."""
-    declared = declared if declared is not None else {p: set(importlib.import_module(p).__all__) for p in PACKAGES}
+    if declared is None:
+        declared = {p: set(importlib.import_module(p).__all__) for p in PACKAGES}
     found = []
     for path in way_in_files(root):
         rel = path.relative_to(root).as_posix()
@@ -124,10 +126,13 @@ def test_the_reader_refuses_a_module_behind_the_exports_and_an_undeclared_name(t
     own package pass."""
     (tmp_path / "wash" / "ui").mkdir(parents=True)
     (tmp_path / "tools").mkdir()
-    (tmp_path / "app.py").write_text("from wash.ui.handlers import make\nfrom wash.engine import GenerationConfig\n")
+    (tmp_path / "app.py").write_text("from wash.ui.handlers import make\n"
+                                     "from wash.engine import GenerationConfig\n")
     (tmp_path / "wash" / "ui" / "run.py").write_text(
-        "from wash.api import generate\nfrom wash.ui import texts\ndef f():\n    from ..engine.config import X\n")
-    (tmp_path / "tools" / "t.py").write_text("import wash.detection.thresholds\nfrom wash.engine import hidden\n")
+        "from wash.api import generate\nfrom wash.ui import texts\n"
+        "def f():\n    from ..engine.config import X\n")
+    (tmp_path / "tools" / "t.py").write_text("import wash.detection.thresholds\n"
+                                             "from wash.engine import hidden\n")
     declared = {p: set() for p in PACKAGES} | {"wash.engine": {"GenerationConfig"}}
     assert reaches(tmp_path, declared) == [
         "tools/t.py:1: wash.detection.thresholds",

@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Bottom to top: each layer's modules and packages (a package stands for every module in it).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("ground", ("wash.errors", "wash.prompts", "wash.version", "wash.provenance", "wash.options", "wash.exports")),
+    ("ground", ("wash.errors", "wash.prompts", "wash.version", "wash.provenance", "wash.options",
+                "wash.exports")),
     ("watermarks", ("wash.watermarks",)),
     ("engine", ("wash.engine",)),
     ("detection", ("wash.detection",)),
@@ -67,7 +68,8 @@ def _is_plugin_loader(node: ast.AST) -> bool:
 
 def _is_lazy_export(node: ast.AST) -> bool:
     """``lazy_exports(__name__, {...})``: a package naming the modules its exports are loaded from."""
-    return isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "lazy_exports"
+    return (isinstance(node, ast.Call)
+            and getattr(node.func, "id", getattr(node.func, "attr", "")) == "lazy_exports")
 
 
 def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
@@ -158,8 +160,10 @@ def test_the_graph_sees_imports_in_functions_relative_under_type_checking_and_by
     (package / "__init__.py").write_text("")
     (package / "errors.py").write_text("")
     (package / "exports.py").write_text("")
-    (package / "engine" / "__init__.py").write_text(  # declared exports, loaded from their modules on first use
-        "from wash.exports import lazy_exports\n__all__, __getattr__, __dir__ = lazy_exports(__name__, {'D': 'd:e'})\n")
+    # declared exports, loaded from their modules on first use
+    (package / "engine" / "__init__.py").write_text(
+        "from wash.exports import lazy_exports\n"
+        "__all__, __getattr__, __dir__ = lazy_exports(__name__, {'D': 'd:e'})\n")
     (package / "engine" / "a.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from wash.engine.b import B\n"
         "def f():\n    from .. import errors\n    import wash.engine.c\n")

@@ -26,17 +26,19 @@ from wash.exports import lazy_exports
 #: reading one name imports only the module that holds it). Anything else here is the engine's own.
 _EXPORTS = {
     # settings, parsed once (config), and their command line
-    **dict.fromkeys(("GenerationConfig", "ProviderSpec", "ServingProfile", "DEFAULT_PROFILE", "PROFILES", "FORWARDS",
-                     "MODE_TABLE", "MAX_NEW_TOKENS_CAP", "MAX_PROVIDERS", "MAX_TOP_K", "mode_names", "profile",
-                     "profile_name", "add_generate_arguments", "command_line", "from_command_line"), "config"),
+    **dict.fromkeys(("GenerationConfig", "ProviderSpec", "ServingProfile", "DEFAULT_PROFILE", "PROFILES",
+                     "FORWARDS", "MODE_TABLE", "MAX_NEW_TOKENS_CAP", "MAX_PROVIDERS", "MAX_TOP_K",
+                     "mode_names", "profile", "profile_name", "add_generate_arguments", "command_line",
+                     "from_command_line"), "config"),
     "RULES": "aggregation", "parse_rule": "aggregation:parse", "canonical_rule": "aggregation:canonical",
     "describe_rules": "aggregation:describe", "parse_mode": "modes:parse", "STRATEGIES": "modes",
     # running a generation and what it streams
     "generate": "ensemble", "generate_stream": "ensemble", "Generation": "decode",
-    **dict.fromkeys(("StepEvent", "ResyncEvent", "LoadEvent", "FinishedEvent", "RunResult", "ProviderDetection"),
-                    "events"),
+    **dict.fromkeys(("StepEvent", "ResyncEvent", "LoadEvent", "FinishedEvent", "RunResult",
+                     "ProviderDetection"), "events"),
     "build_providers": "providers", "LocalMember": "members", "align": "vocab", "model_vocab": "vocab",
-    "parallel_enabled": "parallel", "parallel_settings": "parallel:settings", "caller_on_one_thread": "parallel",
+    "parallel_enabled": "parallel", "parallel_settings": "parallel:settings",
+    "caller_on_one_thread": "parallel",
     # the models: catalog, packaged files, one loaded copy per process
     **dict.fromkeys(("CATALOG", "OFFLINE_DEFAULTS", "ALLOW_EXTERNAL_ENV", "check_model_name", "shape_names"),
                     "catalog"),
