@@ -21,11 +21,10 @@ from typing import Callable
 import gradio as gr
 
 from wash import env
-from wash.engine.config import DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_TOP_K, PROFILES, mode_names
-from wash.engine.aggregation import RULES
+from wash.engine import DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_TOP_K, PROFILES, mode_names, RULES
 from wash.ui.preload import Preload
 from wash.presets import DEMO_TOKENS, description as preset_description, preset_names
-from wash.detection.thresholds import Z_THRESHOLD
+from wash.detection import Z_THRESHOLD
 from wash.ui import handlers, plots, results, sessions, tables, texts
 from wash.ui import lesson as lesson_ui
 from wash.lesson import INTRO as LESSON_INTRO, STEPS as LESSON_STEPS

@@ -115,3 +115,25 @@ def without_modules(folder: Path, *modules: str) -> dict[str, str]:
     (folder / "sitecustomize.py").write_text(
         "import sys\n" + "".join(f"sys.modules[{m!r}] = None  # not installed\n" for m in modules))
     return {"PYTHONPATH": str(folder)}
+
+
+def spy_on_generate(monkeypatch, hook):
+    """Call ``hook(config, result)`` after every engine generation, however the caller reached it.
+
+    Why both names: the experiments run generations through the engine's declared export
+    (``wash.engine.generate``, cached on the package once read) and older paths through
+    ``wash.engine.ensemble.generate``; patching one would let the other pass unseen, and a
+    test counting "no generation" would then pass whatever happened."""
+    import wash.engine
+    import wash.engine.ensemble
+
+    real = wash.engine.ensemble.generate
+
+    def spy(config, *args, **kwargs):
+        result = real(config, *args, **kwargs)
+        hook(config, result)
+        return result
+
+    monkeypatch.setattr(wash.engine.ensemble, "generate", spy)
+    monkeypatch.setattr(wash.engine, "generate", spy)
+    return spy

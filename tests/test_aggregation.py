@@ -326,14 +326,13 @@ def test_experiment_rule_reaches_the_engine_the_rows_the_store_and_the_meta(tmp_
 
     import pandas as pd
 
-    import wash.engine.ensemble
+    from support import spy_on_generate
     from wash.cli import main
     from wash.version import engine_sources
 
     assert any(p.name == "aggregation.py" for p in engine_sources())  # a rule's code determines the text
     seen = []
-    real = wash.engine.ensemble.generate
-    monkeypatch.setattr(wash.engine.ensemble, "generate", lambda c, *a, **k: seen.append(c) or real(c, *a, **k))
+    spy_on_generate(monkeypatch, lambda c, r: seen.append(c))
     out = tmp_path / "decay"
     assert main(["experiment", "decay", "--tiny", "--out", str(out), "--aggregate", "median-clip:xi=0.5",
                  "--schemes", "kgw", "--set", "n_values=2", "--set", "settings=mixed"]) == 0

@@ -137,14 +137,13 @@ def test_grid_settings_reach_the_key_the_engine_and_the_store(tiny_run):
 
 
 def test_a_stored_generation_without_entropy_is_made_again(tmp_path, monkeypatch, tiny_smollm2, tiny_gemma3):
-    import wash.engine.ensemble
+    from support import spy_on_generate
     from wash.experiments.ensembles import make_ensemble
     from wash.experiments.generation import generated
     from wash.experiments.store import GenerationStore, store_of
 
     calls = []
-    real = wash.engine.ensemble.generate
-    monkeypatch.setattr(wash.engine.ensemble, "generate", lambda c, *a, **k: calls.append(1) or real(c, *a, **k))
+    spy_on_generate(monkeypatch, lambda c, r: calls.append(1))
     config = load("entropy").Config.from_preset("tiny", out=tmp_path / "entropy")
     specs = make_ensemble(1, config.models, ["kgw"], seed=0)
     store = store_of(config)

@@ -530,19 +530,12 @@ def test_experiments_default_to_lazy_forwards_unless_they_measure_eager(outputs)
 @pytest.mark.parametrize("forwards", ["lazy", "eager"])
 def test_forwards_option_reaches_the_engine_and_the_meta(forwards, tmp_path, monkeypatch, capsys, tiny_smollm2,
                                                          tiny_gemma3):
-    import wash.engine.ensemble
+    from support import spy_on_generate
     from wash.cli import main
     from wash.version import engine_fingerprint
 
     seen = []
-    real = wash.engine.ensemble.generate
-
-    def spy(config, *args, **kwargs):
-        result = real(config, *args, **kwargs)
-        seen.append((config.forwards, result))
-        return result
-
-    monkeypatch.setattr(wash.engine.ensemble, "generate", spy)
+    spy_on_generate(monkeypatch, lambda c, r: seen.append((c.forwards, r)))
     out = tmp_path / "decay"
     assert main(["experiment", "decay", "--tiny", "--out", str(out), "--forwards", forwards, "--schemes", "kgw",
                  "--set", "n_values=2", "--set", "settings=mixed"]) == 0
@@ -563,15 +556,14 @@ def test_forwards_option_reaches_the_engine_and_the_meta(forwards, tmp_path, mon
 
 
 def test_generation_store_reuses_only_texts_of_the_same_engine(tmp_path, monkeypatch, tiny_smollm2, tiny_gemma3):
-    import wash.engine.ensemble
+    from support import spy_on_generate
     from wash.experiments import store as store_module
     from wash.experiments.ensembles import make_ensemble, prompt_set
     from wash.experiments.generation import generated
     from wash.experiments.store import store_of
 
     calls = []
-    real = wash.engine.ensemble.generate
-    monkeypatch.setattr(wash.engine.ensemble, "generate", lambda config, *a, **k: calls.append(1) or real(config, *a, **k))
+    spy_on_generate(monkeypatch, lambda c, r: calls.append(1))
     decay = load("decay")
     config = decay.Config.from_preset("tiny", out=tmp_path / "decay")
     specs = make_ensemble(2, config.models, ["kgw"], seed=0)
@@ -632,12 +624,11 @@ def test_engine_fingerprint_covers_the_engine_sources(tmp_path):
 # -- serving profiles ---------------------------------------------------------------------
 def test_profile_reaches_the_engine_the_rows_the_store_and_the_meta(tmp_path, monkeypatch, capsys,
                                                                      tiny_smollm2, tiny_gemma3):
-    import wash.engine.ensemble
+    from support import spy_on_generate
     from wash.cli import main
 
     seen = []
-    real = wash.engine.ensemble.generate
-    monkeypatch.setattr(wash.engine.ensemble, "generate", lambda c, *a, **k: seen.append(c) or real(c, *a, **k))
+    spy_on_generate(monkeypatch, lambda c, r: seen.append(c))
     out = tmp_path / "decay"
     assert main(["experiment", "decay", "--preset", "tiny", "--out", str(out), "--profile", "paper",
                  "--schemes", "kgw", "--set", "n_values=2", "--set", "settings=mixed"]) == 0

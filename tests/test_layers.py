@@ -1,6 +1,6 @@
 """The package's layers hold: read from the imports, nothing imports upward and no modules import in a circle.
 
-Layers, bottom to top (``LAYERS``): ground (errors, prompts, version, provenance, the environment, the
+Layers, bottom to top (``LAYERS``): ground (errors, prompts, version, provenance, the environment, exports, the
 ``NAME:param=value`` parser) -> watermarks -> engine -> detection -> baselines ->
 experiments -> reporting -> the ways in (ui, cli, api, bench, space). A module may import
 its own layer and the layers below it. The graph is read from the source (``ast``), so it
@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Bottom to top: each layer's modules and packages (a package stands for every module in it).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("ground", ("wash.errors", "wash.prompts", "wash.version", "wash.provenance", "wash.options", "wash.env")),
+    ("ground", ("wash.errors", "wash.prompts", "wash.version", "wash.provenance", "wash.options", "wash.env",
+                "wash.exports")),
     ("watermarks", ("wash.watermarks",)),
     ("engine", ("wash.engine",)),
     ("detection", ("wash.detection",)),
@@ -65,6 +66,12 @@ def _is_plugin_loader(node: ast.AST) -> bool:
             and str(node.args[0].values[0].value).startswith("wash."))
 
 
+def _is_lazy_export(node: ast.AST) -> bool:
+    """``lazy_exports(__name__, {...})``: a package naming the modules its exports are loaded from."""
+    return (isinstance(node, ast.Call)
+            and getattr(node.func, "id", getattr(node.func, "attr", "")) == "lazy_exports")
+
+
 def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
     """Each module's imports of other ``wash`` modules, wherever in the file they stand."""
     known = modules(root)
@@ -78,6 +85,9 @@ def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
             if _is_plugin_loader(node):  # importlib.import_module(f"wash.pkg.{name}") of the names it spells
                 prefix = node.args[0].values[0].value
                 targets.update(m for m in known if m.startswith(prefix) and m[len(prefix):] in strings)
+            elif _is_lazy_export(node):  # "config", "statistics.keyed", "aggregation:parse": modules it loads
+                targets.update(f"{package}.{t.partition(':')[0]}" for t in strings
+                               if f"{package}.{t.partition(':')[0]}" in known)
             elif isinstance(node, ast.Import):
                 targets.update(_owner(a.name, known) for a in node.names if a.name.split(".")[0] == "wash")
             elif isinstance(node, ast.ImportFrom):
@@ -142,13 +152,18 @@ def test_no_modules_import_each_other_in_a_circle():
 
 
 def test_the_graph_sees_imports_in_functions_relative_under_type_checking_and_by_name(tmp_path):
-    """The reader finds the imports that a plain ``import`` of the module would not run, and the
-    plug-ins a package loads by name (``wash.watermarks`` its schemes, ``wash.experiments`` its experiments)."""
+    """The reader finds the imports that a plain ``import`` of the module would not run, the
+    plug-ins a package loads by name (``wash.watermarks`` its schemes, ``wash.experiments`` its experiments)
+    and the modules a package's declared exports are loaded from (``wash.exports.lazy_exports``)."""
     package = tmp_path / "wash"
     (package / "engine").mkdir(parents=True)
     (package / "__init__.py").write_text("")
     (package / "errors.py").write_text("")
-    (package / "engine" / "__init__.py").write_text("")
+    (package / "exports.py").write_text("")
+    # declared exports, loaded from their modules on first use
+    (package / "engine" / "__init__.py").write_text(
+        "from wash.exports import lazy_exports\n"
+        "__all__, __getattr__, __dir__ = lazy_exports(__name__, {'D': 'd:e'})\n")
     (package / "engine" / "a.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from wash.engine.b import B\n"
         "def f():\n    from .. import errors\n    import wash.engine.c\n")
@@ -160,6 +175,7 @@ def test_the_graph_sees_imports_in_functions_relative_under_type_checking_and_by
     graph = import_graph(tmp_path)
     assert graph["wash.engine.a"] == {"wash.engine.b", "wash.errors", "wash.engine.c"}
     assert graph["wash.loader"] == {"wash.engine.c"}
+    assert graph["wash.engine"] == {"wash.exports", "wash.engine.d"}
     assert circles(graph) == [["wash.engine.a", "wash.engine.b"]]
     assert upward_imports({"wash.errors": {"wash.engine.a"}}) == ["wash.errors (ground) -> wash.engine.a (engine)"]
     with pytest.raises(LookupError, match="wash.newcomer is in no layer"):

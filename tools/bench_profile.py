@@ -57,8 +57,7 @@ def forward_cost(lms: dict) -> dict:
 
 def eager_step(specs: list[str], tokens: int = 40) -> dict:
     import wash.engine.ensemble as engine
-    from wash.engine.config import GenerationConfig, ProviderSpec
-    from wash.engine.decode import Generation
+    from wash.engine import GenerationConfig, ProviderSpec, Generation
 
     spans: dict[str, list[float]] = {"gemma3_task": [], "gemma3_forward": [], "parallel_part": []}
     model_step, run_all = Generation.model_part, engine.side_by_side
@@ -93,7 +92,7 @@ def eager_step(specs: list[str], tokens: int = 40) -> dict:
 def main() -> None:
     from datetime import datetime, timezone
 
-    from wash.engine.models import load_model
+    from wash.engine import load_model
 
     lms = {m: load_model(m) for m in ("smollm2", "gemma3")}
     report = {"command": "python -m tools.bench_profile",

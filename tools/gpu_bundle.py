@@ -37,8 +37,7 @@ def tracked_mb(root: Path = ROOT) -> float:
 
 def pack(folder: Path) -> Path:
     """The tokenizers' cache folders, as one xz archive in ``folder``."""
-    from wash.engine.cache import cache_dir, marker_ok
-    from wash.engine.models import load_tokenizer
+    from wash.engine import cache_dir, marker_ok, load_tokenizer
 
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / ARCHIVE
@@ -53,7 +52,7 @@ def pack(folder: Path) -> Path:
 
 
 def unpack(folder: Path, cache: Path) -> None:
-    from wash.engine.cache import marker_ok
+    from wash.engine import marker_ok
 
     with tarfile.open(folder / ARCHIVE, "r:xz") as tar:
         tar.extractall(cache, filter="data")

@@ -67,8 +67,7 @@ def versions(path: str) -> dict:
             report["imports"][module] = f"{type(err).__name__}: {err}"
     report["app_only_modules_present"] = {m: importlib.util.find_spec(m) is not None for m in APP_ONLY}
     save()
-    from wash.engine.cache import cache_dir, marker_ok
-    from wash.engine.catalog import shape_names
+    from wash.engine import cache_dir, marker_ok, shape_names
     from wash.shape_bench import environment
     from wash.version import code_version
 
@@ -88,7 +87,7 @@ def _finite(values) -> bool:
 
 def check_events(events: list) -> dict:
     """What a run's events say about its distributions: every reported probability finite and in [0, 1]."""
-    from wash.engine.events import FinishedEvent, ResyncEvent, StepEvent
+    from wash.engine import FinishedEvent, ResyncEvent, StepEvent
 
     steps = [e for e in events if isinstance(e, StepEvent)]
     result = next(e.result for e in events if isinstance(e, FinishedEvent))
@@ -112,8 +111,7 @@ def _member_check(name: str, device: str, dtype, plain_tokens: int) -> dict:
     import torch
 
     from wash.bench import PROMPT, plain_decode_ms
-    from wash.engine.members import LocalMember
-    from wash.engine.models import load_model
+    from wash.engine import LocalMember, load_model
 
     t0 = time.perf_counter()
     lm = load_model(name, device=device, dtype=dtype)
@@ -144,8 +142,7 @@ def count_transfers(specs: list[str], tokens: int) -> dict:
     from torch.profiler import ProfilerActivity, profile
 
     from wash.bench import PROMPT
-    from wash.engine.config import GenerationConfig, ProviderSpec
-    from wash.engine.ensemble import generate
+    from wash.engine import GenerationConfig, ProviderSpec, generate
 
     cfg = GenerationConfig(providers=[ProviderSpec.parse(s) for s in specs], prompt=PROMPT, max_new_tokens=tokens,
                            seed=0, live_detection=False)
@@ -161,8 +158,7 @@ def count_transfers(specs: list[str], tokens: int) -> dict:
 
 def _run(fields: dict, tokens: int) -> dict:
     """One seeded WASH run with these config fields, checked (``check_events``); a failure is the finding."""
-    from wash.engine.config import GenerationConfig, ProviderSpec
-    from wash.engine.ensemble import generate_stream
+    from wash.engine import GenerationConfig, ProviderSpec, generate_stream
 
     t0 = time.perf_counter()
     try:
@@ -178,7 +174,7 @@ def _run(fields: dict, tokens: int) -> dict:
 def smoke(path: str) -> dict:
     import torch
 
-    from wash.engine.models import parse_dtype
+    from wash.engine import parse_dtype
     from wash.shape_bench import dummy_names, environment
 
     m = mode()

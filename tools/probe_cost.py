@@ -28,8 +28,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rows", default="runs/identify-rows", help="base rows cached on disk ('' for none)")
     args = parser.parse_args(argv)
 
-    from wash.detection.identification import SERVED_ROWS, Probe, identify
-    from wash.experiments.ensembles import make_ensemble
+    from wash.detection import SERVED_ROWS, Probe, identify
+    from wash.experiments import make_ensemble
 
     SERVED_ROWS.use_directory(args.rows or None)
     specs = make_ensemble(args.n, tuple(args.models.split(",")), [args.scheme], 0)

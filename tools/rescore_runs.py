@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from wash.engine.config import ProviderSpec
-from wash.experiments.scoring import detect
-from wash.experiments.table import ResultTable
+from wash.engine import ProviderSpec
+from wash.experiments import detect, ResultTable
 
 
 def rescore(folder: Path, schemes: list[str], z_threshold: float = 4.0) -> int:

@@ -210,7 +210,7 @@ def client_loop(url: str, k: int, deadline: float, args: argparse.Namespace, tab
 
 
 def soak(args: argparse.Namespace) -> dict:
-    from wash.experiments.driver import machine_description
+    from wash.experiments import machine_description
     from wash.ui.settings import app_models
 
     models = app_models()

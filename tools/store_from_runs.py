@@ -30,12 +30,7 @@ from typing import Any
 
 import pandas as pd
 
-from wash.experiments import load
-from wash.experiments.generation import generation_job
-from wash.experiments.jobs import unique_jobs
-from wash.experiments.scoring import detect
-from wash.experiments.store import GenerationStore
-from wash.experiments.table import ResultTable
+from wash.experiments import load, generation_job, unique_jobs, detect, GenerationStore, ResultTable
 from wash.version import engine_fingerprint
 
 #: ``run_fields`` of a generation with the type each has in the store (``None`` where the CSV cell is empty).

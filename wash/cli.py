@@ -14,11 +14,10 @@ import sys
 from typing import Sequence
 
 import wash.baselines  # noqa: F401  (registers the baseline modes)
-from wash.engine.config import ProviderSpec, add_generate_arguments, command_line, from_command_line
+from wash.engine import ProviderSpec, add_generate_arguments, command_line, from_command_line
 # command_line is re-exported: callers of the CLI have always found it here
 from wash.errors import MemberError, WashInputError
-from wash.detection.statistics import DEFAULT_STATISTIC, STATISTICS
-from wash.detection.thresholds import FPR_CALIBRATED, Z_THRESHOLD
+from wash.detection import DEFAULT_STATISTIC, STATISTICS, FPR_CALIBRATED, Z_THRESHOLD
 
 def _progress(message: str) -> None:
     print(f"[wash] {message}", file=sys.stderr, flush=True)
@@ -29,7 +28,7 @@ def _specs(values: Sequence[str] | None) -> list[ProviderSpec]:
 
 
 def cmd_generate(args: argparse.Namespace) -> int:
-    from wash.engine.ensemble import generate
+    from wash.api import generate
 
     config = from_command_line(args)
     config.validate()
@@ -75,9 +74,8 @@ def cmd_detect(args: argparse.Namespace) -> int:
     vocabulary coordinated providers hash in, so their z does not depend on which
     providers this call happens to name.
     """
-    from wash.detection.per_text import detect_text, parse_models, read_run
-    from wash.engine.catalog import check_model_name
-    from wash.engine.providers import build_providers
+    from wash.detection import detect_text, parse_models, read_run
+    from wash.engine import check_model_name, build_providers
 
     run = read_run(args.run) if args.run is not None else None
     specs = _specs(args.provider) or (run.specs if run else [])
@@ -155,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     except ImportError:
         pass
     try:
-        from wash.experiments.cli import add_parser as add_experiment
+        from wash.experiments import add_parser as add_experiment
         add_experiment(sub)
     except ImportError:
         pass

@@ -65,7 +65,7 @@ def schemes() -> str:
 def modes() -> str:
     """docs/USAGE.md's mode table."""
     import wash.baselines  # noqa: F401  (registers the baseline modes)
-    from wash.engine.modes import STRATEGIES
+    from wash.engine import STRATEGIES
 
     rows = ["| mode | providers | watermarks | routing | parameters (`--baseline-options`) | what it does |",
             "|---|---|---|---|---|---|"]

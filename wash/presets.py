@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from wash.engine.settings import ProviderSpec
+from wash.engine import ProviderSpec
 from wash.errors import WashInputError
 
 #: New tokens a preset asks for: long enough that a lone watermark is clearly detected.

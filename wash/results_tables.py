@@ -159,7 +159,7 @@ def default_form(scheme: str) -> str:
 def scheme_and_form(token: str) -> tuple[str, str]:
     """An experiment's scheme token split into the scheme and its form: ``aar:form=soft`` ->
     ``("aar", "soft")``, ``kgw`` -> ``("kgw", "—")``; other parameters follow the form."""
-    from wash.experiments.ensembles import scheme_variant
+    from wash.experiments import scheme_variant
 
     scheme, params = scheme_variant(token)
     # the parameters that name a form (``aar:form=soft``, ``its-edit:permutation=shared``)

@@ -29,3 +29,6 @@ models. Its own costs (re-encoded ids, probing queries, rewrite passes) go into
 
 # Registered in this order (the order users see after WASH's modes).
 from wash.baselines import toblend, demark, randomwalk  # noqa: F401
+from wash.baselines.demark import attackable
+
+__all__ = ["attackable"]

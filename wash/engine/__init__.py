@@ -19,3 +19,31 @@ A newcomer who has read the paper's Section 2 finds each of its steps here:
 Every file here, under ``wash/watermarks/`` and under ``wash/baselines/`` enters the engine
 fingerprint (``wash.version``): a stored text is reused only by the same engine.
 """
+
+from wash.exports import lazy_exports
+
+#: What the layers above may use, by the module that holds it (loaded on first use:
+#: reading one name imports only the module that holds it). Anything else here is the engine's own.
+_EXPORTS = {
+    # settings, parsed once (config), and their command line
+    **dict.fromkeys(("GenerationConfig", "ProviderSpec", "ServingProfile", "DEFAULT_PROFILE", "PROFILES",
+                     "FORWARDS", "MODE_TABLE", "MAX_NEW_TOKENS_CAP", "MAX_PROVIDERS", "MAX_TOP_K",
+                     "mode_names", "profile", "profile_name", "add_generate_arguments", "command_line",
+                     "from_command_line"), "config"),
+    "RULES": "aggregation", "Rule": "aggregation",
+    "describe_rules": "aggregation:describe", "parse_mode": "modes:parse", "STRATEGIES": "modes",
+    # running a generation and what it streams
+    "generate": "ensemble", "generate_stream": "ensemble", "Generation": "decode",
+    **dict.fromkeys(("StepEvent", "ResyncEvent", "LoadEvent", "FinishedEvent", "RunResult",
+                     "ProviderDetection"), "events"),
+    "build_providers": "providers", "LocalMember": "members", "align": "vocab", "model_vocab": "vocab",
+    "parallel_enabled": "parallel", "parallel_settings": "parallel:settings",
+    "caller_on_one_thread": "parallel",
+    # the models: catalog, packaged files, one loaded copy per process
+    **dict.fromkeys(("CATALOG", "OFFLINE_DEFAULTS", "ALLOW_EXTERNAL_ENV", "check_model_name", "external_allowed",
+                     "shape_names"),
+                    "catalog"),
+    **dict.fromkeys(("Progress", "cache_dir", "marker_ok", "missing_reason"), "cache"),
+    **dict.fromkeys(("load_model", "load_tokenizer", "parse_dtype", "is_loaded"), "models"),
+}
+__all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -98,6 +98,11 @@ _LOCKS: dict[str, threading.Lock] = {}
 _LOCKS_GUARD = threading.Lock()
 
 
+def is_loaded(name: str) -> bool:
+    """Whether ``name`` is in memory already (the app's preload reports which are)."""
+    return name in _LOADED
+
+
 def load_model(name: str, progress: Progress | None = None, device_index: int | None = None,
                allow_external: bool | None = None, device: str | torch.device | None = None,
                dtype: torch.dtype | None = None) -> LoadedModel:

@@ -45,7 +45,7 @@ from typing import ClassVar, Sequence
 
 import pandas as pd
 
-from wash.engine.config import ProviderSpec
+from wash.engine import ProviderSpec
 from wash.experiments.config import ExperimentConfig
 from wash.experiments.ensembles import make_ensemble, prompt_set, specs_text
 from wash.experiments.generation import generation_job
@@ -55,7 +55,7 @@ from wash.experiments.rules import mean_perplexity
 from wash.experiments.scoring import as_bool, first_per_job
 from wash.experiments.stats import (NOMINAL_Z_5PCT, ScoredTexts, group_summary, rate_above, rate_interval,
                                     tpr_at_fpr)
-from wash.detection.thresholds import FPR_CALIBRATED
+from wash.detection import FPR_CALIBRATED
 
 NAME = "baselines"
 #: How the TPR thresholds are set (the ``calibration`` column): in-sample, see the module docstring.
@@ -100,7 +100,7 @@ class Config(ExperimentConfig):
                              f"{', '.join(ATTACKS)})")
         if self.n < 2:
             raise ValueError(f"experiment {NAME}: n must be at least 2, got {self.n}")
-        from wash.engine.modes import parse
+        from wash.engine import parse_mode as parse
 
         for attack in ATTACKS:  # refuse bad options before any job runs, and record them spelt out
             setattr(self, f"{attack}_options", str(parse(attack, getattr(self, f"{attack}_options"))))
@@ -113,7 +113,7 @@ def applies(arm: str, scheme: str) -> bool:
     """Whether ``arm`` can attack ``scheme`` (De-mark needs a green list and a bias)."""
     if arm != "demark":
         return True
-    from wash.baselines.demark import attackable
+    from wash.baselines import attackable
 
     return scheme in attackable()
 

@@ -23,10 +23,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wash.engine.aggregation import describe as describe_rules
-from wash.engine.config import DEFAULT_PROFILE, FORWARDS, PROFILES
+from wash.engine import describe_rules, DEFAULT_PROFILE, FORWARDS, PROFILES
 from wash.errors import WashInputError
-from wash.experiments import EXPERIMENTS, load
+from wash.experiments.registry import EXPERIMENTS, load
 from wash.experiments.ensembles import LINEUPS, scheme_variant
 from wash.provenance import command_line
 
@@ -147,7 +146,7 @@ def validate(config) -> None:
     The settings of the generations (length, forwards, rule, serving) are checked by the
     engine's own ``GenerationConfig.validate``, on each config the experiment generates under.
     """
-    from wash.engine.catalog import check_model_name
+    from wash.engine import check_model_name
     from wash.watermarks import scheme_class
 
     for m in config.models:

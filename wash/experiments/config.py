@@ -19,11 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
-from wash.engine.aggregation import Rule
-from wash.engine.config import (DEFAULT_PROFILE, GenerationConfig, ProviderSpec, ServingProfile,
-                                profile as serving_profile)
-from wash.detection.thresholds import Z_THRESHOLD
-from wash.watermarks.registry import published_schemes
+from wash.engine import (DEFAULT_PROFILE, GenerationConfig, ProviderSpec, Rule, ServingProfile,
+                         profile as serving_profile)
+from wash.detection import Z_THRESHOLD
+from wash.watermarks import published_schemes
 
 Scalar = str | int | float | bool
 

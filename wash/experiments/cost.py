@@ -223,8 +223,7 @@ def measure(variant: str, config: Config) -> list[dict]:
     """Measure one variant: load, (offload), warm up, then generate every prompt under a RSS sampler."""
     import torch
 
-    from wash.engine.models import load_model
-    from wash.engine.parallel import parallel_enabled
+    from wash.engine import load_model, parallel_enabled
 
     baseline = rss_bytes()
     prompts = prompt_set(config)

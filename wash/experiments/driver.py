@@ -131,7 +131,7 @@ def forward_settings(workers: int = 1) -> dict[str, Any]:
         env = forward_env(workers)
         return {"parallel": env["WASH_PARALLEL_FORWARDS"] != "0",
                 "threads_per_model": int(env["WASH_THREADS_PER_MODEL"])}
-    from wash.engine.parallel import settings
+    from wash.engine import parallel_settings as settings
 
     return settings()
 

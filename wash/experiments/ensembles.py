@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Sequence
 
-from wash.engine.config import ProviderSpec
+from wash.engine import ProviderSpec
 
 if TYPE_CHECKING:
     from wash.experiments.config import ExperimentConfig

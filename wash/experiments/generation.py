@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 import wash.baselines  # noqa: F401  (registers the baseline modes)
-from wash.engine.config import ProviderSpec
-from wash.engine.events import ProviderDetection, RunResult
+from wash.engine import ProviderSpec, ProviderDetection, RunResult
 from wash.experiments.config import ExperimentConfig
 from wash.experiments.jobs import JobOutput
 from wash.experiments.scoring import detect, detection_rows, perplexity_fields
@@ -30,7 +29,7 @@ from wash.experiments.store import GenerationStore, store_of
 def generate_run(specs: Sequence[ProviderSpec], prompt: str, mode: str, config: ExperimentConfig, seed: int,
                  max_new_tokens: int | None = None, **overrides: Any) -> RunResult:
     """One generation through the engine's public API."""
-    from wash.engine.ensemble import generate
+    from wash.engine import generate
 
     return generate(config.generation(specs, prompt, mode, seed, max_new_tokens, **overrides))
 

@@ -101,7 +101,7 @@ def probe_job(specs: list, mode: str, config_fields: dict, rows_dir: str | None 
     """Probe one system (or one line-up's null) and return its row (module-level: runs in a worker).
 
     ``rows_dir``: where base rows are kept on disk for every job and later run (scratch)."""
-    from wash.detection.identification import SERVED_ROWS, Probe, identify
+    from wash.detection import SERVED_ROWS, Probe, identify
 
     SERVED_ROWS.use_directory(rows_dir)
     probe = Probe(**config_fields)
@@ -195,7 +195,7 @@ def summarize(rows: pd.DataFrame, config: Config) -> pd.DataFrame:
     scored runs (a small budget can leave a run without any context pair). Several
     seeds of one system (rare) give one row each.
     """
-    from wash.detection.identify_stats import holm_by, identified, p_floor, permutation_p
+    from wash.detection import holm_by, identified, p_floor, permutation_p
 
     if rows.empty:
         return pd.DataFrame(columns=COLUMNS)

@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from wash.detection import key_null
-from wash.engine.config import ProviderSpec
+from wash.engine import ProviderSpec
 from wash.experiments import load
 from wash.experiments.driver import machine_description
 from wash.experiments.scoring import watermarked_providers

@@ -28,7 +28,7 @@ from typing import ClassVar, Sequence
 
 import pandas as pd
 
-from wash.engine.config import ProviderSpec
+from wash.engine import ProviderSpec
 from wash.experiments.config import ExperimentConfig
 from wash.experiments.ensembles import make_ensemble, prompt_set, specs_text
 from wash.experiments.generation import generate_run, generation_job, run_fields
@@ -74,7 +74,7 @@ def _specs(mode: str, scheme: str, models, config: Config, seed: int, salt: int)
 
 def arithmetic_prompt(question: str, models) -> str:
     """The question in the instruct model's chat format, or a plain Q/A for mixed ensembles."""
-    from wash.engine.models import load_model
+    from wash.engine import load_model
 
     if len(set(models)) == 1:
         tok = load_model(models[0]).tokenizer

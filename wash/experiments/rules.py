@@ -40,8 +40,7 @@ from typing import ClassVar, Sequence
 
 import pandas as pd
 
-from wash.engine.aggregation import Rule
-from wash.engine.config import ProviderSpec
+from wash.engine import ProviderSpec, Rule
 from wash.experiments.config import ExperimentConfig
 from wash.experiments.ensembles import make_ensemble, prompt_set, specs_text
 from wash.experiments.generation import generation_job

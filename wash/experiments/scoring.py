@@ -12,17 +12,16 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
-from wash.engine.config import ProviderSpec
-from wash.engine.events import ProviderDetection
+from wash.engine import ProviderSpec, ProviderDetection
 from wash.experiments.ensembles import specs_text
-from wash.detection.thresholds import Z_THRESHOLD
+from wash.detection import Z_THRESHOLD
 
 _DETECTORS: dict[str, list] = {}
 
 
 def watermarked_providers(specs: Sequence[ProviderSpec]) -> list:
     """The providers of ``specs`` with their watermarks (cached per process): detectors for any text."""
-    from wash.engine.providers import build_providers
+    from wash.engine import build_providers
 
     k = specs_text(specs)
     if k not in _DETECTORS:
@@ -32,7 +31,7 @@ def watermarked_providers(specs: Sequence[ProviderSpec]) -> list:
 
 def detect(specs: Sequence[ProviderSpec], text: str, threshold: float = Z_THRESHOLD) -> list[ProviderDetection]:
     """Each provider's own detector on ``text`` (re-tokenised by that provider's tokenizer)."""
-    from wash.detection.per_text import detect_text
+    from wash.detection import detect_text
 
     return detect_text(watermarked_providers(specs), text, threshold)
 
@@ -52,7 +51,7 @@ def continuation_nll(model: str, prompt: str, text: str) -> tuple[float, int]:
     """
     import torch
 
-    from wash.engine.models import load_model
+    from wash.engine import load_model
 
     lm = load_model(model)
     prompt_ids = lm.encode_prompt(prompt)

@@ -55,7 +55,7 @@ def committed_rows(source: str) -> pd.DataFrame:
 
 def model_aware(scheme: str) -> bool:
     """Whether the model-aware LR covers ``scheme`` (release-detector variants read the same law: skipped)."""
-    from wash.detection.statistics.keyed import keyed_law
+    from wash.detection import keyed_law
     from wash.watermarks import build_scheme
 
     name, _, params = scheme.partition(":")
@@ -82,7 +82,7 @@ def cells(sources: tuple[str, ...] = ("paper", "anchor"), models: tuple[str, ...
 
 
 def _lm(model: str):
-    from wash.engine.models import load_model
+    from wash.engine import load_model
 
     return load_model(model)
 
@@ -90,7 +90,7 @@ def _lm(model: str):
 def read(sources: tuple[str, ...], n_values: tuple[int, ...] = N_ORDER,
          roles: tuple[str, ...] = ("negative", "positive")) -> None:
     """Every (text, model) forward the cells need, cached on disk (resumable; negatives first in a cell)."""
-    from wash.detection.statistics.served_text import served_text, text_key
+    from wash.detection import served_text, text_key
 
     done = 0
     t0 = time.time()
@@ -114,7 +114,7 @@ def cell_path(source: str, scheme: str, n: int) -> Path:
 
 def _scheme(spec_text: str, vocab_size: int):
     """The provider's scheme and key, built without its model (the stored text holds the vocabulary size)."""
-    from wash.engine.settings import ProviderSpec
+    from wash.engine import ProviderSpec
     from wash.watermarks import build_scheme
 
     spec = ProviderSpec.parse(spec_text)
@@ -123,8 +123,7 @@ def _scheme(spec_text: str, vocab_size: int):
 
 def score_row(row: pd.Series, n_null: int) -> list[dict[str, Any]]:
     """One (text, provider) under every statistic that applies: one record per statistic and cut."""
-    from wash.detection.statistics import score_ids
-    from wash.detection.statistics.served_text import stored_text
+    from wash.detection import score_ids, stored_text
 
     served = stored_text(row["provider_model"], row["text"], PROFILE, SERVED)
     scheme = _scheme(row["spec"], served.vocab_size)
@@ -146,7 +145,7 @@ def score_row(row: pd.Series, n_null: int) -> list[dict[str, Any]]:
 
 
 def _read_already(sub: pd.DataFrame) -> bool:
-    from wash.detection.statistics.served_text import text_key
+    from wash.detection import text_key
 
     return all((SERVED / f"{text_key(m, PROFILE, t)}.npz").exists()
                for m, t in zip(sub["provider_model"], sub["text"]))

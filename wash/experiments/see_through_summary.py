@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from wash.detection.thresholds import FPR_CALIBRATED
+from wash.detection import FPR_CALIBRATED
 from wash.experiments.stats import wilson_interval
 
 ALPHA = FPR_CALIBRATED

@@ -23,7 +23,7 @@ from typing import Iterable, Sequence
 import numpy as np
 from scipy import stats
 
-from wash.detection.thresholds import FPR_CALIBRATED
+from wash.detection import FPR_CALIBRATED
 
 #: Largest |z| reported (the engine's detectors cap at the same value).
 Z_CAP = 38.0

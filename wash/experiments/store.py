@@ -26,7 +26,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from wash.engine.config import ProviderSpec
+from wash.engine import ProviderSpec
 from wash.experiments.config import rule_key
 from wash.experiments.ensembles import specs_text
 from wash.version import engine_fingerprint, git_commit

@@ -56,17 +56,16 @@ from typing import ClassVar
 
 import pandas as pd
 
-from wash.engine.config import ProviderSpec
+from wash.engine import ProviderSpec
 from wash.experiments.config import ExperimentConfig
 from wash.experiments.ensembles import LINEUPS, make_ensemble, prompt_set, specs_text
 from wash.experiments.generation import generation_job
 from wash.experiments.jobs import Job
 from wash.experiments.plots import FigureSpec, Panel, Series
-from wash.detection import key_null
+from wash.detection import key_null, FPR_CALIBRATED
 from wash.experiments.stats import (NOMINAL_Z_5PCT, HeldOutSplit, ScoredTexts, exact_interval, flagged_share,
                                     held_out_detection, key_null_detection, split_half_by_prompt)
 from wash.prompts import Prompt, load_prompts
-from wash.detection.thresholds import FPR_CALIBRATED
 from wash.watermarks import paper_schemes, published_schemes
 
 NAME = "tpr"

@@ -19,7 +19,17 @@ from wash.reporting.experiments import experiment_page
 from wash.reporting.findings import findings_table
 from wash.reporting.dilution import dilution_figure, dilution_fits
 from wash.reporting.page import DILUTION_FIGURE, GENERATED, provenance_table, results_page
+from wash.exports import lazy_exports
 from wash.results_tables import RESULTS_ROOT
+
+#: What the ways in may use besides this module's own functions: the number formats and the
+#: schemes' display names (for the app's Results tab), and the see-through section whole.
+_EXPORTS = {
+    **dict.fromkeys(("FPR_LEVEL", "integer", "num", "num_ci", "paper_pct", "pct_ci", "pval"), "fmt"),
+    "display_name": "headline:name", "display_names": "headline:names",
+}
+__all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, ("see_through",))
+__all__ += ["add_parser", "generate", "differences", "write", "REGENERATE"]
 
 REPO = RESULTS_ROOT.parent
 README_START = "<!-- results:start -->"
@@ -152,7 +162,7 @@ def write_figures(root: Path = RESULTS_ROOT, repo: Path = REPO) -> bool:
     True when a file changed. Drawn with matplotlib (Agg), which writes the same bytes for the same data."""
     import tempfile
 
-    from wash.experiments.plots import to_matplotlib_png
+    from wash.experiments import to_matplotlib_png
 
     spec = dilution_figure(dilution_fits(folders(root)))
     if spec is None:

@@ -8,7 +8,7 @@ refuses a decimal number or a percentage in these templates.
 
 from __future__ import annotations
 
-from wash.detection.identify_stats import PERMUTATION_RESAMPLES
+from wash.detection import PERMUTATION_RESAMPLES
 
 #: Per experiment: what it measures (the paper's counterpart in parentheses).
 EXPERIMENTS = {

@@ -17,8 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from wash.experiments.plots import FigureSpec, Panel, Series
-from wash.experiments.stats import power_law_exponent
+from wash.experiments import FigureSpec, Panel, Series, power_law_exponent
 from wash.reporting.data import Folder
 from wash.reporting.fmt import num, num_ci
 from wash.reporting.headline import name

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import string
 
-from wash.experiments.report import load_note, markdown_table, run_header
+from wash.experiments import load_note, markdown_table, run_header
 from wash.reporting.data import Folder
 from wash.reporting.descriptions import EXPERIMENTS, FOLDERS, QUICK, is_quick
 from wash.reporting.fmt import md_table

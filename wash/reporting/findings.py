@@ -15,8 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from wash import results_tables as rt
-from wash.detection.identify_stats import TEST_NAME
-from wash.detection.thresholds import Z_THRESHOLD
+from wash.detection import TEST_NAME, Z_THRESHOLD
 from wash.reporting.data import Folder
 from wash.reporting.fmt import FPR_LEVEL, integer, md_table, num, num_ci, paper_pct, pct, pct_ci
 from wash.reporting.headline import name, names

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from wash.detection.thresholds import FPR_CALIBRATED
+from wash.detection import FPR_CALIBRATED
 
 MISSING = "–"
 #: The FPR level per-text thresholds are calibrated at, as the documents write it: ``5%``.

@@ -16,8 +16,7 @@ import pandas as pd
 from wash import results_tables as rt
 from wash.reporting.data import Folder
 from wash.reporting.fmt import FPR_LEVEL, integer, num, num_ci, paper_pct, pct, pct_ci, pval, pval_range
-from wash.detection.identify_stats import TEST_NAME
-from wash.detection.thresholds import ALPHA_IDENTIFY, Z_THRESHOLD
+from wash.detection import TEST_NAME, ALPHA_IDENTIFY, Z_THRESHOLD
 from wash.watermarks import title
 
 #: The folders the headline quotes; ``HEADLINE_SOURCES`` are the files its numbers come from.

@@ -21,10 +21,10 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from wash.errors import WashInputError
-from wash.engine.events import ProviderDetection, RunResult
+from wash.engine import ProviderDetection, RunResult
 from wash.ui.providers import rows_to_specs
 from wash.ui.settings import MAX_DETECT_CHARS, check_app_model
-from wash.detection.thresholds import Z_THRESHOLD
+from wash.detection import Z_THRESHOLD
 
 
 #: What the tab says beside its statistic choice.
@@ -37,7 +37,7 @@ STATISTIC_NOTE = ("**Statistic.** `sum` is each scheme's own detector. `lr` and 
 
 def statistic_choices() -> list[str]:
     """The statistics the tab offers, ``sum`` first."""
-    from wash.detection.statistics import STATISTICS
+    from wash.detection import STATISTICS
 
     return list(STATISTICS)
 
@@ -50,8 +50,8 @@ def detect(text: str, table: Any, threshold: float = Z_THRESHOLD, choices: list[
     means the providers' own models. ``statistic``: ``sum`` or one of
     ``wash.detection.statistics.STATISTICS``.
     """
-    from wash.detection.per_text import detect_text, parse_models
-    from wash.engine.providers import build_providers
+    from wash.detection import detect_text, parse_models, statistic as check_statistic
+    from wash.engine import build_providers
 
     if not text or not text.strip():
         raise WashInputError("the text to score is empty")
@@ -70,7 +70,6 @@ def detect(text: str, table: Any, threshold: float = Z_THRESHOLD, choices: list[
             check_app_model(name, choices)
         except WashInputError as err:
             raise WashInputError(f"models of the generation: {err}") from None
-    from wash.detection.statistics import statistic as check_statistic
 
     name = check_statistic(statistic or "sum").name
     providers = build_providers(specs, union_models=union).providers
@@ -79,7 +78,7 @@ def detect(text: str, table: Any, threshold: float = Z_THRESHOLD, choices: list[
 
 def result_models(result: RunResult | None) -> list[str]:
     """The model set of a finished generation (for the Detect tab's field); [] when none."""
-    from wash.detection.per_text import generation_models
+    from wash.detection import generation_models
 
     if result is None:
         return []

@@ -15,9 +15,8 @@ from typing import Any, Callable, Iterator
 
 import gradio as gr
 
-from wash.engine.config import PROFILES, command_line, profile_name
+from wash.engine import PROFILES, command_line, profile_name, ProviderDetection
 from wash.errors import WashInputError
-from wash.engine.events import ProviderDetection
 from wash.ui.preload import Preload
 from wash.presets import DEMO_TOKENS, description as preset_description, preset
 from wash.ui import identify as identify_ui, plots, results, tables, texts, tokens

@@ -30,9 +30,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from wash.errors import WashInputError
-from wash.detection.identification import Identification, Probe
-from wash.detection.identify_stats import holm_by, identified, permutation_p
-from wash.detection.thresholds import ALPHA_IDENTIFY, Z_THRESHOLD
+from wash.detection import (Identification, Probe, holm_by, identified, permutation_p, ALPHA_IDENTIFY,
+                            Z_THRESHOLD)
 from wash.ui.providers import rows_to_specs
 
 #: System name on the page -> the probe mode and which providers it serves.
@@ -78,7 +77,7 @@ def run_identify(table: Any, systems: Sequence[str], probe_name: str, choices: l
     costs nothing on an idle machine (a second thread buys these models nothing,
     docs/BENCHMARKS.md), so the probe runs on one, as a generation's model threads do.
     """
-    from wash.engine.parallel import caller_on_one_thread
+    from wash.engine import caller_on_one_thread
 
     with caller_on_one_thread():
         return _probe(table, systems, probe_name, choices, progress)
@@ -86,8 +85,8 @@ def run_identify(table: Any, systems: Sequence[str], probe_name: str, choices: l
 
 def _probe(table: Any, systems: Sequence[str], probe_name: str, choices: list[str] | None,
            progress: Callable[[float, str], None] | None) -> list[Probed]:
-    from wash.detection.identification import identify
-    from wash.engine.providers import build_providers
+    from wash.detection import identify
+    from wash.engine import build_providers
 
     if probe_name not in PROBES:
         raise WashInputError(f"unknown probe '{probe_name}' (accepted: {', '.join(PROBES)})")

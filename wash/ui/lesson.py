@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import gradio as gr
 
-from wash.engine.config import DEFAULT_PROFILE, PROFILES
+from wash.engine import DEFAULT_PROFILE, PROFILES
 from wash.lesson import IDENTIFY_SYSTEMS, OFF, STEPS, Step, measured, step
 from wash.ui import handlers, texts
 from wash.ui.preload import Preload

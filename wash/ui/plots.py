@@ -16,8 +16,8 @@ from typing import Sequence
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from wash.engine.events import StepEvent
-from wash.detection.thresholds import Z_THRESHOLD, Z_WASHED
+from wash.engine import StepEvent
+from wash.detection import Z_THRESHOLD, Z_WASHED
 
 PALETTE = ("#2563eb", "#16a34a", "#dc2626", "#9333ea", "#0891b2", "#db2777", "#65a30d", "#ea580c")
 AVERAGE_COLOUR = "#111827"

@@ -6,8 +6,7 @@ import threading
 import time
 from typing import Callable
 
-from wash.engine.cache import Progress
-from wash.engine.models import _LOADED, load_model
+from wash.engine import Progress, is_loaded, load_model
 from wash.errors import WashInputError
 
 
@@ -103,7 +102,7 @@ class Preload:
 
     def loaded(self) -> list[str]:
         """The names among ``names`` already in memory."""
-        return [n for n in self.names if n in _LOADED]
+        return [n for n in self.names if is_loaded(n)]
 
     def to_dict(self) -> dict:
         return {"models": list(self.names), "missing": dict(self.missing), "loaded": self.loaded(),

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from wash.engine.config import MAX_PROVIDERS, GenerationConfig, ProviderSpec
+from wash.engine import MAX_PROVIDERS, GenerationConfig, ProviderSpec
 from wash.errors import WashInputError
 from wash.presets import preset
 from wash.ui.settings import MAX_PROMPT_CHARS, check_app_model

@@ -35,10 +35,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from wash import results_tables as rt
-from wash.reporting.fmt import FPR_LEVEL, integer, num, num_ci, paper_pct, pct_ci, pval
-from wash.reporting.headline import name, names
-from wash.detection.identify_stats import TEST_NAME
-from wash.detection.thresholds import ALPHA_IDENTIFY, FPR_CALIBRATED
+from wash.reporting import (FPR_LEVEL, integer, num, num_ci, paper_pct, pct_ci, pval, display_name as name,
+                            display_names as names)
+from wash.detection import TEST_NAME, ALPHA_IDENTIFY, FPR_CALIBRATED
 from wash.ui.plots import PALETTE, empty_figure
 
 #: The selector value that keeps every row.

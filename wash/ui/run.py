@@ -28,10 +28,9 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
 import wash.baselines  # noqa: F401  (registers the baseline modes)
-from wash.engine.config import MODE_TABLE, GenerationConfig
+from wash.engine import (MODE_TABLE, GenerationConfig, FinishedEvent, LoadEvent, ResyncEvent, RunResult,
+                         StepEvent, Progress)
 from wash.errors import WashInputError
-from wash.engine.events import FinishedEvent, LoadEvent, ResyncEvent, RunResult, StepEvent
-from wash.engine.cache import Progress
 from wash.ui.preload import Preload
 from wash.ui.settings import missing_markdown, missing_models
 
@@ -132,12 +131,11 @@ def warm_up(models: Sequence[str], say: Progress) -> None:
     own (single mode, one-model presets, the Detect tab), then runs that preset for
     one token so every model has run a first forward (the slowest of all).
     """
-    from wash.engine.ensemble import generate
-    from wash.engine.models import load_model
+    from wash.api import generate
+    from wash.engine import load_model, align, model_vocab
     from wash.presets import preset_names
     from wash.ui.providers import build_config, preset_rows
     from wash.ui.texts import example_prompts
-    from wash.engine.vocab import align, model_vocab
 
     rows, mode = preset_rows(preset_names()[0], list(models))
     config = build_config(rows, example_prompts(1)[0], 1, 1.0, 0, mode, list(models))
@@ -306,7 +304,7 @@ def _wait_for_preload(preload: Preload, stop: threading.Event, out: queue.Queue,
 
 def _worker(config: GenerationConfig, compare: str | None, stop: threading.Event, out: queue.Queue,
             preload: Preload | None) -> None:
-    from wash.engine.ensemble import generate_stream
+    from wash.api import stream as generate_stream
 
     try:
         if preload is not None and preload.started and not preload.done:

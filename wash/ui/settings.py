@@ -17,8 +17,7 @@ from typing import Any
 
 from wash import env
 from wash.errors import WashInputError
-from wash.engine.cache import missing_reason
-from wash.engine.catalog import ALLOW_EXTERNAL_ENV, CATALOG, OFFLINE_DEFAULTS, check_model_name, external_allowed
+from wash.engine import missing_reason, ALLOW_EXTERNAL_ENV, CATALOG, OFFLINE_DEFAULTS, check_model_name, external_allowed
 
 APP_MODELS_ENV = env.APP_MODELS.name
 CONCURRENCY_ENV = env.APP_CONCURRENCY.name

@@ -15,8 +15,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from wash.engine.events import ProviderDetection, RunResult
-from wash.detection.thresholds import Z_THRESHOLD
+from wash.engine import ProviderDetection, RunResult
+from wash.detection import Z_THRESHOLD
 
 DETECTED = f"detected (z > {Z_THRESHOLD:g})"
 DETECTION_COLUMNS = ["run", "provider", "model", "scheme", "key", "tokens scored", "z", "p", DETECTED]

@@ -11,7 +11,7 @@ import json
 import math
 from pathlib import Path
 
-from wash.detection.thresholds import Z_THRESHOLD, Z_WASHED
+from wash.detection import Z_THRESHOLD, Z_WASHED
 
 ASSETS = Path(__file__).resolve().parents[2] / "assets"
 FALLBACK_EXAMPLES = ASSETS / "examples.json"
@@ -41,20 +41,20 @@ FORWARDS_LINES = {
 
 def mode_lines() -> list[str]:
     """One markdown bullet per mode, from the engine's own ``MODE_TABLE``."""
-    from wash.engine.config import MODE_TABLE
+    from wash.engine import MODE_TABLE
 
     return [f"- **{m.name}**: {m.description}." for m in MODE_TABLE.values()]
 
 
 def forwards_lines() -> list[str]:
-    from wash.engine.config import FORWARDS
+    from wash.engine import FORWARDS
 
     return [f"- **{f}**: {FORWARDS_LINES.get(f, '')}" for f in FORWARDS]
 
 
 def mode_info(mode: str | None, forwards: str | None) -> str:
     """The line under the mode and forwards radios: what the chosen pair does."""
-    from wash.engine.config import MODE_TABLE
+    from wash.engine import MODE_TABLE
 
     spec = MODE_TABLE.get(mode or "")
     what = f"**{spec.name}**: {spec.description}." if spec else ""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from wash.engine.events import StepEvent
+from wash.engine import StepEvent
 
 #: Label of the first token of a routed span: drawn from p̄, missing from some vocabularies.
 ROUTED_FROM_AVERAGE = "routed: drawn from p̄"
