@@ -54,7 +54,7 @@ from wash.engine.config import DEFAULT_PROFILE, MODE_TABLE, ProviderSpec, Servin
 from wash.errors import WashInputError
 from wash.detection.identify_stats import (NULL_MEAN, TOP, TokenCounts, band, context_bootstrap, identification_z,
                                  matrix_score, pair_matrix)
-from wash.engine.members import LocalMember
+from wash.engine.members import Member
 from wash.engine.providers import Provider, ProviderSet, build_providers
 from wash.engine.served import ServedSystem
 from wash.watermarks.hashing import derive_seed
@@ -148,7 +148,7 @@ class _ServedRows:
         raw, ids = self.raw(system.members[model], prompt_index, text)
         return system.serve(model, raw), ids
 
-    def raw(self, member: LocalMember, prompt_index: int, text: str) -> tuple[torch.Tensor, list[int]]:
+    def raw(self, member: Member, prompt_index: int, text: str) -> tuple[torch.Tensor, list[int]]:
         model = member.name
         key = (model, prompt_index, text)
         cached = self.rows.get(key)
@@ -161,7 +161,7 @@ class _ServedRows:
             self._keep(key, row)
             return row
         ctx = self.contexts.get((model, prompt_index))
-        if ctx is None or ctx.lm is not member.lm:
+        if ctx is None or not ctx.belongs_to(member):
             prompt_ids = member.encode_prompt(PROMPTS[prompt_index])
             ctx = self.contexts[(model, prompt_index)] = member.context(prompt_ids)
         ctx.sync_to(member.encode_prompt(PROMPTS[prompt_index] + text))

@@ -93,6 +93,19 @@ class ProviderSet:
                 self.members[name] = LocalMember(lm)
 
 
+def member_of(name: str, backend: Backend | str = Backend.LOCAL, ray_address: str = "",
+              progress: Callable[[str], None] | None = None) -> Member:
+    """The base model ``name`` as a member on ``backend``: loaded here, or the process's Ray actor for it.
+
+    For a model a caller needs beside the providers (RandomWalk's rewriter and judge,
+    perplexity scorers, the plain-decode bench), so it runs where the providers run."""
+    if Backend(backend) == Backend.RAY:
+        from wash.engine.ray_members import ray_members
+
+        return ray_members([name], ray_address, progress=progress)[name]
+    return LocalMember(load_model(name, progress=progress))
+
+
 def build_providers(specs: Sequence[ProviderSpec], union_models: Sequence[str] | None = None,
                     progress: Callable[[str], None] | None = None, backend: Backend | str = Backend.LOCAL,
                     ray_address: str = "") -> ProviderSet:
@@ -112,10 +125,10 @@ def build_providers(specs: Sequence[ProviderSpec], union_models: Sequence[str] |
     names = list(dict.fromkeys(list(union_models or []) + [s.model for s in specs]))
     members: dict[str, Member] = {}
     if Backend(backend) == Backend.RAY:
-        from wash.engine.ray_members import ray_members
+        from wash.engine.ray_members import ray_models
 
-        members.update(ray_members(names, ray_address, progress=say))
-        lms = {n: members[n].lm for n in names}
+        remote, lms = ray_models(names, ray_address, progress=say)
+        members.update(remote)
     else:
         lms = {n: load_model(n, progress=say) for n in names}
     if len(names) > 1:

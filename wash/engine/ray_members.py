@@ -163,8 +163,8 @@ class MemberActor:
         rows = self.member.run(lambda: self.member.prefix_tree_logits(head, branches, leaves, batch, cost))
         return rows, cost
 
-    def mean_nll(self, prompt_ids: list[int], ids: list[int]) -> float:
-        return self.member.run(lambda: self.member.mean_nll(prompt_ids, ids))
+    def token_nll(self, prompt_ids: list[int], ids: list[int]) -> torch.Tensor:
+        return self.member.run(lambda: self.member.token_nll(prompt_ids, ids))
 
 
 def _counters(ctx: ModelContext) -> Counters:
@@ -213,8 +213,9 @@ class RayMember(TokenizerSide):
         cost.seconds += spent.seconds
         return rows
 
-    def mean_nll(self, prompt_ids: Sequence[int], ids: Sequence[int]) -> float:
-        return self.call("mean_nll", list(prompt_ids), list(ids))
+    def token_nll(self, prompt_ids: Sequence[int], ids: Sequence[int]) -> torch.Tensor:
+        """``LocalMember.token_nll``, computed by the actor (only the per-token values cross back)."""
+        return self.call("token_nll", list(prompt_ids), list(ids))
 
     # -- calls ------------------------------------------------------------------------
     def send(self, method: str, *args: Any) -> Any:
@@ -306,6 +307,10 @@ class RayContext(ContextIds):
         member.send("open", self._cid, list(self.ids), use_cache, served)
         # The actor's copy goes when this context does (a finished generation's KV cache).
         weakref.finalize(self, _close, member, self._cid)
+
+    def belongs_to(self, member: Any) -> bool:
+        """On ``member``'s actor (a fresh actor after a fault is another member, with contexts of its own)."""
+        return member is self.member
 
     def append(self, new_ids: Sequence[int]) -> None:
         new = [int(i) for i in new_ids]
@@ -564,6 +569,14 @@ def ray_members(names: Sequence[str], address: str = "",
     live = {n: _live(n, say) for n in names}
     spawned = {n: _spawn(n, say) for n in names if live[n] is None}
     return {n: live[n] or _ready(*spawned[n], say) for n in names}
+
+
+def ray_models(names: Sequence[str], address: str = "", progress: Callable[[str], None] | None = None
+               ) -> tuple[dict[str, RayMember], dict[str, LoadedModel]]:
+    """``ray_members``, and each model's description as this process holds it: tokenizer and sizes,
+    no weights (``model`` is None), which is what providers and the vocabulary alignment read."""
+    members = ray_members(names, address, progress)
+    return members, {n: m.lm for n, m in members.items()}
 
 
 def shutdown() -> None:
