@@ -197,9 +197,10 @@ class RandomWalk(Strategy, name="randomwalk", scope="first", routing=False, base
     def load(self, config: "GenerationConfig", pset: "ProviderSet") -> Iterator[LoadEvent]:
         """The rewriter and the judge, loaded beside the providers."""
         messages: list[str] = []
-        for role in ("rewriter", "judge"):
+        for role in ("rewriter", "judge"):  # on the providers' backend, so the walk runs where they do
             if getattr(self, role) not in pset.members:
-                pset.members[getattr(self, role)] = member_of(getattr(self, role), progress=messages.append)
+                pset.members[getattr(self, role)] = member_of(getattr(self, role), config.backend,
+                                                              config.ray_address, progress=messages.append)
         pset.members[self.rewriter].vocab  # its token bytes, read once per process
         yield from (LoadEvent(m) for m in messages)
 

@@ -57,6 +57,7 @@ from wash.detection.identify_stats import (NULL_MEAN, TOP, TokenCounts, band, co
 from wash.engine.members import Member
 from wash.engine.providers import Provider, ProviderSet, build_providers
 from wash.engine.served import ServedSystem
+from wash.engine.settings import Backend, default_backend
 from wash.watermarks.hashing import derive_seed
 from wash.watermarks.keyseq import EditScheme
 
@@ -609,12 +610,15 @@ def _by_run(children: dict[int, Counter], size: int) -> dict[int, TokenCounts]:
 
 def identify(specs: Sequence[ProviderSpec], mode: str, probe: Probe = Probe(),
              progress: Callable[[int, int], None] | None = None,
-             pset: ProviderSet | None = None) -> Identification:
+             pset: ProviderSet | None = None, backend: Backend | str | None = None,
+             ray_address: str = "") -> Identification:
     """Probe the system made of ``specs`` under ``mode`` and score it.
 
     ``progress(done, total)`` is called after every (prompt, context) (v1) or prompt
     (v2). A caller probing several systems on the same models can pass their ``pset``
-    (built with ``build_providers(specs)``) to load the models once.
+    (built with ``build_providers(specs)``) to load the models once. ``backend`` (default
+    ``WASH_BACKEND``, as for generation) says where the models run when no ``pset`` is
+    given; every forward goes through the members, so the result is the same on each.
     """
     if mode not in PROBE_MODES:
         raise WashInputError(f"unknown probe mode '{mode}' (accepted: {', '.join(PROBE_MODES)})")
@@ -622,7 +626,8 @@ def identify(specs: Sequence[ProviderSpec], mode: str, probe: Probe = Probe(),
         raise WashInputError("no provider given")
     probe.validate()
     t0, forwards0 = time.perf_counter(), SERVED_ROWS.forwards
-    pset = pset if pset is not None else build_providers(specs)
+    if pset is None:
+        pset = build_providers(specs, backend=backend or default_backend(), ray_address=ray_address)
     system = _System(pset, mode, profile(probe.serving), probe.aggregate)
     contexts = forced_contexts(probe.contexts) if probe.version == "v1" else []
     total, done = len(PROMPTS) * max(len(contexts), 1), 0
