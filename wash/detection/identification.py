@@ -427,7 +427,7 @@ class _System:
             for k, mk in enumerate(split):
                 if mk:
                     draws.setdefault((k, states[k]), []).append((key, mk))
-        to_union = self.pset.alignment.to_union
+        maps = self.served.maps
         children: dict[int, Counter] = {}
         points: dict[int, list[tuple[object, list[tuple[tuple, int]]]]] = {}
         for (k, state), members in draws.items():
@@ -439,7 +439,7 @@ class _System:
             probs = self.model_dist(p, base, ids, state, self._prompt_len(prompt_index, p.model))
             probs = probs.to(torch.float32).clamp_min(0)
             # One draw for all the members (iid), dealt out in order.
-            drawn = to_union[p.model][draw(probs, sum(mk for _, mk in members), gen)].numpy()
+            drawn = maps[p.model].union_ids(draw(probs, sum(mk for _, mk in members), gen)).numpy()
             _deal(drawn, members, children)
         # A keyed point mass has one outcome per state: every sample of a group takes it.
         for k, groups in points.items():
@@ -449,7 +449,7 @@ class _System:
                                           [state for state, _ in groups])
             self.served.distributions += read
             for token, (_, members) in zip(tokens, groups):
-                child = children.setdefault(int(to_union[p.model][token]), Counter())
+                child = children.setdefault(maps[p.model].union_id(token), Counter())
                 for key, mk in members:
                     child[key] += mk
         return children

@@ -70,7 +70,7 @@ def build_provider(index: int, spec: ProviderSpec, lm: LoadedModel, alignment: V
     space = None
     size = lm.vocab_size
     if spec.coordinated:
-        space = UnionSpace(alignment.to_union[lm.name], alignment.size, alignment.eos_index)
+        space = UnionSpace(alignment.union_map(lm.name))
         size = alignment.size
     scheme = build_scheme(spec.scheme, spec.key, size, dict(spec.params))
     return Provider(index=index, spec=spec, lm=lm, scheme=scheme, space=space)
