@@ -16,8 +16,6 @@ ROOT = Path(__file__).resolve().parents[1]
 MEMBER_MODULES = {"wash/engine/members.py", "wash/engine/ray_members.py", "wash/engine/models.py"}
 #: Modules that hold a model in this process on purpose, and why (a forward or its weights).
 WEIGHTS_ON_PURPOSE = {
-    # the model-aware statistics read every position's logits of a text (one forward, cached on disk)
-    "wash/detection/statistics/served_text.py",
     # memory measurements: the resident bytes of the loaded weights, and their offloading
     "wash/experiments/cost.py",
     "wash/shape_bench.py",
@@ -83,7 +81,8 @@ def test_the_protocol_declares_what_its_implementations_offer():
     for cls in (LocalMember, RayMember):
         offered = {n for n in dir(cls) if not n.startswith("_")}
         assert declared <= offered, f"{cls.__name__} lacks {sorted(declared - offered)}"
-    for capability in ("context", "submit", "run", "prefix_tree_logits", "token_nll", "encode", "encode_prompt",
+    for capability in ("context", "submit", "run", "prefix_tree_logits", "token_nll", "position_logits",
+                       "encode", "encode_prompt",
                        "decode_id", "vocab", "vocab_size", "bos_id", "eos_ids", "tokenizer", "max_context", "name"):
         assert capability in declared, capability
 

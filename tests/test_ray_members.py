@@ -105,6 +105,20 @@ def test_randomwalk_takes_its_rewriter_and_judge_from_the_providers_backend():
     assert isinstance(pset.members["tiny-gemma3"], RayMember)
 
 
+def test_a_texts_read_for_the_model_aware_statistics_in_an_actor_equals_local():
+    import numpy as np
+
+    from wash.detection.statistics.served_text import read_text
+    from wash.engine.models import load_model
+    from wash.engine.ray_members import ray_member
+
+    text = " The cat sat by the window and watched the rain."
+    local, remote = read_text(load_model("tiny-smollm2"), text), read_text(ray_member("tiny-smollm2"), text)
+    assert remote.ids == local.ids and np.array_equal(remote.rows, local.rows)
+    # the same forward on the actor's lane (one thread here) and in this thread: float tolerance
+    assert np.allclose(remote.logits, local.logits, rtol=1e-5, atol=1e-5)
+
+
 def test_perplexity_on_ray_equals_local():
     from wash.experiments.scoring import continuation_nll
 

@@ -12,7 +12,8 @@ touches a model directly. What it offers (``Member``, ``MemberContext``):
   own lane, one at a time, in the order submitted (``parallel.py``), which is what
   makes a seed fix the text whatever the load; ``side_by_side`` runs several
   members' calls at once;
-* two whole-sequence computations: ``prefix_tree_logits`` (the last logits of many
+* three whole-sequence computations: ``position_logits`` (the logits at every position
+  of a text: the model-aware detection statistics), ``prefix_tree_logits`` (the last logits of many
   continuations of one prefix, batched over a shared KV cache: De-mark's probes) and
   ``token_nll`` (each token's negative log-likelihood after a prompt: perplexity, and
   RandomWalk's judge), run in the calling thread like ``next_logits`` (submit them);
@@ -97,6 +98,8 @@ class Member(Protocol):
         """The last logits (float32, CPU) of every ``head + branches[b] + leaf`` for ``(b, leaf)`` in ``leaves``."""
     def token_nll(self, prompt_ids: Sequence[int], ids: Sequence[int]) -> torch.Tensor:
         """Each of ``ids``' negative log-likelihoods (nats, float32, CPU) after ``prompt_ids``, raw distribution."""
+    def position_logits(self, ids: Sequence[int]) -> torch.Tensor:
+        """The logits after every prefix of ``ids`` (``(len(ids), V)``, float32, CPU): one forward, no cache."""
 
 
 def side_by_side(tasks: Sequence[tuple[Member, Callable[[], T]]]) -> list[T]:
@@ -234,6 +237,12 @@ class LocalMember(TokenizerSide):
         logits = self.lm.model(input_ids=x, logits_to_keep=n + 1).logits[0, :-1].float()
         target = x[0, len(prompt_ids):]
         return -torch.log_softmax(logits, dim=-1).gather(1, target[:, None])[:, 0].cpu()
+
+    @torch.inference_mode()
+    def position_logits(self, ids: Sequence[int]) -> torch.Tensor:
+        """The logits after every prefix of ``ids`` (``(len(ids), V)``, float32, CPU): one forward, no cache."""
+        x = torch.tensor([list(ids)], device=self.lm.device)
+        return self.lm.model(input_ids=x).logits[0].float().cpu()
 
 
 def _branch(cache: Any, rows: torch.Tensor) -> Any:

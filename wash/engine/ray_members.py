@@ -166,6 +166,9 @@ class MemberActor:
     def token_nll(self, prompt_ids: list[int], ids: list[int]) -> torch.Tensor:
         return self.member.run(lambda: self.member.token_nll(prompt_ids, ids))
 
+    def position_logits(self, ids: list[int]) -> torch.Tensor:
+        return self.member.run(lambda: self.member.position_logits(ids))
+
 
 def _counters(ctx: ModelContext) -> Counters:
     return ctx.forward_calls, ctx.ids_fed, ctx.forward_s
@@ -216,6 +219,10 @@ class RayMember(TokenizerSide):
     def token_nll(self, prompt_ids: Sequence[int], ids: Sequence[int]) -> torch.Tensor:
         """``LocalMember.token_nll``, computed by the actor (only the per-token values cross back)."""
         return self.call("token_nll", list(prompt_ids), list(ids))
+
+    def position_logits(self, ids: Sequence[int]) -> torch.Tensor:
+        """``LocalMember.position_logits``, computed by the actor (every row crosses back)."""
+        return self.call("position_logits", list(ids))
 
     # -- calls ------------------------------------------------------------------------
     def send(self, method: str, *args: Any) -> Any:
