@@ -12,7 +12,7 @@ import pytest
 import torch
 from scipy import stats
 
-from wash.engine.averaging import mixture, to_union
+from wash.engine.averaging import mixture
 from wash.engine.config import GenerationConfig, ProviderSpec
 from wash.engine.ensemble import generate, generate_stream
 from wash.engine.vocab import model_vocab
@@ -54,24 +54,24 @@ def _text_only(p, lm, alignment):
 
 
 def test_average_is_a_probability_vector(tiny_smollm2, tiny_gemma3, alignment):
-    parts = [(alignment.scatter_index[lm.name], _text_only(_random_dist(lm.vocab_size, s), lm, alignment))
+    parts = [(alignment.union_map(lm.name), _text_only(_random_dist(lm.vocab_size, s), lm, alignment))
              for s, lm in enumerate([tiny_smollm2, tiny_gemma3, tiny_smollm2])]
-    p_bar = mixture(parts, alignment.size, 3)
+    p_bar = mixture(parts, 3)
     assert p_bar.min() >= 0
     assert math.isclose(float(p_bar.sum()), 1.0, abs_tol=1e-9)
 
 
 def test_identical_providers_average_to_the_same_distribution(tiny_gemma3, alignment):
     p = _text_only(_random_dist(tiny_gemma3.vocab_size, 7), tiny_gemma3, alignment)
-    idx = alignment.scatter_index[tiny_gemma3.name]
-    p_bar = mixture([(idx, p), (idx, p), (idx, p)], alignment.size, 3)
-    assert torch.allclose(p_bar, to_union(p, idx, alignment.size), atol=1e-12)
+    union_map = alignment.union_map(tiny_gemma3.name)
+    p_bar = mixture([(union_map, p), (union_map, p), (union_map, p)], 3)
+    assert torch.allclose(p_bar, union_map.project(p), atol=1e-12)
 
 
 def test_token_in_k_of_n_vocabularies_gets_one_nth_of_their_sum(tiny_smollm2, tiny_gemma3, alignment):
     lms = [tiny_smollm2, tiny_gemma3, tiny_gemma3]
     ps = [_text_only(_random_dist(lm.vocab_size, 10 + s), lm, alignment) for s, lm in enumerate(lms)]
-    p_bar = mixture([(alignment.scatter_index[lm.name], p) for lm, p in zip(lms, ps)], alignment.size, 3)
+    p_bar = mixture([(alignment.union_map(lm.name), p) for lm, p in zip(lms, ps)], 3)
     u = alignment.union_bytes.index(b" Bedrooms")  # Gemma only: k = 2 of N = 3
     g = int(alignment.from_union[tiny_gemma3.name][u])
     assert math.isclose(float(p_bar[u]), (float(ps[1][g]) + float(ps[2][g])) / 3, rel_tol=1e-9)

@@ -11,6 +11,7 @@ starts a fresh actor; an unreachable cluster fails at start with one line and ex
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -22,6 +23,7 @@ ray = pytest.importorskip("ray")
 
 from fingerprint_cases import EXPECTED, PROMPT, check, run_case  # noqa: E402
 
+import wash.baselines  # noqa: E402,F401 (registers the baseline modes)
 from wash.engine.config import GenerationConfig, ProviderSpec  # noqa: E402
 from wash.engine.ensemble import generate, generate_stream  # noqa: E402
 from wash.engine.events import FinishedEvent, StepEvent  # noqa: E402
@@ -55,15 +57,76 @@ def config(backend: str, n: int = 12, seed: int = 3, **fields) -> GenerationConf
 
 # -- the same text, the same distributions ---------------------------------------------
 @pytest.mark.parametrize("name", ["wash-eager", "wash-lazy", "wash-eager-schemes", "naive", "single",
-                                  "wash-eager-paper-profile"])
+                                  "wash-eager-paper-profile", "demark"])
 def test_ray_backend_reproduces_the_committed_fingerprint(name, monkeypatch):
     """Text, events and every drawn distribution, bit for bit, as the local backend made them.
 
     ``wash-eager`` and ``wash-lazy`` route spans across the two tokenizers (re-synchronising
     both actors); ``wash-eager-schemes`` adds a coordinated provider and a sampling scheme.
+    ``demark`` probes through the actor's batched prefix-tree forwards.
     """
     monkeypatch.setenv("WASH_BACKEND", "ray")
     check(name, run_case(name), _EXPECTED)
+
+
+def test_identification_on_ray_gives_the_local_statistic():
+    """Every forward of the probe runs in the actors, and S, every run's score and the rest of
+    the report are the local backend's (an ensemble across the two tokenizers)."""
+    from wash.detection.identification import SERVED_ROWS, Probe, identify
+    from wash.engine.ray_members import RayContext
+
+    specs = [ProviderSpec.parse(s) for s in MIXED[:2]]
+
+    def probe(backend: str) -> dict:
+        SERVED_ROWS.clear()  # rows an earlier probe of this process left would be reused
+        found = identify(specs, "wash", Probe(contexts=3, samples=30, runs=2, seed=2), backend=backend)
+        assert found.forwards > 0 and all(isinstance(c, RayContext) == (backend == "ray")
+                                          for c in SERVED_ROWS.contexts.values())
+        return {k: v for k, v in found.to_dict().items() if k != "seconds"}
+
+    try:
+        local, remote = probe("local"), probe("ray")
+    finally:
+        SERVED_ROWS.clear()
+    assert math.isfinite(local["s"]) and remote["s"] == local["s"] and remote["scores"] == local["scores"]
+    assert remote == local
+
+
+def test_randomwalk_takes_its_rewriter_and_judge_from_the_providers_backend():
+    """A rewriter or judge that serves no provider is a Ray actor too (it rewrites in the actor's
+    context and judges with the actor's per-token NLL, which the next test compares with local)."""
+    from wash.baselines.randomwalk import RandomWalk
+    from wash.engine.providers import build_providers
+    from wash.engine.ray_members import RayMember
+
+    pset = build_providers([ProviderSpec.parse("tiny-smollm2:kgw:1")], backend="ray")
+    assert "tiny-gemma3" not in pset.members
+    list(RandomWalk(rewriter="tiny-gemma3", judge="tiny-gemma3").load(config("ray"), pset))
+    assert isinstance(pset.members["tiny-gemma3"], RayMember)
+
+
+def test_a_texts_read_for_the_model_aware_statistics_in_an_actor_equals_local():
+    import numpy as np
+
+    from wash.detection.statistics.served_text import read_text
+    from wash.engine.models import load_model
+    from wash.engine.ray_members import ray_member
+
+    text = " The cat sat by the window and watched the rain."
+    local, remote = read_text(load_model("tiny-smollm2"), text), read_text(ray_member("tiny-smollm2"), text)
+    assert remote.ids == local.ids and np.array_equal(remote.rows, local.rows)
+    # the same forward on the actor's lane (one thread here) and in this thread: float tolerance
+    assert np.allclose(remote.logits, local.logits, rtol=1e-5, atol=1e-5)
+
+
+def test_perplexity_on_ray_equals_local():
+    from wash.experiments.scoring import continuation_nll
+
+    text = " The cat sat by the window and watched the rain."
+    for model in ("tiny-smollm2", "tiny-gemma3"):
+        local, remote = (continuation_nll(model, PROMPT, text, backend=b) for b in ("local", "ray"))
+        assert remote[1] == local[1] > 0
+        assert remote[0] == pytest.approx(local[0], rel=1e-6, abs=1e-6)
 
 
 def test_a_routed_run_matches_local_event_by_event():

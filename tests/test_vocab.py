@@ -84,3 +84,22 @@ def test_encode_bytes_handles_a_span_cut_inside_a_character(pair):
         data = "🚗".encode()[:2] + b" car"
         ids = encode_bytes(data, lm.encode, vocab)
         assert b"".join(vocab.token_bytes[i] for i in ids) == data
+
+
+def test_a_union_map_projects_reads_and_lifts_the_same_mass(pair):
+    """``UnionMap``, the one owner of union projection: reading a few union ids off a model's
+    row gives the projection's entries (rows spelling the same bytes summed), and lifting
+    by ones keeps every text row and drops the others."""
+    alignment = align([v for _, v in pair])
+    for lm, _ in pair:
+        union_map = alignment.union_map(lm.name)
+        probs = torch.softmax(torch.randn(lm.vocab_size, generator=torch.Generator().manual_seed(1),
+                                          dtype=torch.float64), dim=0)
+        projected = union_map.project(probs)
+        assert projected.shape == (alignment.size,)
+        text = alignment.to_union[lm.name] >= 0
+        assert float(projected.sum()) == pytest.approx(float(probs[text].sum()), rel=1e-12)
+        ids = [u for u in union_map.rows_of][:5] + [alignment.union_bytes.index(b" the"), alignment.eos_index]
+        assert union_map.read(probs, ids) == pytest.approx(projected[ids].tolist(), rel=1e-12)
+        lifted = union_map.lift(torch.ones(alignment.size, dtype=torch.float64), probs)
+        assert torch.equal(lifted, torch.where(text, probs, torch.zeros_like(probs)))

@@ -30,19 +30,13 @@ def plain_decode_ms(name: str, tokens: int, backend: str = "local", top_k: int =
     only the top-k rows are served, so a Ray actor sends those instead of the whole
     row (``sampling.ServedRows``); the greedy token, the row's maximum, is the same.
     """
-    from wash.engine.members import LocalMember
-    from wash.engine.models import load_model
+    from wash.engine.providers import member_of
     from wash.engine.sampling import ServedRows
 
-    if backend == "ray":
-        from wash.engine.ray_members import ray_members
-
-        member = ray_members([name])[name]
-    else:
-        member = LocalMember(load_model(name))
+    member = member_of(name, backend)
     served = None
     if top_k:
-        none = torch.zeros(member.lm.vocab_size, dtype=torch.bool)
+        none = torch.zeros(member.vocab_size, dtype=torch.bool)
         served = ServedRows.of([none], 1.0, top_k)
     ctx = member.context(member.encode_prompt(PROMPT), served=served)
     times = []

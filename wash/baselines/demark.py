@@ -145,7 +145,8 @@ import torch
 from wash.engine.decode import Generation, Stepper, Strategy
 from wash.errors import WashInputError
 from wash.engine.events import LoadEvent, RunResult, StepEvent
-from wash.engine.members import FeedCost, LocalMember, side_by_side
+from wash.engine.members import FeedCost, LocalMember, Member, side_by_side
+from wash.engine.models import LoadedModel
 from wash.engine.modes import register
 from wash.options import check_range
 from wash.engine.averaging import candidates, probs_at
@@ -158,7 +159,6 @@ from wash.watermarks.hashing import derive_seed
 
 if TYPE_CHECKING:
     from wash.engine.config import GenerationConfig
-    from wash.engine.models import LoadedModel
     from wash.engine.providers import Provider, ProviderSet
 
 #: What each probe answer reveals: probabilities (gray-box) or sampled answers (black-box).
@@ -310,7 +310,7 @@ class ProbeTemplate:
         return self.t1 + c + [first] + self.t2 + c + [second] + self.t3 + c
 
 
-def probe_template(lm: "LoadedModel") -> ProbeTemplate:
+def probe_template(lm: "Member | LoadedModel") -> ProbeTemplate:
     """De-mark's message in the model's chat template (an instruction model), else as plain text.
 
     The template is rendered with markers where the phrases go and split there, so
@@ -358,14 +358,13 @@ class Prober:
     """
 
     def __init__(self, provider: "Provider", config: "GenerationConfig", method: DeMark, seed: int,
-                 member: LocalMember | None = None) -> None:
+                 member: "Member | None" = None) -> None:
         self.provider = provider
-        self.lm = provider.lm
         self.member = member if member is not None else LocalMember(provider.lm)
         self.method = method
         self.serving = (config.temperature, config.top_p, config.top_k)
-        self.template = probe_template(self.lm)
-        self.invalid = torch.tensor([b is None for b in model_vocab(self.lm).token_bytes], dtype=torch.bool)
+        self.template = probe_template(self.member)
+        self.invalid = torch.tensor([b is None for b in self.member.vocab.token_bytes], dtype=torch.bool)
         #: Seeds the per-query draws and the black-box answers (the generation's, or calibration's own).
         self.seed = seed
         self.requests = 0  # served so far: numbers the fresh per-query draws
@@ -499,14 +498,14 @@ class Calibration:
 _CALIBRATIONS: dict[tuple, Calibration] = {}
 
 
-def calibration_words(lm: "LoadedModel | LocalMember", count: int, context: int,
+def calibration_words(lm: "LoadedModel | Member", count: int, context: int,
                       gen: torch.Generator) -> tuple[list[int], list[int]]:
     """``count`` random word tokens to probe and ``context`` more as a random context, all distinct.
 
     De-mark draws English words from a corpus; offline, the model's own word-start
     tokens (a space and three or more lower-case letters) stand in for them.
     """
-    vocab = lm.vocab if isinstance(lm, LocalMember) else model_vocab(lm)
+    vocab = model_vocab(lm) if isinstance(lm, LoadedModel) else lm.vocab
     pool = [i for i, b in enumerate(vocab.token_bytes) if b is not None and _WORD.match(b)]
     if len(pool) < count + context:
         raise WashInputError(f"mode 'demark': model {lm.name} has only {len(pool)} word tokens; "

@@ -132,10 +132,10 @@ from wash.detection.per_text import detect_text
 from wash.engine.ensemble import EagerSteps, LazySteps
 from wash.errors import WashInputError
 from wash.engine.events import LoadEvent, RewriteEvent, RoutingSummary, RunResult, StepEvent, Timing, TokenRecord
-from wash.engine.members import LocalMember, side_by_side
+from wash.engine.members import Member, side_by_side
 from wash.engine.modes import register
 from wash.engine.catalog import check_model_name
-from wash.engine.models import load_model
+from wash.engine.providers import member_of
 from wash.options import check_range
 from wash.engine.sampling import process_logits, sample
 from wash.engine.settings import Forwards
@@ -197,10 +197,10 @@ class RandomWalk(Strategy, name="randomwalk", scope="first", routing=False, base
     def load(self, config: "GenerationConfig", pset: "ProviderSet") -> Iterator[LoadEvent]:
         """The rewriter and the judge, loaded beside the providers."""
         messages: list[str] = []
-        for role in ("rewriter", "judge"):
+        for role in ("rewriter", "judge"):  # on the providers' backend, so the walk runs where they do
             if getattr(self, role) not in pset.members:
-                pset.members[getattr(self, role)] = LocalMember(load_model(getattr(self, role),
-                                                                           progress=messages.append))
+                pset.members[getattr(self, role)] = member_of(getattr(self, role), config.backend,
+                                                              config.ray_address, progress=messages.append)
         pset.members[self.rewriter].vocab  # its token bytes, read once per process
         yield from (LoadEvent(m) for m in messages)
 
@@ -271,7 +271,7 @@ class _Kept:
 _NON_TEXT: dict[str, torch.Tensor] = {}
 
 
-def _non_text_rows(member: LocalMember) -> torch.Tensor:
+def _non_text_rows(member: Member) -> torch.Tensor:
     """Rows of ``member``'s logits that are no text (end-of-text, special, padding): a rewrite never draws them."""
     if member.name not in _NON_TEXT:
         _NON_TEXT[member.name] = torch.tensor([b is None for b in member.vocab.token_bytes])
@@ -281,8 +281,8 @@ def _non_text_rows(member: LocalMember) -> torch.Tensor:
 class _Walk:
     """The random walk over the text: spans, rewrites, the judge's verdicts, backtracking."""
 
-    def __init__(self, method: RandomWalk, config: "GenerationConfig", text: str, rewriter: LocalMember,
-                 judge: LocalMember) -> None:
+    def __init__(self, method: RandomWalk, config: "GenerationConfig", text: str, rewriter: Member,
+                 judge: Member) -> None:
         self.method = method
         self.config = config
         self.text = text
@@ -409,7 +409,7 @@ class _Walk:
         if not ids:
             return 0.0
         t0 = time.perf_counter()
-        nll = side_by_side([(judge, lambda: judge.mean_nll(self.judge_prompt, ids))])[0]
+        nll = float(side_by_side([(judge, lambda: judge.token_nll(self.judge_prompt, ids))])[0].mean())
         self.costs.judge_s += time.perf_counter() - t0
         self.costs.judge_forwards += 1
         self.costs.judge_ids_fed += len(self.judge_prompt) + len(ids)

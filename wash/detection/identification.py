@@ -55,9 +55,10 @@ from wash.engine.config import DEFAULT_PROFILE, MODE_TABLE, ProviderSpec, Servin
 from wash.errors import WashInputError
 from wash.detection.identify_stats import (NULL_MEAN, TOP, TokenCounts, band, context_bootstrap, identification_z,
                                  matrix_score, pair_matrix)
-from wash.engine.members import LocalMember
+from wash.engine.members import Member
 from wash.engine.providers import Provider, ProviderSet, build_providers
 from wash.engine.served import ServedSystem
+from wash.engine.settings import Backend, default_backend
 from wash.watermarks.hashing import derive_seed
 from wash.watermarks.keyseq import EditScheme
 
@@ -149,7 +150,7 @@ class _ServedRows:
         raw, ids = self.raw(system.members[model], prompt_index, text)
         return system.serve(model, raw), ids
 
-    def raw(self, member: LocalMember, prompt_index: int, text: str) -> tuple[torch.Tensor, list[int]]:
+    def raw(self, member: Member, prompt_index: int, text: str) -> tuple[torch.Tensor, list[int]]:
         model = member.name
         key = (model, prompt_index, text)
         cached = self.rows.get(key)
@@ -162,7 +163,7 @@ class _ServedRows:
             self._keep(key, row)
             return row
         ctx = self.contexts.get((model, prompt_index))
-        if ctx is None or ctx.lm is not member.lm:
+        if ctx is None or not ctx.belongs_to(member):
             prompt_ids = member.encode_prompt(PROMPTS[prompt_index])
             ctx = self.contexts[(model, prompt_index)] = member.context(prompt_ids)
         ctx.sync_to(member.encode_prompt(PROMPTS[prompt_index] + text))
@@ -433,7 +434,7 @@ class _System:
             for k, mk in enumerate(split):
                 if mk:
                     draws.setdefault((k, states[k]), []).append((key, mk))
-        to_union = self.pset.alignment.to_union
+        maps = self.served.maps
         children: dict[int, Counter] = {}
         points: dict[int, list[tuple[object, list[tuple[tuple, int]]]]] = {}
         for (k, state), members in draws.items():
@@ -445,7 +446,7 @@ class _System:
             probs = self.model_dist(p, base, ids, state, self._prompt_len(prompt_index, p.model))
             probs = probs.to(torch.float32).clamp_min(0)
             # One draw for all the members (iid), dealt out in order.
-            drawn = to_union[p.model][draw(probs, sum(mk for _, mk in members), gen)].numpy()
+            drawn = maps[p.model].union_ids(draw(probs, sum(mk for _, mk in members), gen)).numpy()
             _deal(drawn, members, children)
         # A keyed point mass has one outcome per state: every sample of a group takes it.
         for k, groups in points.items():
@@ -455,7 +456,7 @@ class _System:
                                           [state for state, _ in groups])
             self.served.distributions += read
             for token, (_, members) in zip(tokens, groups):
-                child = children.setdefault(int(to_union[p.model][token]), Counter())
+                child = children.setdefault(maps[p.model].union_id(token), Counter())
                 for key, mk in members:
                     child[key] += mk
         return children
@@ -616,12 +617,15 @@ def _by_run(children: dict[int, Counter], size: int) -> dict[int, TokenCounts]:
 
 def identify(specs: Sequence[ProviderSpec], mode: str, probe: Probe = Probe(),
              progress: Callable[[int, int], None] | None = None,
-             pset: ProviderSet | None = None) -> Identification:
+             pset: ProviderSet | None = None, backend: Backend | str | None = None,
+             ray_address: str = "") -> Identification:
     """Probe the system made of ``specs`` under ``mode`` and score it.
 
     ``progress(done, total)`` is called after every (prompt, context) (v1) or prompt
     (v2). A caller probing several systems on the same models can pass their ``pset``
-    (built with ``build_providers(specs)``) to load the models once.
+    (built with ``build_providers(specs)``) to load the models once. ``backend`` (default
+    ``WASH_BACKEND``, as for generation) says where the models run when no ``pset`` is
+    given; every forward goes through the members, so the result is the same on each.
     """
     if mode not in PROBE_MODES:
         raise WashInputError(f"unknown probe mode '{mode}' (accepted: {', '.join(PROBE_MODES)})")
@@ -629,7 +633,8 @@ def identify(specs: Sequence[ProviderSpec], mode: str, probe: Probe = Probe(),
         raise WashInputError("no provider given")
     probe.validate()
     t0, forwards0 = time.perf_counter(), SERVED_ROWS.forwards
-    pset = pset if pset is not None else build_providers(specs)
+    if pset is None:
+        pset = build_providers(specs, backend=backend or default_backend(), ray_address=ray_address)
     system = _System(pset, mode, profile(probe.serving), probe.rule)
     contexts = forced_contexts(probe.contexts) if probe.version == "v1" else []
     total, done = len(PROMPTS) * max(len(contexts), 1), 0

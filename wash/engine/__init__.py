@@ -36,7 +36,7 @@ _EXPORTS = {
     "generate": "ensemble", "generate_stream": "ensemble", "Generation": "decode",
     **dict.fromkeys(("StepEvent", "ResyncEvent", "LoadEvent", "FinishedEvent", "RunResult",
                      "ProviderDetection"), "events"),
-    "build_providers": "providers", "LocalMember": "members", "align": "vocab", "model_vocab": "vocab",
+    "build_providers": "providers", "member_of": "providers", "default_backend": "settings", "LocalMember": "members", "align": "vocab", "model_vocab": "vocab",
     "parallel_enabled": "parallel", "parallel_settings": "parallel:settings",
     "caller_on_one_thread": "parallel",
     # the models: catalog, packaged files, one loaded copy per process

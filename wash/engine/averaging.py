@@ -13,39 +13,30 @@ model's scatter in that model's own thread (``parallel.py``) and adds the result
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import torch
 
+if TYPE_CHECKING:
+    from wash.engine.vocab import UnionMap
 
-def mixture(parts: Sequence[tuple[torch.Tensor, torch.Tensor]], size: int, n: int) -> torch.Tensor:
-    """(1/n) Σ over ``(scatter_index, model_vector)`` parts, scattered onto ``size`` union ids.
 
-    ``scatter_index`` is the alignment's map of a model's rows to union ids, with
-    non-text rows sent to the extra slot ``size`` (dropped here).
-    """
-    acc = torch.zeros(size + 1, dtype=torch.float64)
-    for index, values in parts:
-        acc.scatter_add_(0, index, values.to(torch.float64))
-    out = acc[:size]
-    return out / n if n != 1 else out
+def mixture(parts: Sequence[tuple["UnionMap", torch.Tensor]], n: int) -> torch.Tensor:
+    """(1/n) Σ over ``(union_map, model_vector)`` parts, each projected onto the union (the formula
+    itself; the engine sums each model's providers in its own vocabulary first, ``average``)."""
+    return average([union_map.project(values) for union_map, values in parts], n)
 
 
 def average(union_vectors: Sequence[torch.Tensor], n: int) -> torch.Tensor:
     """(1/n) Σ of union-space vectors, each already summed over one model's providers.
 
-    The parallel engine scatters each model's providers onto the union in that
-    model's own thread (``to_union``) and only this sum runs on the caller's.
+    The parallel engine projects each model's providers onto the union in that
+    model's own thread (``vocab.UnionMap.project``) and only this sum runs on the caller's.
     """
     total = union_vectors[0]
     for v in union_vectors[1:]:
         total = total + v
     return total / n if n != 1 else total
-
-
-def to_union(probs: torch.Tensor, scatter_index: torch.Tensor, size: int) -> torch.Tensor:
-    """One model-vocabulary distribution -> union-vocabulary distribution (mass preserved)."""
-    return mixture([(scatter_index, probs)], size, 1)
 
 
 def candidates(reference: Sequence[torch.Tensor], k: int) -> list[int]:
@@ -60,23 +51,6 @@ def candidates(reference: Sequence[torch.Tensor], k: int) -> list[int]:
 
 def probs_at(dist: torch.Tensor, ids: Sequence[int]) -> list[float]:
     return [float(dist[i]) for i in ids]
-
-
-def model_probs_at(probs: torch.Tensor, rows_of: dict[int, list[int]], from_union: torch.Tensor,
-                   ids: Sequence[int]) -> list[float]:
-    """Union-space probabilities of a few union ids, read off a model-space vector.
-
-    ``rows_of`` lists the union ids several rows spell (their masses add up).
-    """
-    out = []
-    for u in ids:
-        rows = rows_of.get(u)
-        if rows is not None:
-            out.append(float(probs[rows].sum()))
-        else:
-            r = int(from_union[u])
-            out.append(float(probs[r]) if r >= 0 else 0.0)
-    return out
 
 
 def linf(a: torch.Tensor, b: torch.Tensor) -> float:

@@ -21,6 +21,26 @@ the live detectors and the record; its methods are the moves a step combines:
 to every member, or open a routed span) and ``record``. Which providers take part,
 whether their watermarks are on and whether routing is on are the strategy's own
 facts (``scope``, ``watermark``, ``routing``).
+
+The only token-by-token loops outside this one, and why each stays outside: none
+writes the generation's text, so none has a ``StepEvent``, a routed span or a live
+detector to give the loop, and each would make the loop carry a second text.
+
+* ToBlend's lookahead (``baselines/toblend.py``, ``_predict_ahead``): tokens drawn past
+  the block and thrown away (the cost the paper charges ToBlend), on the block
+  provider's own context, which is cut back before the loop's next step.
+* RandomWalk's rewriter (``baselines/randomwalk.py``, ``_Walk.rewrite``): after the loop
+  has finished (``after``), a weaker model writes candidate spans of a finished text
+  for the judge to accept or refuse; its draws come from a stream of its own.
+* Identification's prefix-tree sampler (``detection/identification.py``,
+  ``_System.sampled_counts``): thousands of generations at once, walking a tree of
+  prefixes node by node, the samples that share a distribution at a node drawn in one
+  multinomial; one generation at a time would cost a step per sample and token.
+* The plain-decode bench (``timing.plain_decode_ms``): greedy ids on one member with
+  nothing served, the raw forward the benchmarks compare the loop's steps with.
+
+Each reaches its model only through the member protocol (``members.py``), so each runs
+on every backend.
 """
 
 from __future__ import annotations

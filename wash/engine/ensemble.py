@@ -48,7 +48,7 @@ from typing import Callable, Iterator
 
 import torch
 
-from wash.engine.averaging import candidates, model_probs_at
+from wash.engine.averaging import candidates
 from wash.engine.decode import Event, Generation, RunSettings, Stepper, Strategy, decode
 from wash.engine.events import FinishedEvent, LoadEvent, RunResult, StepEvent
 from wash.engine.members import side_by_side
@@ -139,10 +139,8 @@ class EagerSteps(Stepper):
         x = sample(agg.p_bar, run.gen)
         if run.end_of_step(x):
             return None
-        a = run.alignment
         view = candidates([agg.p_bar, agg.p_star], run.config.view_k)
-        provider_probs = [model_probs_at(d, a.rows_of[pm], a.from_union[pm], view)
-                          for d, pm in zip(agg.dists, run.prov_model)]
+        provider_probs = [run.system.maps[pm].read(d, view) for d, pm in zip(agg.dists, run.prov_model)]
         return run.commit(x, t0, None, view, provider_probs, agg.p_bar, agg.p_star, agg.entropy)
 
 

@@ -12,8 +12,18 @@ touches a model directly. What it offers (``Member``, ``MemberContext``):
   own lane, one at a time, in the order submitted (``parallel.py``), which is what
   makes a seed fix the text whatever the load; ``side_by_side`` runs several
   members' calls at once;
-* two whole-sequence computations a baseline needs (``prefix_tree_logits``,
-  ``mean_nll``), run in the calling thread like ``next_logits`` (submit them).
+* three whole-sequence computations: ``position_logits`` (the logits at every position
+  of a text: the model-aware detection statistics), ``prefix_tree_logits`` (the last logits of many
+  continuations of one prefix, batched over a shared KV cache: De-mark's probes) and
+  ``token_nll`` (each token's negative log-likelihood after a prompt: perplexity, and
+  RandomWalk's judge), run in the calling thread like ``next_logits`` (submit them);
+* its tokenizer's facts (``name``, ``max_context``, ``vocab``, ``vocab_size``,
+  ``bos_id``, ``eos_ids``, ``tokenizer``, ``encode``, ``encode_prompt``,
+  ``decode_id``), answered in the calling process whatever the backend.
+
+Nothing outside the members' own modules (this one, ``ray_members.py``, ``models.py``)
+reads a member's model (``tests/test_member_protocol.py`` checks): a backend that
+implements this protocol runs every caller, identification and the baselines included.
 
 ``LocalMember`` is the first implementation: a model loaded in this process
 (``models.LoadedModel``) with a transformers KV cache (``ModelContext``), each
@@ -57,14 +67,22 @@ class MemberContext(Protocol):
     def settle(self) -> None: ...
     def restart(self, ids: Sequence[int]) -> None: ...
     def generated_ids(self) -> list[int]: ...
+    def belongs_to(self, member: "Member") -> bool:
+        """Whether this context is on ``member``'s model (a context kept across runs is reused only there)."""
 
 
 class Member(Protocol):
-    """A base model: its vocabulary and tokenizer, contexts, and its calls kept in submission order."""
+    """A base model: its tokenizer's facts, contexts, whole-sequence computations, and its calls
+    kept in submission order."""
 
     name: str
     max_context: int
     vocab: ModelVocab
+    vocab_size: int
+    bos_id: int | None
+    eos_ids: frozenset[int]
+    #: The transformers tokenizer, for what the methods below do not cover (its special tokens).
+    tokenizer: Any
 
     def encode(self, text: str) -> list[int]: ...
     def encode_prompt(self, text: str) -> list[int]: ...
@@ -75,6 +93,14 @@ class Member(Protocol):
         as -inf (a remote member sends only them; a local one has the whole row at no cost)."""
     def submit(self, task: Callable[[], T]) -> Future: ...
     def run(self, task: Callable[[], T]) -> T: ...
+    def prefix_tree_logits(self, head: Sequence[int], branches: Sequence[Sequence[int]],
+                           leaves: Sequence[tuple[int, Sequence[int]]], batch: int,
+                           cost: "FeedCost") -> list[torch.Tensor]:
+        """The last logits (float32, CPU) of every ``head + branches[b] + leaf`` for ``(b, leaf)`` in ``leaves``."""
+    def token_nll(self, prompt_ids: Sequence[int], ids: Sequence[int]) -> torch.Tensor:
+        """Each of ``ids``' negative log-likelihoods (nats, float32, CPU) after ``prompt_ids``, raw distribution."""
+    def position_logits(self, ids: Sequence[int]) -> torch.Tensor:
+        """The logits after every prefix of ``ids`` (``(len(ids), V)``, float32, CPU): one forward, no cache."""
 
 
 def side_by_side(tasks: Sequence[tuple[Member, Callable[[], T]]]) -> list[T]:
@@ -122,6 +148,22 @@ class TokenizerSide:
 
     def encode_prompt(self, text: str) -> list[int]:
         return self.lm.encode_prompt(text)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.lm.vocab_size
+
+    @property
+    def bos_id(self) -> int | None:
+        return self.lm.bos_id
+
+    @property
+    def eos_ids(self) -> frozenset[int]:
+        return self.lm.eos_ids
+
+    @property
+    def tokenizer(self) -> Any:
+        return self.lm.tokenizer
 
     def decode_id(self, token_id: int) -> str:
         return self.lm.tokenizer.decode([token_id])
@@ -186,15 +228,26 @@ class LocalMember(TokenizerSide):
         return rows
 
     @torch.no_grad()
-    def mean_nll(self, prompt_ids: Sequence[int], ids: Sequence[int]) -> float:
-        """Mean negative log-likelihood per token (nats) of ``ids`` after ``prompt_ids``, raw distribution."""
-        full = list(prompt_ids) + list(ids)
+    def token_nll(self, prompt_ids: Sequence[int], ids: Sequence[int]) -> torch.Tensor:
+        """Each of ``ids``' negative log-likelihoods (nats, float32, CPU) after ``prompt_ids``, raw distribution.
+
+        One forward over the whole sequence; only the last ``len(ids) + 1`` positions go
+        through the output layer (the same logits as the whole sequence's, bit for bit on
+        both packaged models, checked 2026-11-28).
+        """
         n = len(ids)
-        x = torch.tensor([full], dtype=torch.long, device=self.lm.device)
+        if n == 0:
+            return torch.zeros(0)
+        x = torch.tensor([list(prompt_ids) + list(ids)], dtype=torch.long, device=self.lm.device)
         logits = self.lm.model(input_ids=x, logits_to_keep=n + 1).logits[0, :-1].float()
         target = x[0, len(prompt_ids):]
-        logp = torch.log_softmax(logits, dim=-1).gather(1, target[:, None])
-        return float(-logp.mean())
+        return -torch.log_softmax(logits, dim=-1).gather(1, target[:, None])[:, 0].cpu()
+
+    @torch.inference_mode()
+    def position_logits(self, ids: Sequence[int]) -> torch.Tensor:
+        """The logits after every prefix of ``ids`` (``(len(ids), V)``, float32, CPU): one forward, no cache."""
+        x = torch.tensor([list(ids)], device=self.lm.device)
+        return self.lm.model(input_ids=x).logits[0].float().cpu()
 
 
 def _branch(cache: Any, rows: torch.Tensor) -> Any:
@@ -236,6 +289,9 @@ class ContextIds:
     def generated_ids(self) -> list[int]:
         return self.ids[self.prompt_len:]
 
+    def belongs_to(self, member: Any) -> bool:
+        raise NotImplementedError
+
 
 class ModelContext(ContextIds):
     """A model's context ids and KV cache; forwards run only the ids not fed yet.
@@ -268,6 +324,10 @@ class ModelContext(ContextIds):
 
     def append(self, new_ids: Sequence[int]) -> None:
         self.ids.extend(int(i) for i in new_ids)
+
+    def belongs_to(self, member: Any) -> bool:
+        """On ``member``'s loaded model: every ``LocalMember`` of one process's copy of a model shares it."""
+        return isinstance(member, LocalMember) and member.lm is self.lm
 
     def restart(self, ids: Sequence[int]) -> None:
         """Hold ``ids`` instead, with a fresh cache: a service taking the text anew holds none of it."""

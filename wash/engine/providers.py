@@ -72,7 +72,7 @@ def build_provider(index: int, spec: ProviderSpec, lm: LoadedModel, alignment: V
     space = None
     size = lm.vocab_size
     if spec.coordinated:
-        space = UnionSpace(alignment.to_union[lm.name], alignment.size, alignment.eos_index)
+        space = UnionSpace(alignment.union_map(lm.name))
         size = alignment.size
     scheme = build_scheme(spec.scheme, spec.key, size, dict(spec.params))
     return Provider(index=index, spec=spec, lm=lm, scheme=scheme, space=space)
@@ -95,6 +95,19 @@ class ProviderSet:
         for name, lm in self.models.items():
             if name not in self.members:
                 self.members[name] = LocalMember(lm, parallel_forwards=self.parallel_forwards)
+
+
+def member_of(name: str, backend: Backend | str = Backend.LOCAL, ray_address: str = "",
+              progress: Callable[[str], None] | None = None) -> Member:
+    """The base model ``name`` as a member on ``backend``: loaded here, or the process's Ray actor for it.
+
+    For a model a caller needs beside the providers (RandomWalk's rewriter and judge,
+    perplexity scorers, the plain-decode bench), so it runs where the providers run."""
+    if Backend(backend) == Backend.RAY:
+        from wash.engine.ray_members import ray_members
+
+        return ray_members([name], ray_address, progress=progress)[name]
+    return LocalMember(load_model(name, progress=progress))
 
 
 def build_providers(specs: Sequence[ProviderSpec], union_models: Sequence[str] | None = None,
@@ -120,10 +133,10 @@ def build_providers(specs: Sequence[ProviderSpec], union_models: Sequence[str] |
     names = list(dict.fromkeys(list(union_models or []) + [s.model for s in specs]))
     members: dict[str, Member] = {}
     if Backend(backend) == Backend.RAY:
-        from wash.engine.ray_members import ray_members
+        from wash.engine.ray_members import ray_models
 
-        members.update(ray_members(names, ray_address, progress=say, parallel_forwards=parallel_forwards))
-        lms = {n: members[n].lm for n in names}
+        remote, lms = ray_models(names, ray_address, progress=say, parallel_forwards=parallel_forwards)
+        members.update(remote)
     else:
         lms = {n: load_model(n, progress=say) for n in names}
     if len(names) > 1:

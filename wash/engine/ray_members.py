@@ -159,8 +159,11 @@ class MemberActor:
         rows = self.member.run(lambda: self.member.prefix_tree_logits(head, branches, leaves, batch, cost))
         return rows, cost
 
-    def mean_nll(self, prompt_ids: list[int], ids: list[int]) -> float:
-        return self.member.run(lambda: self.member.mean_nll(prompt_ids, ids))
+    def token_nll(self, prompt_ids: list[int], ids: list[int]) -> torch.Tensor:
+        return self.member.run(lambda: self.member.token_nll(prompt_ids, ids))
+
+    def position_logits(self, ids: list[int]) -> torch.Tensor:
+        return self.member.run(lambda: self.member.position_logits(ids))
 
 
 def _counters(ctx: ModelContext) -> Counters:
@@ -213,8 +216,13 @@ class RayMember(TokenizerSide):
         cost.seconds += spent.seconds
         return rows
 
-    def mean_nll(self, prompt_ids: Sequence[int], ids: Sequence[int]) -> float:
-        return self.call("mean_nll", list(prompt_ids), list(ids))
+    def token_nll(self, prompt_ids: Sequence[int], ids: Sequence[int]) -> torch.Tensor:
+        """``LocalMember.token_nll``, computed by the actor (only the per-token values cross back)."""
+        return self.call("token_nll", list(prompt_ids), list(ids))
+
+    def position_logits(self, ids: Sequence[int]) -> torch.Tensor:
+        """``LocalMember.position_logits``, computed by the actor (every row crosses back)."""
+        return self.call("position_logits", list(ids))
 
     # -- calls ------------------------------------------------------------------------
     def send(self, method: str, *args: Any) -> Any:
@@ -306,6 +314,10 @@ class RayContext(ContextIds):
         member.send("open", self._cid, list(self.ids), use_cache, served)
         # The actor's copy goes when this context does (a finished generation's KV cache).
         weakref.finalize(self, _close, member, self._cid)
+
+    def belongs_to(self, member: Any) -> bool:
+        """On ``member``'s actor (a fresh actor after a fault is another member, with contexts of its own)."""
+        return member is self.member
 
     def append(self, new_ids: Sequence[int]) -> None:
         new = [int(i) for i in new_ids]
@@ -568,6 +580,14 @@ def ray_members(names: Sequence[str], address: str = "", progress: Callable[[str
     for member in members.values():
         member.parallel_forwards = parallel.parallel_enabled(parallel_forwards)
     return members
+
+
+def ray_models(names: Sequence[str], address: str = "", progress: Callable[[str], None] | None = None,
+               parallel_forwards: bool | None = None) -> tuple[dict[str, RayMember], dict[str, LoadedModel]]:
+    """``ray_members``, and each model's description as this process holds it: tokenizer and sizes,
+    no weights (``model`` is None), which is what providers and the vocabulary alignment read."""
+    members = ray_members(names, address, progress, parallel_forwards)
+    return members, {n: m.lm for n, m in members.items()}
 
 
 def shutdown() -> None:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 import torch
 
 from wash.engine.aggregation import Rule
-from wash.engine.averaging import average, to_union
+from wash.engine.averaging import average
 from wash.engine.providers import OWN_STATE
 from wash.engine.sampling import ServedRows, entropy, process_logits
 from wash.watermarks.base import softmax
@@ -72,6 +72,8 @@ class ServedSystem:
         self.models = list(dict.fromkeys(self.prov_model))
         self.members = {m: pset.members[m] for m in self.models}
         self.by_model = {m: [i for i, pm in enumerate(self.prov_model) if pm == m] for m in self.models}
+        #: Each model's projection onto the union (``vocab.UnionMap``: every projection goes through it).
+        self.maps = {m: a.union_map(m) for m in self.models}
         self.invalid = {m: a.to_union[m] < 0 for m in self.models}
         # Until a generation's min_new_tokens exist, end-of-text rows are masked like special tokens.
         self.no_eos = {m: self.invalid[m] | (a.to_union[m] == a.eos_index) for m in self.models}
@@ -109,7 +111,7 @@ class ServedSystem:
 
     def on_union(self, model: str, probs: torch.Tensor) -> torch.Tensor:
         """A distribution over ``model``'s rows, scattered onto the union vocabulary (mass kept)."""
-        return to_union(probs, self.alignment.scatter_index[model], self.alignment.size)
+        return self.maps[model].project(probs)
 
     def provider_union(self, i: int, base: torch.Tensor, ids: Sequence[int], prompt_len: int,
                        state: Any = OWN_STATE) -> torch.Tensor:

@@ -110,6 +110,68 @@ def build_model_vocab(name: str, tokenizer: object, vocab_size: int, eos_ids: fr
                       byte_ids=byte_ids)
 
 
+@dataclass(frozen=True, eq=False)
+class UnionMap:
+    """One model's rows and the union vocabulary: the one place a model's ids or
+    distributions are projected onto the union, and read back.
+
+    Every projection goes through here: the served system's p_i on the union
+    (``served.ServedSystem.on_union``), the coordinated watermark's union space
+    (``watermarks.coordinated.UnionSpace``, handed one of these by ``providers``),
+    the union probabilities the loop reports (``read``) and identification's drawn
+    tokens (``union_ids``). Rows that spell the same bytes add up in one union entry.
+    """
+
+    #: ``VocabAlignment.to_union`` and ``from_union`` of this model.
+    to_union: torch.Tensor
+    from_union: torch.Tensor
+    #: ``to_union`` with non-text rows sent to the extra slot ``size`` (dropped by ``project``).
+    scatter_index: torch.Tensor
+    #: The union ids several rows spell, with those rows.
+    rows_of: dict[int, list[int]]
+    size: int
+    eos_index: int
+
+    def union_ids(self, rows: torch.Tensor) -> torch.Tensor:
+        """The union ids of model rows (-1: a row that is no text)."""
+        return self.to_union[rows]
+
+    def union_id(self, row: int) -> int:
+        return int(self.to_union[row])
+
+    def ids(self, ids: Sequence[int]) -> list[int]:
+        """A model's id sequence in union ids; rows that are no text (BOS, specials) go to the
+        end-of-text slot, so a context that holds them stays hashable."""
+        out = []
+        for i in ids:
+            u = int(self.to_union[i]) if 0 <= i < self.to_union.numel() else -1
+            out.append(u if u >= 0 else self.eos_index)
+        return out
+
+    def project(self, probs: torch.Tensor) -> torch.Tensor:
+        """A distribution over the model's rows onto the union (float64, mass kept; non-text rows dropped)."""
+        acc = torch.zeros(self.size + 1, dtype=torch.float64)
+        acc.scatter_add_(0, self.scatter_index, probs.to(torch.float64))
+        return acc[:self.size]
+
+    def lift(self, union_vector: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
+        """``probs`` with each row scaled by its union entry's value (non-text rows: 0)."""
+        padded = torch.cat([union_vector, union_vector.new_zeros(1)])
+        return probs * padded[self.scatter_index]
+
+    def read(self, probs: torch.Tensor, union_ids: Sequence[int]) -> list[float]:
+        """Union probabilities of a few union ids, read off a model-row vector without projecting it all."""
+        out = []
+        for u in union_ids:
+            rows = self.rows_of.get(u)
+            if rows is not None:
+                out.append(float(probs[rows].sum()))
+            else:
+                r = int(self.from_union[u])
+                out.append(float(probs[r]) if r >= 0 else 0.0)
+        return out
+
+
 @dataclass(frozen=True)
 class VocabAlignment:
     """The union of several models' vocabularies and the index maps into it.
@@ -137,6 +199,11 @@ class VocabAlignment:
     @property
     def eos_index(self) -> int:
         return len(self.union_bytes)
+
+    def union_map(self, model: str) -> UnionMap:
+        """``model``'s projection onto the union (``UnionMap``)."""
+        return UnionMap(self.to_union[model], self.from_union[model], self.scatter_index[model],
+                        self.rows_of[model], self.size, self.eos_index)
 
     def contains(self, model: str, union_id: int) -> bool:
         return bool(self.from_union[model][union_id] >= 0)

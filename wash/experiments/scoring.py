@@ -43,28 +43,21 @@ def detection_rows(detections: Iterable[ProviderDetection]) -> list[dict[str, An
              "detected": bool(d.detected)} for i, d in enumerate(detections)]
 
 
-def continuation_nll(model: str, prompt: str, text: str) -> tuple[float, int]:
+def continuation_nll(model: str, prompt: str, text: str, backend: str | None = None) -> tuple[float, int]:
     """Summed negative log-likelihood (nats) of ``text`` after ``prompt`` under ``model``, and its length.
 
     The model reads ``prompt`` as the engine feeds it (with its BOS where it has one),
     then the continuation tokenised by its own tokenizer; only continuation tokens count.
+    It runs as a member on ``backend`` (default ``WASH_BACKEND``, where the generations ran).
     """
-    import torch
+    from wash.engine import default_backend, member_of
 
-    from wash.engine import load_model
-
-    lm = load_model(model)
-    prompt_ids = lm.encode_prompt(prompt)
-    cont = lm.encode(text)
+    member = member_of(model, backend or default_backend())
+    prompt_ids = member.encode_prompt(prompt)
+    cont = member.encode(text)
     if not cont:
         return 0.0, 0
-    ids = torch.tensor([prompt_ids + cont], device=lm.device)
-    with torch.inference_mode():
-        logits = lm.model(input_ids=ids).logits[0, len(prompt_ids) - 1:-1].float()
-    logp = torch.log_softmax(logits, dim=-1)
-    target = torch.tensor(cont, device=logp.device)
-    nll = -logp.gather(1, target[:, None]).sum().item()
-    return float(nll), len(cont)
+    return float(member.token_nll(prompt_ids, cont).sum().item()), len(cont)
 
 
 def perplexity(nll: float, n: int) -> float:

@@ -14,37 +14,38 @@ its entry's new mass in proportion to its share of the old one.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence
 
 import torch
 
 from wash.watermarks.base import WatermarkScheme, softmax
 
 
-class UnionSpace:
-    """Translates one model's ids and distributions to and from union-vocabulary ids."""
+class Projection(Protocol):
+    """One model's projection onto the union vocabulary (the engine's ``vocab.UnionMap``, its one owner)."""
 
-    def __init__(self, to_union: torch.Tensor, size: int, unmapped: int) -> None:
-        self.to_union = to_union
-        self.size = size
-        self.keep = to_union >= 0
-        #: Where ids that stand for no text (BOS, specials) go, so contexts stay hashable.
-        self.unmapped = unmapped
+    size: int
+
+    def ids(self, ids: Sequence[int]) -> list[int]: ...
+    def project(self, probs: torch.Tensor) -> torch.Tensor: ...
+    def lift(self, union_vector: torch.Tensor, probs: torch.Tensor) -> torch.Tensor: ...
+
+
+class UnionSpace:
+    """A scheme run on union-vocabulary ids: one model's ids and distributions translated there and back."""
+
+    def __init__(self, projection: Projection) -> None:
+        self.projection = projection
+        self.size = projection.size
 
     def ids(self, ids: Sequence[int]) -> list[int]:
-        out = []
-        for i in ids:
-            u = int(self.to_union[i]) if 0 <= i < self.to_union.numel() else -1
-            out.append(u if u >= 0 else self.unmapped)
-        return out
+        return self.projection.ids(ids)
 
     def distribution(self, scheme: WatermarkScheme, logits: torch.Tensor, ids: Sequence[int],
                      prompt_len: int, state: Any) -> torch.Tensor:
         probs = softmax(logits)
-        idx = self.to_union[self.keep]
-        mass = torch.zeros(self.size, dtype=torch.float64).index_add_(0, idx, probs[self.keep])
+        mass = self.projection.project(probs)
         p_union = scheme.distribution(torch.log(mass), self.ids(ids), prompt_len, state)
         ratio = torch.where(mass > 0, p_union / mass.clamp_min(1e-300), torch.zeros_like(mass))
-        out = torch.zeros_like(probs)
-        out[self.keep] = probs[self.keep] * ratio[idx]
+        out = self.projection.lift(ratio, probs)
         return out / out.sum()

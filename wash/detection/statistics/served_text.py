@@ -98,11 +98,19 @@ def text_key(model: str, profile: str, text: str) -> str:
     return f"{model}-{profile}-{digest}"
 
 
-def _invalid_rows(lm: Any) -> torch.Tensor:
+def _invalid_rows(member: Any) -> torch.Tensor:
     """Rows the engine never serves for this model (special, non-text): its one-model alignment's -1s."""
-    from wash.engine.vocab import align, model_vocab
+    from wash.engine.vocab import align
 
-    return align([model_vocab(lm)]).to_union[lm.name] < 0
+    return align([member.vocab]).to_union[member.name] < 0
+
+
+def _member(lm: Any) -> Any:
+    """``lm`` as a member (``wash.engine.members``): a loaded model is read here, a member where it runs."""
+    from wash.engine.members import LocalMember
+    from wash.engine.models import LoadedModel
+
+    return LocalMember(lm) if isinstance(lm, LoadedModel) else lm
 
 
 def serve_rows(logits: torch.Tensor, invalid: torch.Tensor, prof: Any) -> torch.Tensor:
@@ -127,7 +135,8 @@ def read_text(lm: Any, text: str, profile: str = "paper") -> ServedText:
 
 
 def read_ids(lm: Any, ids: list[int], profile: str = "paper") -> ServedText:
-    """``read_text`` of ids already in ``lm``'s vocabulary."""
+    """``read_text`` of ids already in ``lm``'s vocabulary (``lm``: a loaded model or a member)."""
+    lm = _member(lm)
     prof = serving_profile(profile)
     ids = [int(i) for i in ids]
     lead = [lm.bos_id] if lm.bos_id is not None else []
@@ -138,9 +147,7 @@ def read_ids(lm: Any, ids: list[int], profile: str = "paper") -> ServedText:
     rows = np.full((T, 1), -1, dtype=np.int64)
     vals = np.full((T, 1), -np.inf)
     if T and len(seq) > 1:
-        with torch.inference_mode():
-            x = torch.tensor([seq[:-1]], device=lm.device)
-            logits = lm.model(input_ids=x).logits[0].float().cpu()
+        logits = lm.position_logits(seq[:-1])
         # logits[j] is the law of seq[j + 1]; the text's token t is seq[len(lead) + t]
         first = int(np.argmax(has_law))
         served = serve_rows(logits[len(lead) - 1 + first:], invalid, prof)
