@@ -457,11 +457,19 @@ def _log_preload(message: str) -> None:
 
 def main() -> None:
     limit_malloc_arenas()  # opt-in, before any thread allocates (wash/ui/settings.py says why)
-    # Loading starts before the UI is even built: the first click should find the models ready.
-    preload = start_preload(app_models(), echo=_log_preload)
+    preload = start_preload(app_models(), echo=_log_preload, start=False)
     demo = build_demo(preload)
+    # Loading starts as soon as the server answers, not before: ``launch`` checks that localhost
+    # answers with one HEAD request of at most 3 s (gradio.networking.url_ok) and, if not, stops
+    # with "When localhost is not accessible, a shareable link must be created". A model load
+    # running in this process meanwhile (GIL-bound weight loading, torch threads on every core)
+    # held that request past 3 s on a busy machine. The server starts in a second or two, so the
+    # first click still finds the models loading or ready.
     demo.launch(server_name=env.server_name(), server_port=env.server_port(), css=CSS,
-                ssr_mode=False, show_error=True, state_session_capacity=sessions.SESSION_CAPACITY)
+                ssr_mode=False, show_error=True, state_session_capacity=sessions.SESSION_CAPACITY,
+                prevent_thread_lock=True)
+    preload.start()
+    demo.block_thread()
 
 
 if __name__ == "__main__":

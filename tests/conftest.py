@@ -119,3 +119,29 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         yield b
         b.close()
+
+
+def _xdist_workers() -> int:
+    """How many xdist workers run the suite (0 outside xdist; set in each worker's environment)."""
+    return int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 0)
+
+
+def pytest_configure(config):
+    """With two or more xdist workers, torch runs on one thread in each worker and in every process
+    a test starts (``OMP_NUM_THREADS`` is inherited).
+
+    Two workers on a 2-core machine, each with torch's default of one OpenMP thread per core, put
+    four busy threads on two cores, and an idle OpenMP thread spins at its barrier before it
+    sleeps. Measured on the real-model browser test (``test_browser_real_models_paper_preset``,
+    whose app process runs three providers over Gemma's 262k vocabulary): 297 s with the default,
+    72 s with ``OMP_NUM_THREADS=1``, back to back at load 10-11 (2026-11-28). The model forwards
+    already ran on one thread each (``wash.engine.parallel``); the rest (schemes' permutations,
+    softmax over the vocabulary, detection) now does too. A test that needs other settings
+    passes its own environment (the experiments' workers set theirs, ``forward_env``).
+    """
+    import sys
+
+    if _xdist_workers() >= 2:
+        os.environ["OMP_NUM_THREADS"] = "1"
+        if "torch" in sys.modules:  # imported before this hook: set it there as well
+            sys.modules["torch"].set_num_threads(1)

@@ -147,7 +147,7 @@ def measure(args: argparse.Namespace) -> dict:
             open_lesson(page)
             for _ in range(args.rounds):
                 before = uptime_line()
-                steps = walk(page, args.step_timeout)
+                steps = walk(page, args.step_timeout, [int(n) for n in args.steps.split(",") if n.strip()])
                 rounds.append({"uptime_before": before, "uptime_after": uptime_line(), "steps": steps})
             browser.close()
         client = Client(url, verbose=False)
@@ -212,6 +212,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m tools.lesson_time", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", default="docs/bench-lesson.json", help="JSON written (relative to the repo root)")
     parser.add_argument("--rounds", type=int, default=2, help="walks through every step, timed (default 2)")
+    parser.add_argument("--steps", default="",
+                        help="the steps a round walks, e.g. 1,4 (default: every step; a quick check of the script)")
     parser.add_argument("--seeds", default="0,1,2,3,4",
                         help="seeds each generation step runs over through /generate (empty: none)")
     parser.add_argument("--append", action="store_true",

@@ -150,14 +150,16 @@ def warm_up(models: Sequence[str], say: Progress) -> None:
     generate(config)
 
 
-def start_preload(models: Sequence[str], echo: Progress | None = None) -> Preload:
+def start_preload(models: Sequence[str], echo: Progress | None = None, start: bool = True) -> Preload:
     """Start loading (and warming up) the app's models in a background thread; the default models
-    this machine cannot load are named (``settings.missing_models``), on the page and to ``echo``."""
+    this machine cannot load are named (``settings.missing_models``), on the page and to ``echo``.
+    ``start=False`` returns it unstarted, for a caller that must start it later (``app.main``)."""
     names = list(dict.fromkeys(models))
     missing = missing_models()
     for name, why in missing.items() if echo is not None else ():
         echo(f"{name}: not offered here: {why}")
-    return Preload(names, then=lambda say: warm_up(names, say), echo=echo, missing=missing).start()
+    preload = Preload(names, then=lambda say: warm_up(names, say), echo=echo, missing=missing)
+    return preload.start() if start else preload
 
 
 def preload_markdown(preload: Preload | None) -> str:
