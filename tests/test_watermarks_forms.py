@@ -348,6 +348,8 @@ def test_null_calibration_edit_variants(variant: str, tiny_smollm2) -> None:
 
 # -- power on the real model (e2e) ----------------------------------------------------------
 #: (scheme, spec params) -> the detectors that must flag 200 tokens of one provider alone.
+#: The ``:default`` rows are also the default forms' power test (ours on the ids and the engine's
+#: verdict on the text), which tests/test_watermarks_sampling.py keeps for SynthID only.
 POWER = [
     ("aar", "form=soft"),
     ("aar", ""),
