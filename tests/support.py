@@ -115,3 +115,14 @@ def without_modules(folder: Path, *modules: str) -> dict[str, str]:
     (folder / "sitecustomize.py").write_text(
         "import sys\n" + "".join(f"sys.modules[{m!r}] = None  # not installed\n" for m in modules))
     return {"PYTHONPATH": str(folder)}
+
+
+# -- one provider's power on the real model ------------------------------------------------
+def key_and_next_key_z(lm: Any, scheme_name: str, key: int, tokens: tuple[int, ...]) -> tuple[float, float]:
+    """z of ``tokens`` (generated after ``PROMPT``) under ``key`` and under ``key + 1``: the power
+    tests need the first above 4 and the second below it (another key sees nothing)."""
+    from wash.watermarks import build_scheme
+
+    prompt = lm.encode_prompt(PROMPT)
+    return tuple(build_scheme(scheme_name, k, lm.vocab_size).detect(list(tokens), prefix=prompt).z
+                 for k in (key, key + 1))
