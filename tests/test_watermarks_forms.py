@@ -349,10 +349,11 @@ def test_null_calibration_edit_variants(variant: str, tiny_smollm2) -> None:
 # -- power on the real model (e2e) ----------------------------------------------------------
 #: (scheme, spec params) -> the detectors that must flag 200 tokens of one provider alone.
 #: The ``:default`` rows are also the default forms' power test (ours on the ids and the engine's
-#: verdict on the text), which tests/test_watermarks_sampling.py keeps for SynthID only.
+#: verdict on the text), which tests/test_watermarks_sampling.py keeps for SynthID only. AAR's
+#: default form runs in tests/test_interop_markllm_sampling.py, whose MarkLLM check reads the
+#: same generation (``check_power_of_form("aar", "", ...)``).
 POWER = [
     ("aar", "form=soft"),
-    ("aar", ""),
     ("exp-edit", "form=soft"),
     ("exp-edit", ""),
     ("its-edit", "permutation=shared"),
@@ -360,15 +361,16 @@ POWER = [
 ]
 
 
-@pytest.mark.e2e
-@pytest.mark.parametrize("name, params", POWER, ids=[f"{n}:{p or 'default'}" for n, p in POWER])
-def test_single_provider_power_of_forms_and_release_detectors(name: str, params: str, smollm2) -> None:
+def check_power_of_form(name: str, params: str, lm):
+    """Ours (z > 4 on the ids), the engine's verdict on the text (z > 4) and the release's
+    detector (flags AAR; EXP-Edit at its floor p = 1/101; misses ITS-Edit) on 200 tokens of
+    one provider alone on the real SmolLM2. Returns the generation (``single_provider_run``)."""
     result, prompt_ids, _ = single_provider_run("smollm2", name, POWER_KEYS[name], params=params)
     ids = result.model_ids["smollm2"]
     assert len(ids) == 200, f"generation stopped after {len(ids)} tokens ({result.finish_reason})"
     given = dict(item.split("=") for item in params.split(",") if item)
-    ours = build_scheme(name, POWER_KEYS[name], smollm2.vocab_size, given).detect(ids, prefix=prompt_ids)
-    release = build_scheme(name, POWER_KEYS[name], smollm2.vocab_size, {**given, **RELEASE}).detect(
+    ours = build_scheme(name, POWER_KEYS[name], lm.vocab_size, given).detect(ids, prefix=prompt_ids)
+    release = build_scheme(name, POWER_KEYS[name], lm.vocab_size, {**given, **RELEASE}).detect(
         ids, prefix=prompt_ids)
     print(f"\n{name}:{params or 'default'}: ours z {ours.z:.2f}, release z {release.z:.2f} p {release.p:.3g}; "
           f"engine z on text {result.detection[0].z:.2f}")
@@ -381,3 +383,10 @@ def test_single_provider_power_of_forms_and_release_detectors(name: str, params:
     else:
         # the release's ITS test does not flag it (measured p 0.66 shared, 0.60 per-position)
         assert release.p > 0.05 and release.z < 4
+    return result
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("name, params", POWER, ids=[f"{n}:{p or 'default'}" for n, p in POWER])
+def test_single_provider_power_of_forms_and_release_detectors(name: str, params: str, smollm2) -> None:
+    check_power_of_form(name, params, smollm2)

@@ -18,9 +18,10 @@ What is checked, and why each check can fail:
   their p-value (a Gumbel tail fitted to the null statistics) must be < 0.05 for ~5 %.
 * power (e2e, real SmolLM2-135M through ``wash.engine.ensemble.generate`` mode "single"):
   200 watermarked tokens give z > 4, on the ids and on the text: SynthID here; AAR,
-  ITS-Edit and EXP-Edit in their default forms in tests/test_watermarks_forms.py (its
-  ``:default`` rows: the same generation and the same two assertions, beside the
-  release's detector), so each 200-token generation and its detection run once.
+  ITS-Edit and EXP-Edit in their default forms by tests/test_watermarks_forms.py's
+  ``check_power_of_form`` (the same generation and the same two assertions, beside the
+  release's detector; AAR's from tests/test_interop_markllm_sampling.py beside MarkLLM's),
+  so each 200-token generation and its detection run once.
 """
 
 from __future__ import annotations
