@@ -17,8 +17,8 @@ What is checked, and why each check can fail:
   edit schemes use 24-token texts and T = 99 random keys there to stay affordable, and
   their p-value (a Gumbel tail fitted to the null statistics) must be < 0.05 for ~5 %.
 * power (e2e, real SmolLM2-135M through ``wash.engine.ensemble.generate`` mode "single"):
-  200 watermarked tokens give z > 4, on the ids and on the text: SynthID here; AAR,
-  ITS-Edit and EXP-Edit in their default forms by tests/test_watermarks_forms.py's
+  watermarked tokens give z > 4, on the ids and on the text: SynthID here (100 tokens); AAR,
+  ITS-Edit and EXP-Edit (200) in their default forms by tests/test_watermarks_forms.py's
   ``check_power_of_form`` (the same generation and the same two assertions, beside the
   release's detector; AAR's from tests/test_interop_markllm_sampling.py beside MarkLLM's),
   so each 200-token generation and its detection run once.
@@ -405,9 +405,12 @@ def single_provider_run(model: str, name: str, key: int, n_new: int = 200, seed:
 @pytest.mark.e2e
 @pytest.mark.parametrize("name", sorted(set(SCHEMES) - set(POINT_MASS)))  # the others: test_watermarks_forms.py
 def test_single_provider_power_on_smollm2(name: str, smollm2) -> None:
-    result, prompt_ids, gen_s = single_provider_run("smollm2", name, POWER_KEYS[name])
+    # 100 tokens, not 200: SynthID's z on the ids measured 15.3 on 100 tokens (23.5 on 200),
+    # 3.8 times the threshold; growing as sqrt(n), z reaches 4 near 7 tokens.
+    n = 100
+    result, prompt_ids, gen_s = single_provider_run("smollm2", name, POWER_KEYS[name], n_new=n)
     ids = result.model_ids["smollm2"]
-    assert len(ids) == 200, f"generation stopped after {len(ids)} tokens ({result.finish_reason})"
+    assert len(ids) == n, f"generation stopped after {len(ids)} tokens ({result.finish_reason})"
     scheme = build_scheme(name, POWER_KEYS[name], smollm2.vocab_size)
     start = time.perf_counter()
     on_ids = scheme.detect(ids, prefix=prompt_ids)
