@@ -122,7 +122,9 @@ def test_we_detect_markllm_exp_text(tmp_path: Path, smollm2) -> None:
 
     tc = TransformersConfig(model=smollm2.model, tokenizer=smollm2.tokenizer, vocab_size=smollm2.vocab_size,
                             device="cpu")
-    config = _exp_config(tmp_path / "exp.json")
+    # 80 tokens, not 200: our z measured 14.2 on MarkLLM's first 80 (22.0 on 200), 3.5 times
+    # the threshold; growing as sqrt(n), z reaches 4 near 7 tokens.
+    config = _exp_config(tmp_path / "exp.json", sequence_length=80)
     markllm = AutoWatermark.load("EXP", algorithm_config=config, transformers_config=tc)
     text = markllm.generate_watermarked_text(PROMPT)  # deterministic: no sampling randomness
     detection = build_scheme("aar", KEY, smollm2.vocab_size).detect(smollm2.encode(text))
