@@ -137,3 +137,14 @@ def spy_on_generate(monkeypatch, hook):
     monkeypatch.setattr(wash.engine.ensemble, "generate", spy)
     monkeypatch.setattr(wash.engine, "generate", spy)
     return spy
+
+
+# -- one provider's power on the real model ------------------------------------------------
+def key_and_next_key_z(lm: Any, scheme_name: str, key: int, tokens: tuple[int, ...]) -> tuple[float, float]:
+    """z of ``tokens`` (generated after ``PROMPT``) under ``key`` and under ``key + 1``: the power
+    tests need the first above 4 and the second below it (another key sees nothing)."""
+    from wash.watermarks import build_scheme
+
+    prompt = lm.encode_prompt(PROMPT)
+    return tuple(build_scheme(scheme_name, k, lm.vocab_size).detect(list(tokens), prefix=prompt).z
+                 for k in (key, key + 1))

@@ -3,7 +3,8 @@
 * cheap: our green lists equal MarkLLM's ``KGWUtils`` / ``UnigramUtils`` lists, for
   every context reduction, several context widths and both real vocabulary sizes;
   ``biased-kgw`` equals MarkLLM's KGW with prefix_length 0;
-* e2e: text our provider generates is flagged by MarkLLM's detector, and text
+* e2e: text our provider generates is flagged by MarkLLM's detector and by ours (the
+  power test of kgw and unigram, test_watermarks_greenlist.py's for the others), and text
   MarkLLM's watermarked generation produces is flagged by ours, on the real
   SmolLM2; on the same token ids our all-token z (``skip_repeated=false``; by default
   each (context, token) pair counts once) equals MarkLLM's score.
@@ -107,9 +108,12 @@ CASES = [("kgw", "KGW", _kgw_config), ("unigram", "Unigram", _unigram_config)]
 @pytest.mark.parametrize("ours_name,their_name,write_config", CASES)
 def test_our_text_is_detected_by_markllm(tmp_path: Path, smollm2, ours_name: str, their_name: str,
                                          write_config) -> None:
-    from support import watermarked_tokens
+    from support import key_and_next_key_z, watermarked_tokens
 
     tokens = list(watermarked_tokens("smollm2", ours_name, KEY, 200, seed=7))
+    z, other_key_z = key_and_next_key_z(smollm2, ours_name, KEY, tuple(tokens))
+    print(f"{ours_name} -> ours: z={z:.2f}, next key z={other_key_z:.2f}")
+    assert z > 4.0 and other_key_z < 4.0  # our own power test of this scheme
     text = smollm2.tokenizer.decode(tokens)
     theirs = _markllm(their_name, write_config(tmp_path / "cfg.json"), smollm2)
     verdict = theirs.detect_watermark(text)

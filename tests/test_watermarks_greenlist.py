@@ -17,7 +17,8 @@ What is checked, and why it could fail:
 * DiPMark is unbiased over keys (Monte Carlo mean of p_i = the base distribution)
   while KGW, checked the same way, is measurably not (so the check has power);
 * power (e2e): 200 tokens from the real SmolLM2 watermarked by one provider give
-  z > 4 for every scheme.
+  z > 4 for every scheme (kgw and unigram in test_interop_markllm_greenlist.py, whose
+  test reads the same generation with MarkLLM's detector too).
 Torch runs single-threaded here: on this shared 2-core machine the small
 per-token ops (randperm of the vocabulary, softmax) are ~20x slower with 2 threads.
 """
@@ -331,16 +332,11 @@ def test_kgw_is_not_unbiased_over_keys() -> None:
 # -- power on the real model ------------------------------------------------------------------
 # (the ``smollm2`` fixture is conftest's: the real SmolLM2-135M, loaded once per session)
 @pytest.mark.e2e
-@pytest.mark.parametrize("name", GREEN_SCHEMES)
+@pytest.mark.parametrize("name", [n for n in GREEN_SCHEMES if n not in ("kgw", "unigram")])  # those: interop
 def test_single_provider_is_detected(name: str, smollm2) -> None:
-    from support import PROMPT, watermarked_tokens
+    from support import key_and_next_key_z, watermarked_tokens
 
-    scheme = build_scheme(name, KEY, smollm2.vocab_size)
-    prompt = smollm2.encode_prompt(PROMPT)
-    tokens = list(watermarked_tokens("smollm2", name, KEY, 200, seed=7))
-    det = scheme.detect(tokens, prefix=prompt)
-    print(f"{name}: z={det.z:.2f} ({det.note})")
-    assert det.z > 4.0
-    # another key sees nothing
-    other = build_scheme(name, KEY + 1, smollm2.vocab_size).detect(tokens, prefix=prompt)
-    assert other.z < 4.0
+    z, other = key_and_next_key_z(smollm2, name, KEY, watermarked_tokens("smollm2", name, KEY, 200, seed=7))
+    print(f"{name}: z={z:.2f}, next key z={other:.2f}")
+    assert z > 4.0
+    assert other < 4.0  # another key sees nothing

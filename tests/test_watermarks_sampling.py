@@ -11,13 +11,17 @@ What is checked, and why each check can fail:
   vocabulary; the picked-token counts of the point-mass schemes pass a chi-square
   test against the base distribution, SynthID's key-averaged law is within a few
   standard errors of it (and single keys are far from it, so the test has power).
-* null calibration: >= 500 sequences per scheme, half uniform random ids, half real
+* null calibration: 600 sequences per hashing scheme, 300 per edit scheme, half uniform random ids, half real
   English (Python standard-library docstrings, always present offline) tokenised by
   the real SmolLM2 tokenizer: mean z ~ 0, sd ~ 1, z > 4 in under 0.5 % of them. The
   edit schemes use 24-token texts and T = 99 random keys there to stay affordable, and
   their p-value (a Gumbel tail fitted to the null statistics) must be < 0.05 for ~5 %.
 * power (e2e, real SmolLM2-135M through ``wash.engine.ensemble.generate`` mode "single"):
-  200 watermarked tokens give z > 4 for every scheme, on the ids and on the text.
+  watermarked tokens give z > 4, on the ids and on the text: SynthID here (100 tokens); AAR,
+  ITS-Edit and EXP-Edit (200) in their default forms by tests/test_watermarks_forms.py's
+  ``check_power_of_form`` (the same generation and the same two assertions, beside the
+  release's detector; AAR's from tests/test_interop_markllm_sampling.py beside MarkLLM's),
+  so each 200-token generation and its detection run once.
 """
 
 from __future__ import annotations
@@ -291,21 +295,28 @@ def test_null_calibration_edit_schemes(name: str, tiny_smollm2) -> None:
     lm = tiny_smollm2
     T = 99
     scheme = build_scheme(name, 42, lm.vocab_size, {"n_permutations": str(T)})
-    texts = _null_texts(lm, 500, 24, seed=2)
+    # 300 texts: the count of p-values below 0.05 is Binomial(300, 0.05), 15 +- 3.8, and
+    # 4 <= count <= 28 fails a calibrated detector with probability 0.08 % (500 texts with
+    # 10..42: 0.06 %); P(z > 4) = 3e-5 under N(0, 1) makes 2 of 300 above 4 a failure.
+    texts = _null_texts(lm, 300, 24, seed=2)
     scheme.key_values(sorted({t for text in texts for t in text}))  # one pass over the key rows
     detections = [scheme.detect(t) for t in texts]
+    z = [d.z for d in detections]
+    print(f"\n{name}: null z mean {sum(z) / len(z):.3f} max {max(z):.2f}, "
+          f"{sum(d.p < 0.05 for d in detections)} fitted p < 0.05")
     # z comes from a minimum-Gumbel law fitted to the T null statistics, which is
     # conservative in the far tail (the statistic's skewness, 0.55-0.8, is below the
     # Gumbel's 1.14): offline, 0 of 100,000 null draws and 0 of 2,700 English windows
     # reached z > 4. The Gaussian standardisation it replaced had P(z > 4) = 0.1-0.3 %.
-    _check_null([d.z for d in detections], mean_tol=0.2, sd_range=(0.85, 1.2))
+    _check_null(z, mean_tol=0.2, sd_range=(0.85, 1.2))
     # the fitted p is calibrated where it is tested: P(p < 0.05) measured 4.6-5.0 %
     low_fit = sum(d.p < 0.05 for d in detections)
-    assert 10 <= low_fit <= 42, f"{low_fit} of 500 fitted p-values < 0.05 (expected 25 +- 5)"
+    assert 4 <= low_fit <= 28, f"{low_fit} of 300 fitted p-values < 0.05 (expected 15 +- 4)"
     # the exact permutation p-value is uniform on {1/100, ..., 1}: P(p <= 0.05) = 0.05
     p_perm = [float(re.search(r"permutation p=([0-9.e-]+)", d.note).group(1)) for d in detections]
     low = sum(p <= 0.05 + 1e-9 for p in p_perm)
-    assert 10 <= low <= 42, f"{low} of 500 permutation p-values <= 0.05 (expected 25 +- 5)"
+    print(f"{name}: {low} permutation p-values <= 0.05")
+    assert 4 <= low <= 28, f"{low} of 300 permutation p-values <= 0.05 (expected 15 +- 4)"
 
 
 def test_gumbel_min_tail_matches_scipy_and_the_moments() -> None:
@@ -392,11 +403,14 @@ def single_provider_run(model: str, name: str, key: int, n_new: int = 200, seed:
 
 
 @pytest.mark.e2e
-@pytest.mark.parametrize("name", SCHEMES)
+@pytest.mark.parametrize("name", sorted(set(SCHEMES) - set(POINT_MASS)))  # the others: test_watermarks_forms.py
 def test_single_provider_power_on_smollm2(name: str, smollm2) -> None:
-    result, prompt_ids, gen_s = single_provider_run("smollm2", name, POWER_KEYS[name])
+    # 100 tokens, not 200: SynthID's z on the ids measured 15.3 on 100 tokens (23.5 on 200),
+    # 3.8 times the threshold; growing as sqrt(n), z reaches 4 near 7 tokens.
+    n = 100
+    result, prompt_ids, gen_s = single_provider_run("smollm2", name, POWER_KEYS[name], n_new=n)
     ids = result.model_ids["smollm2"]
-    assert len(ids) == 200, f"generation stopped after {len(ids)} tokens ({result.finish_reason})"
+    assert len(ids) == n, f"generation stopped after {len(ids)} tokens ({result.finish_reason})"
     scheme = build_scheme(name, POWER_KEYS[name], smollm2.vocab_size)
     start = time.perf_counter()
     on_ids = scheme.detect(ids, prefix=prompt_ids)
