@@ -39,10 +39,8 @@ import pytest
 import torch
 
 from wash.watermarks import build_scheme, hashing
+from support import PROMPT, levenshtein as cost_levenshtein, markllm_exp_config, MARKLLM_EXP_KEY as EXP_KEY
 
-from test_interop_markllm_sampling import KEY as EXP_KEY
-from test_interop_markllm_sampling import _exp_config
-from test_watermarks_sampling import PROMPT, _levenshtein
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -123,7 +121,7 @@ def test_levenshtein_stand_in_is_the_dp(gamma: float) -> None:
         x, y = torch.rand(n, generator=g).tolist(), torch.rand(m, generator=g).tolist()
         cost = [[abs(a - b) for b in y] for a in x]
         if n == m:
-            assert levenshtein(x, y, gamma) == pytest.approx(_levenshtein(cost, gamma), abs=1e-9)
+            assert levenshtein(x, y, gamma) == pytest.approx(cost_levenshtein(cost, gamma), abs=1e-9)
         # a general rectangle, straight from the recurrence
         a = [[0.0] * (m + 1) for _ in range(n + 1)]
         for i in range(n + 1):
@@ -195,7 +193,7 @@ def test_markllm_itsedit_detects_our_shared_text(tmp_path: Path, tiny_smollm2) -
 
 def test_markllm_exp_detects_our_soft_aar_text(tmp_path: Path, tiny_smollm2) -> None:
     lm = tiny_smollm2
-    markllm = _markllm(lm, "EXP", Path(_exp_config(tmp_path / "exp.json", sequence_length=60)))
+    markllm = _markllm(lm, "EXP", Path(markllm_exp_config(tmp_path / "exp.json", sequence_length=60)))
     verdict = markllm.detect_watermark(_our_text("tiny-smollm2", f"aar:{EXP_KEY}:form=soft", 60))
     print(f"\nMarkLLM EXP on our soft AAR text: p = {verdict['score']:.3g}")
     assert verdict["is_watermarked"] and verdict["score"] < 1e-4
@@ -203,7 +201,7 @@ def test_markllm_exp_detects_our_soft_aar_text(tmp_path: Path, tiny_smollm2) -> 
 
 def test_release_aar_detector_reads_markllm_exp_text(tmp_path: Path, tiny_smollm2) -> None:
     lm = tiny_smollm2
-    markllm = _markllm(lm, "EXP", Path(_exp_config(tmp_path / "exp.json", sequence_length=60)))
+    markllm = _markllm(lm, "EXP", Path(markllm_exp_config(tmp_path / "exp.json", sequence_length=60)))
     ids = lm.encode(markllm.generate_watermarked_text(STORY))
     release = build_scheme("aar", EXP_KEY, lm.vocab_size, {"detector": "release"}).detect(ids)
     print(f"\nrelease AAR detector on MarkLLM EXP text ({release.tokens_scored} scored): z = {release.z:.2f}")

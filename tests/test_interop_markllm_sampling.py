@@ -19,7 +19,6 @@ imported.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from types import SimpleNamespace
@@ -29,8 +28,8 @@ import pytest
 import torch
 
 from wash.watermarks import build_scheme
+from support import POWER_KEYS, PROMPT, check_power_of_form, markllm_exp_config, MARKLLM_EXP_KEY as KEY
 
-KEY = 15485863  # MarkLLM's default EXP hash_key
 SMOLLM2_V = 49152
 GEMMA3_V = 262144
 
@@ -42,12 +41,6 @@ def _exp_utils(vocab_size: int, key: int = KEY):
     from markllm.watermark.exp.exp import EXPUtils
 
     return EXPUtils(SimpleNamespace(prefix_length=4, hash_key=key, vocab_size=vocab_size, top_k=0))
-
-
-def _exp_config(path: Path, key: int = KEY, sequence_length: int = 200) -> str:
-    path.write_text(json.dumps({"algorithm_name": "EXP", "prefix_length": 4, "hash_key": key,
-                                "threshold": 1e-4, "sequence_length": sequence_length, "top_k": 0}))
-    return str(path)
 
 
 @pytest.mark.parametrize("v", [SMOLLM2_V, GEMMA3_V])
@@ -84,7 +77,7 @@ def test_same_text_same_score_as_markllm(tmp_path: Path, tiny_smollm2) -> None:
 
     lm = tiny_smollm2
     tc = TransformersConfig(model=lm.model, tokenizer=lm.tokenizer, vocab_size=lm.vocab_size, device="cpu")
-    config = _exp_config(tmp_path / "exp.json", sequence_length=40)
+    config = markllm_exp_config(tmp_path / "exp.json", sequence_length=40)
     markllm = AutoWatermark.load("EXP", algorithm_config=config, transformers_config=tc)
     text = markllm.generate_watermarked_text("A short story about a cat who")
     ids = lm.encode(text)
@@ -98,14 +91,12 @@ def test_same_text_same_score_as_markllm(tmp_path: Path, tiny_smollm2) -> None:
 def test_markllm_detects_our_provider(tmp_path: Path, smollm2) -> None:
     from markllm.utils.transformers_config import TransformersConfig
     from markllm.watermark.auto_watermark import AutoWatermark
-    from test_watermarks_forms import check_power_of_form
-    from test_watermarks_sampling import POWER_KEYS
 
     assert POWER_KEYS["aar"] == KEY
     result = check_power_of_form("aar", "", smollm2)  # AAR's default form's power test, same text
     tc = TransformersConfig(model=smollm2.model, tokenizer=smollm2.tokenizer, vocab_size=smollm2.vocab_size,
                             device="cpu")
-    config = _exp_config(tmp_path / "exp.json")
+    config = markllm_exp_config(tmp_path / "exp.json")
     markllm = AutoWatermark.load("EXP", algorithm_config=config, transformers_config=tc)
     verdict = markllm.detect_watermark(result.text)
     n = len(result.model_ids["smollm2"])
@@ -118,13 +109,12 @@ def test_we_detect_markllm_exp_text(tmp_path: Path, smollm2) -> None:
     from markllm.utils.transformers_config import TransformersConfig
     from markllm.watermark.auto_watermark import AutoWatermark
 
-    from test_watermarks_sampling import PROMPT
 
     tc = TransformersConfig(model=smollm2.model, tokenizer=smollm2.tokenizer, vocab_size=smollm2.vocab_size,
                             device="cpu")
     # 80 tokens, not 200: our z measured 14.2 on MarkLLM's first 80 (22.0 on 200), 3.5 times
     # the threshold; growing as sqrt(n), z reaches 4 near 7 tokens.
-    config = _exp_config(tmp_path / "exp.json", sequence_length=80)
+    config = markllm_exp_config(tmp_path / "exp.json", sequence_length=80)
     markllm = AutoWatermark.load("EXP", algorithm_config=config, transformers_config=tc)
     text = markllm.generate_watermarked_text(PROMPT)  # deterministic: no sampling randomness
     detection = build_scheme("aar", KEY, smollm2.vocab_size).detect(smollm2.encode(text))

@@ -42,15 +42,14 @@ from scipy import stats
 from wash.watermarks import build_scheme, hashing
 from wash.watermarks.keyseq import EditState
 from wash.watermarks.scoring import z_from_p
+from support import (RELEASE_DETECTOR as RELEASE, check_null, check_power_of_form, expected_point_mass, levenshtein,
+                     null_texts, synthetic_generation)
 
-from test_watermarks_sampling import (POWER_KEYS, _check_null, _expected_point_mass, _levenshtein, _null_texts,
-                                      _synthetic_generation, single_provider_run)
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
 SOFT = {"form": "soft"}
 SHARED = {"permutation": "shared"}
-RELEASE = {"detector": "release"}
 
 
 def _toy_logits(v: int, seed: int) -> torch.Tensor:
@@ -168,7 +167,7 @@ def test_shared_permutation_is_one_order_at_every_position() -> None:
         logits = torch.randn(v, generator=g) * 2
         ids = [1, 2] + [3] * step
         token = int(shared.distribution(logits, ids, 2, state).argmax())
-        assert token == _expected_point_mass(shared, logits, ids, 2, state)  # CDF walk in pi's order to u_k
+        assert token == expected_point_mass(shared, logits, ids, 2, state)  # CDF walk in pi's order to u_k
 
 
 def test_shared_permutation_is_unbiased_over_keys() -> None:
@@ -242,7 +241,7 @@ def test_release_its_dp_is_the_diagonal_sum(gamma: float) -> None:
     g = torch.Generator().manual_seed(int(gamma * 10))
     for m in (1, 4, 9):
         c = (torch.log1p(-torch.rand(m, generator=g))).tolist()
-        assert _levenshtein([[c[i]] * m for i in range(m)], gamma) == pytest.approx(sum(c), abs=1e-9)
+        assert levenshtein([[c[i]] * m for i in range(m)], gamma) == pytest.approx(sum(c), abs=1e-9)
 
 
 def test_release_its_statistic_by_hand() -> None:
@@ -263,7 +262,7 @@ def test_release_its_statistic_by_hand() -> None:
 def test_release_edit_verdicts_stay_within_the_permutation_test() -> None:
     v = 5000
     scheme = build_scheme("exp-edit", 8, v, {**RELEASE, "n_permutations": "49"})
-    tokens, _ = _synthetic_generation(scheme, 60, seed=3, v=v)
+    tokens, _ = synthetic_generation(scheme, 60, seed=3, v=v)
     flagged = scheme.detect(tokens)
     assert flagged.p == pytest.approx(1 / 50) and flagged.z == pytest.approx(z_from_p(1 / 50))
     assert flagged.statistic == pytest.approx(-math.log10(1 / 50))
@@ -285,8 +284,8 @@ def test_its_detectors_on_synthetic_generations(permutation: str) -> None:
     release = build_scheme("its-edit", 8, v, {"permutation": permutation, "n_permutations": "49", **RELEASE})
     release_p = []
     for seed in range(6):
-        tokens, offset = _synthetic_generation(ours, 60, seed=seed, v=v)
-        assert _synthetic_generation(release, 60, seed=seed, v=v) == (tokens, offset)  # same generator
+        tokens, offset = synthetic_generation(ours, 60, seed=seed, v=v)
+        assert synthetic_generation(release, 60, seed=seed, v=v) == (tokens, offset)  # same generator
         detection = ours.detect(tokens)
         assert detection.z > 5 and f"best offset {offset}" in detection.note
         release_p.append(release.detect(tokens).p)
@@ -299,13 +298,13 @@ def test_its_detectors_on_synthetic_generations(permutation: str) -> None:
 def test_null_calibration_release_aar(tiny_smollm2) -> None:
     lm = tiny_smollm2
     scheme = build_scheme("aar", 15485863, lm.vocab_size, RELEASE)
-    detections = [scheme.detect(t) for t in _null_texts(lm, 600, 40, seed=1)]
+    detections = [scheme.detect(t) for t in null_texts(lm, 600, 40, seed=1)]
     assert min(d.tokens_scored for d in detections) >= 20
     # A t statistic of Exp(1) scores is left-skewed: simulated at n = 40, mean z -0.17 and
     # sd 1.11, a lighter right tail than the Gaussian (P(z > 4) under 1e-5).
     z = torch.tensor([d.z for d in detections], dtype=torch.float64)
     assert -0.45 < float(z.mean()) < 0.1, float(z.mean())
-    _check_null(z.tolist(), mean_tol=0.45, sd_range=(0.9, 1.35))
+    check_null(z.tolist(), mean_tol=0.45, sd_range=(0.9, 1.35))
 
 
 EDIT_VARIANTS = {
@@ -325,7 +324,7 @@ def test_null_calibration_edit_variants(variant: str, tiny_smollm2) -> None:
     name, params = EDIT_VARIANTS[variant]
     lm = tiny_smollm2
     T = 99
-    texts = _null_texts(lm, 300, 24, seed=2)
+    texts = null_texts(lm, 300, 24, seed=2)
     detections = [build_scheme(name, 42 + i, lm.vocab_size, {**params, "n_permutations": str(T), "keylen": "105"})
                   .detect(t) for i, t in enumerate(texts)]
     if params.get("detector") == "release":
@@ -337,7 +336,7 @@ def test_null_calibration_edit_variants(variant: str, tiny_smollm2) -> None:
     else:
         z = torch.tensor([d.z for d in detections], dtype=torch.float64)
         print(f"\n{variant}: null z mean {float(z.mean()):.3f} sd {float(z.std()):.3f} max {float(z.max()):.2f}")
-        _check_null(z.tolist(), mean_tol=0.2, sd_range=(0.85, 1.2))
+        check_null(z.tolist(), mean_tol=0.2, sd_range=(0.85, 1.2))
         low_fit = sum(d.p < 0.05 for d in detections)
         assert 5 <= low_fit <= 27, f"{low_fit} of 300 fitted p-values < 0.05 (expected 15 +- 4)"
         p_perm = [float(re.search(r"permutation p=([0-9.e-]+)", d.note).group(1)) for d in detections]
@@ -363,31 +362,6 @@ POWER = [
     ("its-edit", "permutation=shared", 200),
     ("its-edit", "", 200),
 ]
-
-
-def check_power_of_form(name: str, params: str, lm, n_new: int = 200):
-    """Ours (z > 4 on the ids), the engine's verdict on the text (z > 4) and the release's
-    detector (flags AAR; EXP-Edit at its floor p = 1/101; misses ITS-Edit) on ``n_new`` tokens
-    of one provider alone on the real SmolLM2. Returns the generation (``single_provider_run``)."""
-    result, prompt_ids, _ = single_provider_run("smollm2", name, POWER_KEYS[name], n_new=n_new, params=params)
-    ids = result.model_ids["smollm2"]
-    assert len(ids) == n_new, f"generation stopped after {len(ids)} tokens ({result.finish_reason})"
-    given = dict(item.split("=") for item in params.split(",") if item)
-    ours = build_scheme(name, POWER_KEYS[name], lm.vocab_size, given).detect(ids, prefix=prompt_ids)
-    release = build_scheme(name, POWER_KEYS[name], lm.vocab_size, {**given, **RELEASE}).detect(
-        ids, prefix=prompt_ids)
-    print(f"\n{name}:{params or 'default'}: ours z {ours.z:.2f}, release z {release.z:.2f} p {release.p:.3g}; "
-          f"engine z on text {result.detection[0].z:.2f}")
-    assert ours.z > 4 and result.detection[0].z > 4
-    if name == "aar":
-        assert release.z > 4
-    elif name == "exp-edit":
-        # no random key aligns as well: the release's smallest p, and its largest z (2.33)
-        assert release.p == pytest.approx(1 / 101) and release.z < 4
-    else:
-        # the release's ITS test does not flag it (measured p 0.66 shared, 0.60 per-position)
-        assert release.p > 0.05 and release.z < 4
-    return result
 
 
 @pytest.mark.e2e

@@ -26,31 +26,24 @@ What is checked, and why each check can fail:
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import math
 import re
 import time
-from functools import lru_cache
-from typing import Sequence
 
 import pytest
 import torch
 from scipy import stats
 
-from wash.watermarks import build_scheme, hashing
-from wash.watermarks.aar import AAR
+from wash.watermarks import build_scheme
 from wash.watermarks.keyseq import EditState, gumbel_min_cdf, gumbel_min_fit, min_alignment_cost
 from wash.watermarks.its_edit import _random_injections
 from wash.watermarks.synthid import SynthID
+from support import (POWER_KEYS, check_null, expected_point_mass, levenshtein, null_texts, single_provider_run,
+                     synthetic_generation)
 
 SCHEMES = ("aar", "its-edit", "exp-edit", "synthid")
 POINT_MASS = ("aar", "its-edit", "exp-edit")
 EDIT = ("its-edit", "exp-edit")
-PROMPT = ("The old lighthouse keeper climbed the stairs one last time, and as the storm rolled in "
-          "over the harbour he began to tell the children the story of")
-#: Keys of the e2e power runs (AAR's is MarkLLM's default hash_key, for the interop tests).
-POWER_KEYS = {"aar": 15485863, "its-edit": 42, "exp-edit": 42, "synthid": 42}
 
 
 pytestmark = pytest.mark.usefixtures("single_thread")
@@ -67,26 +60,6 @@ def _logits(v: int, seed: int, scale: float = 2.0, masked: float = 0.5) -> torch
 
 
 # -- contract -----------------------------------------------------------------------------
-def _expected_point_mass(scheme, logits: torch.Tensor, ids: list[int], prompt_len: int, state) -> int:
-    """The token each rule picks, recomputed from the published rule, not the scheme's code path."""
-    p = torch.softmax(logits.double(), dim=-1)
-    if isinstance(scheme, AAR):  # MarkLLM EXP: argmax r ** (1/p), r seeded by key * prod(last 4) % V
-        prod = 1
-        for t in ids[-4:]:
-            prod *= t
-        r = hashing.uniforms(scheme.key * (prod % scheme.vocab_size), scheme.vocab_size).double()
-        return int(torch.argmax(r ** (1.0 / p)))
-    k = (state.offset + len(ids) - prompt_len) % scheme.params.keylen
-    row = scheme.row(k)
-    if scheme.name == "exp-edit":  # argmax xi_k ** (1/p)
-        return int(torch.argmax(row.double() ** (1.0 / p)))
-    # its-edit: walk the CDF in pi_k's order until it passes u_k
-    u, acc, total = float(scheme.u[k]), 0.0, float(p.sum())
-    for token in row.tolist():
-        acc += float(p[token])
-        if acc > u * total:
-            return token
-    raise AssertionError("CDF never passed u")
 
 
 @pytest.mark.parametrize("name", SCHEMES)
@@ -106,7 +79,7 @@ def test_distribution_is_a_probability_vector_and_respects_the_rule(name: str) -
         assert torch.equal(p, scheme.distribution(logits, ids, prompt_len, state)), "not pure"
         if name in POINT_MASS:
             assert scheme.point_mass and int((p > 0).sum()) == 1
-            assert int(p.argmax()) == _expected_point_mass(scheme, logits, ids, prompt_len, state)
+            assert int(p.argmax()) == expected_point_mass(scheme, logits, ids, prompt_len, state)
         else:
             assert not scheme.point_mass and int((p > 0).sum()) > 1
 
@@ -159,25 +132,13 @@ def test_synthid_leaves_repeated_contexts_unwatermarked_and_unscored() -> None:
     assert det.result().tokens_scored == len(generated)  # 10 pushed, the repeat unscored
 
 
-def _levenshtein(cost: list[list[float]], gamma: float) -> float:
-    m = len(cost)
-    a = [[0.0] * (m + 1) for _ in range(m + 1)]
-    for i in range(m + 1):
-        for j in range(m + 1):
-            if i == 0 or j == 0:
-                a[i][j] = (i + j) * gamma
-            else:
-                a[i][j] = min(a[i - 1][j] + gamma, a[i][j - 1] + gamma, a[i - 1][j - 1] + cost[i - 1][j - 1])
-    return a[m][m]
-
-
 @pytest.mark.parametrize("m,n", [(7, 5), (4, 9), (1, 3)])
 @pytest.mark.parametrize("gamma", [0.0, 0.4])
 def test_alignment_dp_equals_brute_force(m: int, n: int, gamma: float) -> None:
     cost = torch.rand(3, m, n, generator=torch.Generator().manual_seed(m * 10 + n)) - 0.6
     best, offset = min_alignment_cost(cost, gamma)
     for b in range(3):
-        per_offset = [_levenshtein(cost[b][:, (j + torch.arange(m)) % n].tolist(), gamma) for j in range(n)]
+        per_offset = [levenshtein(cost[b][:, (j + torch.arange(m)) % n].tolist(), gamma) for j in range(n)]
         assert float(best[b]) == pytest.approx(min(per_offset), abs=1e-5)
         assert per_offset[int(offset[b])] == pytest.approx(min(per_offset), abs=1e-5)
 
@@ -232,62 +193,17 @@ def test_synthid_is_unbiased_over_keys_but_each_key_moves_the_law() -> None:
 
 
 # -- null calibration -----------------------------------------------------------------------
-_DOC_MODULES = ("argparse", "collections", "json", "logging", "subprocess", "threading", "email.message",
-                "http.client", "unittest", "pathlib", "typing", "dataclasses", "functools", "itertools",
-                "inspect", "asyncio", "decimal", "fractions", "statistics", "textwrap", "csv", "sqlite3",
-                "zipfile", "tarfile", "shutil", "tempfile", "urllib.request", "calendar", "datetime",
-                "random",
-                "string", "heapq", "bisect", "enum", "contextlib", "queue", "socket", "difflib", "pprint",
-                "codecs", "configparser", "mailbox", "smtplib", "imaplib", "ftplib")
-
-
-@lru_cache(maxsize=1)
-def _english() -> str:
-    """Real unwatermarked English: long docstrings of standard-library modules and their members."""
-    docs: dict[str, None] = {}
-    for name in _DOC_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ImportError:
-            continue
-        for obj in [module] + [getattr(module, a) for a in sorted(dir(module)) if not a.startswith("_")]:
-            if inspect.ismodule(obj) or inspect.isclass(obj) or inspect.isfunction(obj):
-                doc = inspect.getdoc(obj)
-                if doc and len(doc) > 200:
-                    docs[doc] = None
-    return "\n\n".join(docs)
-
-
-def _null_texts(lm, count: int, length: int, seed: int) -> list[list[int]]:
-    """``count`` sequences: half uniform random ids, half disjoint windows of real English."""
-    g = torch.Generator().manual_seed(seed)
-    half = count // 2
-    rand = [torch.randint(lm.vocab_size, (length,), generator=g).tolist() for _ in range(half)]
-    english = lm.encode(_english())
-    windows = [english[i:i + length] for i in range(0, len(english) - length + 1, length)]
-    assert len(windows) >= count - half, "not enough real text"
-    pick = torch.randperm(len(windows), generator=g)[:count - half].tolist()
-    return rand + [windows[i] for i in pick]
-
-
-def _check_null(zs: Sequence[float], mean_tol: float, sd_range: tuple[float, float],
-                max_rate_above_4: float = 0.005) -> None:
-    z = torch.tensor(zs, dtype=torch.float64)
-    assert abs(float(z.mean())) < mean_tol, f"null mean z {float(z.mean()):.3f}"
-    assert sd_range[0] < float(z.std()) < sd_range[1], f"null sd z {float(z.std()):.3f}"
-    rate = float((z > 4).double().mean())
-    assert rate < max_rate_above_4, f"{int((z > 4).sum())} of {len(z)} null texts have z > 4"
 
 
 @pytest.mark.parametrize("name", ["aar", "synthid"])
 def test_null_calibration_hashing_schemes(name: str, tiny_smollm2) -> None:
     lm = tiny_smollm2
     scheme = build_scheme(name, 15485863, lm.vocab_size)
-    texts = _null_texts(lm, 600, 40, seed=1)
+    texts = null_texts(lm, 600, 40, seed=1)
     detections = [scheme.detect(t) for t in texts]
     assert min(d.tokens_scored for d in detections) >= 20
     # mean over 600 texts: standard error 0.04; sd's standard error ~0.03
-    _check_null([d.z for d in detections], mean_tol=0.2, sd_range=(0.88, 1.12))
+    check_null([d.z for d in detections], mean_tol=0.2, sd_range=(0.88, 1.12))
 
 
 @pytest.mark.parametrize("name", EDIT)
@@ -298,7 +214,7 @@ def test_null_calibration_edit_schemes(name: str, tiny_smollm2) -> None:
     # 300 texts: the count of p-values below 0.05 is Binomial(300, 0.05), 15 +- 3.8, and
     # 4 <= count <= 28 fails a calibrated detector with probability 0.08 % (500 texts with
     # 10..42: 0.06 %); P(z > 4) = 3e-5 under N(0, 1) makes 2 of 300 above 4 a failure.
-    texts = _null_texts(lm, 300, 24, seed=2)
+    texts = null_texts(lm, 300, 24, seed=2)
     scheme.key_values(sorted({t for text in texts for t in text}))  # one pass over the key rows
     detections = [scheme.detect(t) for t in texts]
     z = [d.z for d in detections]
@@ -308,7 +224,7 @@ def test_null_calibration_edit_schemes(name: str, tiny_smollm2) -> None:
     # conservative in the far tail (the statistic's skewness, 0.55-0.8, is below the
     # Gumbel's 1.14): offline, 0 of 100,000 null draws and 0 of 2,700 English windows
     # reached z > 4. The Gaussian standardisation it replaced had P(z > 4) = 0.1-0.3 %.
-    _check_null(z, mean_tol=0.2, sd_range=(0.85, 1.2))
+    check_null(z, mean_tol=0.2, sd_range=(0.85, 1.2))
     # the fitted p is calibrated where it is tested: P(p < 0.05) measured 4.6-5.0 %
     low_fit = sum(d.p < 0.05 for d in detections)
     assert 4 <= low_fit <= 28, f"{low_fit} of 300 fitted p-values < 0.05 (expected 15 +- 4)"
@@ -330,21 +246,13 @@ def test_gumbel_min_tail_matches_scipy_and_the_moments() -> None:
 
 
 # -- edit schemes on synthetic generations (fast) ----------------------------------------------
-def _synthetic_generation(scheme, n: int, seed: int, v: int) -> tuple[list[int], int]:
-    g = torch.Generator().manual_seed(seed)
-    state = scheme.new_state(seed)
-    ids = [1, 2, 3]
-    for _ in range(n):
-        logits = torch.randn(v, generator=g) * 2.5
-        ids.append(int(torch.multinomial(scheme.distribution(logits, ids, 3, state), 1, generator=g)))
-    return ids[3:], state.offset
 
 
 @pytest.mark.parametrize("name", EDIT)
 def test_edit_detector_finds_the_offset_and_survives_edits(name: str) -> None:
     v = 5000
     scheme = build_scheme(name, 8, v, {"n_permutations": "49"})
-    tokens, offset = _synthetic_generation(scheme, 60, seed=3, v=v)
+    tokens, offset = synthetic_generation(scheme, 60, seed=3, v=v)
     clean = scheme.detect(tokens)
     assert clean.z > 6 and f"best offset {offset}" in clean.note
     g = torch.Generator().manual_seed(4)
@@ -384,22 +292,6 @@ def test_real_vocabulary_sizes(name: str) -> None:
 
 
 # -- power on the real model (e2e) ----------------------------------------------------------
-@lru_cache(maxsize=16)
-def single_provider_run(model: str, name: str, key: int, n_new: int = 200, seed: int = 1, params: str = ""):
-    """One watermarked provider alone (``wash.engine.ensemble.generate`` mode "single"), memoised so
-    the interop tests reuse the generation; ``params`` are the spec's ``name=value,...``.
-    Returns (RunResult, prompt ids, seconds)."""
-    from wash.engine.config import GenerationConfig, ProviderSpec
-    from wash.engine.ensemble import generate
-    from wash.engine.models import load_model
-
-    spec = f"{model}:{name}:{key}" + (f":{params}" if params else "")
-    config = GenerationConfig(providers=[ProviderSpec.parse(spec)], prompt=PROMPT,
-                              mode="single", max_new_tokens=n_new, min_new_tokens=n_new, seed=seed,
-                              live_detection=False)
-    start = time.perf_counter()
-    result = generate(config)
-    return result, load_model(model).encode_prompt(PROMPT), time.perf_counter() - start
 
 
 @pytest.mark.e2e
