@@ -101,11 +101,11 @@ def test_both_exp_edit_detectors_read_one_alignment(loops) -> None:
     from wash.watermarks.keyseq import align_edit, edit_verdict
 
     vocab_size, texts = loops
-    for i, t in enumerate(texts[Loop(12, 16)][:2]):
-        shared = align_edit(build_scheme("exp-edit", KEY_BASE + i, vocab_size, FAST_EDIT), t)
-        for detector in ("ours", "release"):
-            scheme = build_scheme("exp-edit", KEY_BASE + i, vocab_size, {"detector": detector, **FAST_EDIT})
-            assert edit_verdict(scheme, shared) == scheme.detect(t), (detector, i)
+    t = texts[Loop(12, 16)][0][:48]  # 4 repeats: the cost grows with the square of the length
+    shared = align_edit(build_scheme("exp-edit", KEY_BASE, vocab_size, FAST_EDIT), t)
+    for detector in ("ours", "release"):
+        scheme = build_scheme("exp-edit", KEY_BASE, vocab_size, {"detector": detector, **FAST_EDIT})
+        assert edit_verdict(scheme, shared) == scheme.detect(t), detector
 
 
 def test_every_registered_scheme_is_measured() -> None:
