@@ -37,6 +37,8 @@ from wash.engine.events import FinishedEvent, LoadEvent, StepEvent
 from wash.engine.providers import build_providers
 from wash.watermarks import build_scheme
 
+pytestmark = pytest.mark.usefixtures("single_thread")  # small tiny-model forwards: one torch thread
+
 PROMPT = "The committee met on Tuesday to discuss"
 STRONG = "tiny-smollm2:kgw:1:delta=8"
 #: Small probing budgets keep each generation well under a second on the tiny models.

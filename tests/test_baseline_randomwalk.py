@@ -26,6 +26,8 @@ from wash.engine.events import FinishedEvent, LoadEvent, RewriteEvent, StepEvent
 from wash.engine.models import load_model
 from wash.engine.providers import build_providers
 
+pytestmark = pytest.mark.usefixtures("single_thread")  # small tiny-model forwards: one torch thread
+
 PROVIDER = "tiny-smollm2:kgw:1"
 PROMPT = "The committee met on Tuesday to discuss"
 TINY = "rewriter=tiny-smollm2,judge=tiny-gemma3"

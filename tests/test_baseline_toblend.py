@@ -21,6 +21,8 @@ from wash.engine.models import load_model
 from wash.engine.providers import build_providers
 from wash.engine.vocab import model_vocab
 
+pytestmark = pytest.mark.usefixtures("single_thread")  # small tiny-model forwards: one torch thread
+
 TWO = ["tiny-smollm2:kgw:1", "tiny-gemma3:kgw:2"]
 #: Two providers share SmolLM2: a turn passing between them is still a switch.
 THREE = ["tiny-smollm2:kgw:1", "tiny-gemma3:kgw:2", "tiny-smollm2:unigram:3"]

@@ -35,7 +35,7 @@ import numpy as np
 import pytest
 import torch
 
-from wash.detection.null import LOOPS, Loop, Row, english_ids, looping_texts, null_zs, registered_schemes
+from wash.detection.null import KEY_BASE, LOOPS, Loop, Row, english_ids, looping_texts, null_zs, registered_schemes
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
@@ -55,10 +55,57 @@ def loops() -> tuple[int, dict]:
     return len(load_tokenizer("smollm2")), {loop: looping_texts(ids, loop, KEYS) for loop in LOOPS}
 
 
-def _rows(name: str, params: dict[str, str], loops: tuple[int, dict]) -> list[Row]:
+#: Schemes whose detectors (ours and the release's) read one alignment per text
+#: (``keyseq.edit_verdict``). ITS-Edit's release detector is a test of its own.
+ONE_ALIGNMENT = ("exp-edit",)
+
+
+@pytest.fixture(scope="module")
+def alignments(loops):
+    """``get(name, params)``: the alignment of looping text i with key KEY_BASE + i, per loop, computed
+    once for every ``detector`` (the alignment does not read it; checked in
+    ``test_both_exp_edit_detectors_read_one_alignment``)."""
+    from wash.watermarks import build_scheme
+    from wash.watermarks.keyseq import align_edit
+
     vocab_size, texts = loops
-    return [Row.of(name, loop.label, null_zs(name, params, texts[loop], vocab_size), 0.0, params)
+    done: dict[tuple, dict] = {}
+
+    def get(name: str, params: dict[str, str]) -> dict:
+        key = (name, tuple(sorted((k, v) for k, v in params.items() if k != "detector")))
+        if key not in done:
+            done[key] = {loop: [align_edit(build_scheme(name, KEY_BASE + i, vocab_size, params), t)
+                                for i, t in enumerate(texts[loop])] for loop in LOOPS}
+        return done[key]
+
+    return get
+
+
+def _rows(name: str, params: dict[str, str], loops: tuple[int, dict], alignments) -> list[Row]:
+    from wash.watermarks import build_scheme
+    from wash.watermarks.keyseq import edit_verdict
+
+    vocab_size, texts = loops
+    if name not in ONE_ALIGNMENT:
+        return [Row.of(name, loop.label, null_zs(name, params, texts[loop], vocab_size), 0.0, params)
+                for loop in LOOPS]
+    return [Row.of(name, loop.label, [edit_verdict(build_scheme(name, KEY_BASE + i, vocab_size, params), a).z
+                                      for i, a in enumerate(alignments(name, params)[loop])], 0.0, params)
             for loop in LOOPS]
+
+
+def test_both_exp_edit_detectors_read_one_alignment(loops) -> None:
+    """What ``alignments`` relies on: either detector's verdict on the default scheme's alignment is
+    that detector's own ``detect``."""
+    from wash.watermarks import build_scheme
+    from wash.watermarks.keyseq import align_edit, edit_verdict
+
+    vocab_size, texts = loops
+    t = texts[Loop(12, 16)][0][:48]  # 4 repeats: the cost grows with the square of the length
+    shared = align_edit(build_scheme("exp-edit", KEY_BASE, vocab_size, FAST_EDIT), t)
+    for detector in ("ours", "release"):
+        scheme = build_scheme("exp-edit", KEY_BASE, vocab_size, {"detector": detector, **FAST_EDIT})
+        assert edit_verdict(scheme, shared) == scheme.detect(t), detector
 
 
 def test_every_registered_scheme_is_measured() -> None:
@@ -75,9 +122,9 @@ def test_loops_are_natural_text_repeated(loops) -> None:
 
 
 @pytest.mark.parametrize("name", registered_schemes())
-def test_null_on_looping_text(name: str, loops) -> None:
+def test_null_on_looping_text(name: str, loops, alignments) -> None:
     params = FAST_EDIT if name in ("its-edit", "exp-edit") else {}
-    for row in _rows(name, params, loops):
+    for row in _rows(name, params, loops, alignments):
         print(f"{name} {row.loop}: sd {row.sd_z:.2f}, max {row.max_z:.2f}, "
               f"{row.above} of {row.keys} above z=4")
         assert row.above <= KEYS // 100, f"{name} on {row.loop}: {row.above} of {row.keys} keys above z = 4"
@@ -100,9 +147,9 @@ VARIANTS = {
 
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
-def test_null_on_looping_text_release_variants(variant: str, loops) -> None:
+def test_null_on_looping_text_release_variants(variant: str, loops, alignments) -> None:
     name, params = VARIANTS[variant]
-    for row in _rows(name, params, loops):
+    for row in _rows(name, params, loops, alignments):
         print(f"{variant} {row.loop}: sd {row.sd_z:.2f}, max {row.max_z:.2f}, "
               f"{row.above} of {row.keys} above z=4")
         assert row.above <= KEYS // 100, f"{variant} on {row.loop}: {row.above} of {row.keys} keys above z = 4"

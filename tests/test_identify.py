@@ -16,6 +16,8 @@ from wash.engine.config import ProviderSpec
 from wash.detection.identification import PROMPTS, Probe, forced_contexts, identify
 from wash.detection.identify_stats import band, identification_z, pair_score, ranks, run_score, top_tokens
 
+pytestmark = pytest.mark.usefixtures("single_thread")  # small tiny-model forwards: one torch thread
+
 
 def a(*values: int) -> np.ndarray:
     return np.asarray(values, dtype=np.int64)

@@ -20,6 +20,8 @@ from wash.detection.identify_stats import (PERMUTATION_RESAMPLES, TokenCounts, c
                                            identified, matrix_score, p_floor, pair_matrix, pair_score,
                                            permutation_exact, permutation_p, ranks, resampled_score)
 
+pytestmark = pytest.mark.usefixtures("single_thread")  # small tiny-model forwards: one torch thread
+
 
 def dense_pair_score(p1c1, p1c2, p2c1, p2c2, top=50):
     """The statistic written directly on dense arrays, as Water-Probe's paper states it."""

@@ -77,8 +77,35 @@ def _scheme(spec: str, key: int, vocab: int):
     return build_scheme(name, key, vocab, dict(kv.split("=") for kv in params.split("+")) if params else {})
 
 
+def _ps_by_statistic(pairs, spec: str, cases, vocab_size: int) -> dict[str, np.ndarray]:
+    """p of every statistic that ``pairs`` pair with ``spec``, one ``score_ids`` call per (key, ids, served) case.
+
+    Scoring them together reads each case's evidence and ratios once (``lr`` and ``lr-mix``
+    share them); each statistic draws its null from its own generator (``null_rng``), so
+    every p is the one a separate call gives.
+    """
+    stats = [stat for stat, s in pairs if s == spec]
+    rows = [score_ids(_scheme(spec, key, vocab_size), ids, stats, served, n_null=N_NULL) for key, ids, served in cases]
+    return {stat: np.array([r[stat].p[-1] for r in rows]) for stat in stats}
+
+
+@pytest.fixture(scope="module")
+def key_null_ps(null_text, smollm2):
+    """``get(spec)``: the KEYS real keys' p on the calibration text, per statistic, scored once per spec."""
+    ids, served = null_text
+    done: dict[str, dict[str, np.ndarray]] = {}
+
+    def get(spec: str) -> dict[str, np.ndarray]:
+        if spec not in done:
+            cases = [(900_001 + k, ids, served) for k in range(KEYS)]
+            done[spec] = _ps_by_statistic(CALIBRATED, spec, cases, smollm2.vocab_size)
+        return done[spec]
+
+    return get
+
+
 @pytest.mark.parametrize("stat,spec", CALIBRATED)
-def test_null_is_uniform_over_keys_on_real_text(stat: str, spec: str, null_text, smollm2) -> None:
+def test_null_is_uniform_over_keys_on_real_text(stat: str, spec: str, key_null_ps) -> None:
     """The p-value of one real unwatermarked text under 200 real keys: P(p <= a) within 3 sd of a.
 
     The simulated null draws what a random key does on each position's served rows;
@@ -87,9 +114,7 @@ def test_null_is_uniform_over_keys_on_real_text(stat: str, spec: str, null_text,
     most unwatermarked texts (its maximum sits at w = 0), which makes p conservative
     above the share of texts where it is positive.
     """
-    ids, served = null_text
-    ps = np.array([score_ids(_scheme(spec, 900_001 + k, smollm2.vocab_size), ids, [stat], served,
-                             n_null=N_NULL)[stat].p[-1] for k in range(KEYS)])
+    ps = key_null_ps(spec)[stat]
     for a in (0.05, 0.1, 0.25):
         rate = float(np.mean(ps <= a))
         tol = 3 * np.sqrt(a * (1 - a) / KEYS) + 1.0 / (N_NULL + 1)
@@ -119,19 +144,32 @@ def test_power_on_single_provider_text(scheme: str, smollm2) -> None:
     assert min(flags["lr"], flags["lr-mix"]) >= flags["sum"] - 1
 
 
-@pytest.mark.parametrize("stat,spec", [("lr", "kgw"), ("lr", "aar"), ("lr-mix", "kgw"), ("lr", "unigram"), ("hc", "aar"),
-                                       ("entropy", "kgw")])
-def test_null_on_looping_text(stat: str, spec: str, tiny_smollm2) -> None:
-    """Looping text (a natural span repeated): the statistic's p < 0.05 for at most its share of keys."""
+LOOPING = [("lr", "kgw"), ("lr", "aar"), ("lr-mix", "kgw"), ("lr", "unigram"), ("hc", "aar"), ("entropy", "kgw")]
+
+
+@pytest.fixture(scope="module")
+def looping_ps(tiny_smollm2):
+    """``get(spec)``: p per statistic on the 100 looping texts (20 tokens x 4), text i under key
+    7_000_001 + i; tiny smollm2 re-reads each text once for every statistic and spec."""
     from wash.detection.null import Loop, english_ids, looping_texts
 
     texts = looping_texts(english_ids("smollm2"), Loop(20, 4), 100)
-    ps = []
-    for i, ids in enumerate(texts):
-        served = read_ids(tiny_smollm2, ids)
-        ps.append(score_ids(_scheme(spec, 7_000_001 + i, tiny_smollm2.vocab_size), ids, [stat], served,
-                            n_null=N_NULL)[stat].p[-1])
-    above = int(np.sum(np.array(ps) < 0.05))
+    cases = [(7_000_001 + i, ids, read_ids(tiny_smollm2, ids)) for i, ids in enumerate(texts)]
+    done: dict[str, dict[str, np.ndarray]] = {}
+
+    def get(spec: str) -> dict[str, np.ndarray]:
+        if spec not in done:
+            done[spec] = _ps_by_statistic(LOOPING, spec, cases, tiny_smollm2.vocab_size)
+        return done[spec]
+
+    return get
+
+
+@pytest.mark.parametrize("stat,spec", LOOPING)
+def test_null_on_looping_text(stat: str, spec: str, looping_ps) -> None:
+    """Looping text (a natural span repeated): the statistic's p < 0.05 for at most its share of keys."""
+    ps = looping_ps(spec)[stat]
+    above = int(np.sum(ps < 0.05))
     print(f"{stat} {spec} on 20x4 loops: {above} of 100 below p = 0.05")
     assert above <= 12
 

@@ -16,6 +16,8 @@ from scipy import stats as sps
 from wash.experiments import load, stats
 from wash.experiments.driver import execute
 
+pytestmark = pytest.mark.usefixtures("single_thread")  # small tiny-model forwards: one torch thread
+
 
 def scored(rows: list[tuple[str, str, int, float]]) -> stats.ScoredTexts:
     """(text, prompt, provider, z) tuples as ``ScoredTexts``."""

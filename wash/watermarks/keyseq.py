@@ -287,12 +287,23 @@ class EditDetector(Detector):
         return detection
 
 
-def run_edit_test(scheme: EditScheme, tokens: Sequence[int]) -> Detection:
-    """Kuditipudi's alignment statistic on ``tokens`` against the scheme's key and T random keys."""
+@dataclass(frozen=True)
+class EditAlignment:
+    """The alignment test on one text: the key's minimum cost, the T random keys' minima,
+    and the per-token costs along the key's best offset. Both verdicts (``edit_verdict``:
+    ours, or the release's p-value) read only these, so one alignment serves both."""
+
+    m: int
+    obs: float
+    null_stats: torch.Tensor
+    offset: int
+    per_token: list[float]
+
+
+def align_edit(scheme: EditScheme, tokens: Sequence[int]) -> EditAlignment:
+    """Kuditipudi's alignment statistic on (non-empty) ``tokens`` against the scheme's key and T random keys."""
     m = len(tokens)
     T = scheme.params.n_permutations
-    if m == 0:
-        return Detection.from_z(scheme.name, 0.0, tokens_scored=0, note="no tokens")
     ids = torch.tensor([int(t) for t in tokens], dtype=torch.long)
     unique, inverse = torch.unique(ids, return_inverse=True)
     with _single_threaded(not torch.cuda.is_available()):
@@ -302,8 +313,14 @@ def run_edit_test(scheme: EditScheme, tokens: Sequence[int]) -> Detection:
         costs = torch.cat([observed.unsqueeze(0).to(torch.float32), null.to(torch.float32)])  # (T+1, n, U)
         costs = costs[:, :, inverse].transpose(1, 2).contiguous()  # (T+1, m, n)
         best, offsets = min_alignment_cost(costs, scheme.params.gamma)
-    obs = float(best[0])
-    null_stats = best[1:].to(torch.float64)
+    j = int(offsets[0])
+    diag = observed[(j + torch.arange(m)) % scheme.params.keylen, inverse]
+    return EditAlignment(m, float(best[0]), best[1:].to(torch.float64), j, [float(-c) for c in diag])
+
+
+def edit_verdict(scheme: EditScheme, alignment: EditAlignment) -> Detection:
+    """The scheme's verdict (its ``detector``) on an alignment of its key."""
+    obs, null_stats, T = alignment.obs, alignment.null_stats, scheme.params.n_permutations
     mean, sd = float(null_stats.mean()), float(null_stats.std())
     at_or_below = int((null_stats <= obs).sum())
     p_perm = (1 + at_or_below) / (T + 1)
@@ -315,22 +332,26 @@ def run_edit_test(scheme: EditScheme, tokens: Sequence[int]) -> Detection:
         # T/(T+1), i.e. z >= Phi^-1(1/(T+1)), as far as the permutation test reaches
         p = min(gumbel_min_cdf(obs, *fit), T / (T + 1))
         fitted = f"Gumbel-min tail p={p:.3g} (loc {fit[0]:.4g}, scale {fit[1]:.3g})"
-    j = int(offsets[0])
-    n = scheme.params.keylen
-    diag = observed[(j + torch.arange(m)) % n, inverse]
-    per_token = [float(-c) for c in diag]
+    j, per_token = alignment.offset, list(alignment.per_token)
     if scheme.params.detector == "release":
         return release_detection(
-            scheme, at_or_below, m, per_token,
+            scheme, at_or_below, alignment.m, per_token,
             note=(f"release permutation test: {at_or_below}/{T} random keys align at or below the "
                   f"key's cost {obs:.4g} (null {mean:.4g} +- {sd:.3g}); best offset {j}"))
     return Detection.from_p(
-        scheme.name, p, tokens_scored=m, per_token=per_token,
+        scheme.name, p, tokens_scored=alignment.m, per_token=per_token,
         statistic=obs,
         note=(f"permutation p={p_perm:.4g} ({at_or_below}/{T} random keys at or below; "
               f"floor {1 / (T + 1):.3g}); alignment cost {obs:.4g} vs null {mean:.4g} +- {sd:.3g}; "
               f"{fitted}; best offset {j}"),
     )
+
+
+def run_edit_test(scheme: EditScheme, tokens: Sequence[int]) -> Detection:
+    """Kuditipudi's alignment statistic on ``tokens`` against the scheme's key and T random keys."""
+    if len(tokens) == 0:
+        return Detection.from_z(scheme.name, 0.0, tokens_scored=0, note="no tokens")
+    return edit_verdict(scheme, align_edit(scheme, tokens))
 
 
 def release_detection(scheme: EditScheme, as_extreme: int, m: int, per_token: list[float | None],
