@@ -120,24 +120,22 @@ def tpr_at_fpr(positive: Sequence[float], negative: Sequence[float], fpr: float 
                     n_pos=len(positive), n_neg=len(negative))
 
 
-def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval of a proportion (accuracies and TPRs of few samples).
-
-    ``scipy.stats.binomtest(...).proportion_ci(method="wilson")``; NaN when ``n`` is 0."""
+def _proportion_interval(successes: int, n: int, confidence: float, method: str) -> tuple[float, float]:
+    """``scipy.stats.binomtest(...).proportion_ci`` by ``method``; NaN when ``n`` is 0."""
     if n <= 0:
         return float("nan"), float("nan")
-    ci = stats.binomtest(int(successes), int(n)).proportion_ci(confidence_level=confidence, method="wilson")
+    ci = stats.binomtest(int(successes), int(n)).proportion_ci(confidence_level=confidence, method=method)
     return float(ci.low), float(ci.high)
+
+
+def wilson_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a proportion (accuracies and TPRs of few samples)."""
+    return _proportion_interval(successes, n, confidence, "wilson")
 
 
 def exact_interval(successes: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """Clopper-Pearson (exact binomial) interval of a proportion: 0 of 34 reads [0, 10.3%], never [0, 0].
-
-    ``scipy.stats.binomtest(...).proportion_ci(method="exact")``; NaN when ``n`` is 0."""
-    if n <= 0:
-        return float("nan"), float("nan")
-    ci = stats.binomtest(int(successes), int(n)).proportion_ci(confidence_level=confidence, method="exact")
-    return float(ci.low), float(ci.high)
+    """Clopper-Pearson (exact binomial) interval of a proportion: 0 of 34 reads [0, 10.3%], never [0, 0]."""
+    return _proportion_interval(successes, n, confidence, "exact")
 
 
 def group_summary(frame, by: Sequence[str], column: str, confidence: float = 0.95, cluster: str | None = None):
