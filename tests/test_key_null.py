@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from scipy import stats
 
 from wash.detection import key_null
@@ -108,3 +109,54 @@ def test_key_null_threshold_is_checked_on_other_texts_with_an_exact_interval() -
     assert res.tpr == 1.0 and res.tpr_ci[0] == pytest.approx(exact_interval(30, 30)[0]) and res.tpr_ci[0] < 0.9
     with pytest.raises(ValueError):
         key_null_detection(positive, null, texts("cal", 5, 1))  # a check text the threshold saw
+
+
+EDIT_CASES = {"exp-edit": ("exp-edit", {}), "its-edit": ("its-edit", {}),
+              "exp-edit:detector=release": ("exp-edit", {"detector": "release"})}
+
+
+@pytest.mark.parametrize("case", list(EDIT_CASES))
+def test_edit_keys_share_one_null_draw_and_keep_their_own_statistic(case: str) -> None:
+    """The Edit schemes' key-null shares one draw of T random keys per text: the first key's
+    verdict is its detector's own, every key's alignment is its own, and only the null is shared."""
+    from wash.watermarks import build_scheme
+    from wash.watermarks.keyseq import align_edit, align_edit_keys
+
+    name, extra = EDIT_CASES[case]
+    params = {"n_permutations": 20, "keylen": 60, **extra}
+    vocab = 500
+    ids = np.random.default_rng(1).integers(0, vocab, size=40).tolist()
+    schemes = [build_scheme(name, k, vocab, params) for k in key_null.null_keys(4)]
+    shared = schemes[0].detect_under_keys(schemes, ids)
+    assert shared[0] == schemes[0].detect(ids)
+    own = [align_edit(s, ids) for s in schemes]
+    pooled = align_edit_keys(schemes, ids)
+    for a, b in zip(own, pooled):
+        assert (a.obs, a.offset, a.per_token) == (b.obs, b.offset, b.per_token)
+        assert torch.equal(b.null_stats, pooled[0].null_stats)
+    assert len({a.obs for a in pooled}) == 4  # four keys, four statistics
+    assert [d.z for d in shared[1:]] != [shared[0].z] * 3
+    with pytest.raises(ValueError):
+        align_edit_keys([schemes[0], build_scheme(name, 7, vocab, {**params, "keylen": 61})], ids)
+
+
+def test_edit_key_null_with_a_shared_draw_is_uniform_on_unwatermarked_tokens() -> None:
+    """300 random texts x 5 keys, the release's permutation p with T = 20: each key's p keeps
+    the discrete uniform law of a rank among 21 exchangeable alignments, so P(p <= 2/21) = 2/21.
+    (Counting the keys' own alignments into the shared null, or comparing the wrong way, fails.)"""
+    from wash.watermarks import build_scheme
+
+    params = {"n_permutations": 20, "keylen": 60, "detector": "release"}
+    vocab = 500
+    rng = np.random.default_rng(5)
+    keys = key_null.null_keys(5)
+    p = []
+    for _ in range(300):
+        ids = rng.integers(0, vocab, size=30).tolist()
+        schemes = [build_scheme("exp-edit", k, vocab, params) for k in keys]
+        p += [d.p for d in schemes[0].detect_under_keys(schemes, ids)]
+    p = np.asarray(p)
+    assert set(np.round(p * 21).astype(int)) <= set(range(1, 22))
+    # texts share their null, so the 1,500 p's are not independent: a tolerance for 300 texts
+    assert abs(np.mean(p <= 2 / 21) - 2 / 21) < 3 * np.sqrt((2 / 21) * (19 / 21) / 300)
+    assert abs(np.mean(p) - 11 / 21) < 3 * np.sqrt(1 / 12 / 300)

@@ -16,11 +16,14 @@ prompt, ``stats.split_half_by_prompt``), never by key, and why the key-null is
 tested against fresh unwatermarked generations scored under their own keys
 (``match_fresh``).
 
-The scoring is each scheme's own detector (``WatermarkScheme.detect``) with the
-provider's scheme and parameters and another key: nothing is re-implemented. The
-schemes' per-token scores are seeded per (key, context), so no scheme's detector
-can be vectorised across keys without re-writing it: cost is one detector run per
-(text, provider, key), measured in the results' meta.
+The scoring is each scheme's own detector (``WatermarkScheme.detect_under_keys``)
+with the provider's scheme and parameters and another key: nothing is
+re-implemented. The schemes' per-token scores are seeded per (key, context), so a
+green-list or race detector runs once per (text, provider, key). The Edit schemes'
+verdict compares the key's alignment with T random keys' alignments; those T
+draws do not depend on the key, so the keys of one text share one draw
+(``keyseq.align_edit_keys``): each key's z keeps its law, at K + T alignments per
+text instead of K (T + 1). Cost is measured in the results' meta.
 
 API (used by ``wash.experiments.tpr`` and by the dilution-aware statistics):
 
@@ -80,15 +83,14 @@ def score_under_keys(provider, text: str, keys: Sequence[int]) -> list[tuple[flo
 
     The text is tokenised by the provider's tokenizer once; the scheme is rebuilt with
     the provider's name and parameters and each key (``build_scheme``), so the
-    detector, its repeat rule and its statistic are the provider's own."""
+    detector, its repeat rule and its statistic are the provider's own
+    (``detect_under_keys``: the Edit schemes' keys share their random-key null)."""
     ids = provider.scheme_ids(provider.lm.encode(text))
     spec = provider.spec
-    out = []
-    for key in keys:
-        scheme = build_scheme(spec.scheme, int(key), provider.scheme.vocab_size, dict(spec.params))
-        d = scheme.detect(ids)
-        out.append((float(d.z), int(d.tokens_scored)))
-    return out
+    schemes = [build_scheme(spec.scheme, int(key), provider.scheme.vocab_size, dict(spec.params)) for key in keys]
+    if not schemes:
+        return []
+    return [(float(d.z), int(d.tokens_scored)) for d in schemes[0].detect_under_keys(schemes, ids)]
 
 
 @dataclass(frozen=True)

@@ -260,6 +260,14 @@ class WatermarkScheme(ABC):
             result.token_null = detector.token_null
         return result
 
+    def detect_under_keys(self, schemes: Sequence["WatermarkScheme"], ids: Sequence[int]) -> list[Detection]:
+        """Each of ``schemes`` (this scheme under other keys: the null over keys,
+        ``wash.detection.key_null``) scoring ``ids``.
+
+        One detector run per key here; a scheme whose keys can share work (the Edit
+        schemes' permutation null) overrides it without changing any key's law."""
+        return [s.detect(ids) for s in schemes]
+
     def describe(self) -> str:
         values = ", ".join(f"{k}={v}" for k, v in dataclasses.asdict(self.params).items())
         return f"{self.name}(key={self.key}{', ' + values if values else ''})"

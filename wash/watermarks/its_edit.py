@@ -154,8 +154,11 @@ class ITSEdit(EditScheme):
         return (ranks.to(torch.float32) / self.vocab_size - u).abs()
 
     # -- the WASH release's test ------------------------------------------------------
+    def aligns(self) -> bool:
+        return self.params.detector != "release"
+
     def edit_test(self, tokens: Sequence[int]) -> Detection:
-        if self.params.detector == "release":
+        if not self.aligns():
             return self.release_test(tokens)
         return run_edit_test(self, tokens)
 

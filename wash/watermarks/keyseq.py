@@ -261,6 +261,22 @@ class EditScheme(WatermarkScheme):
         the release's p-value on the same statistic; ITS-Edit's release test differs)."""
         return run_edit_test(self, tokens)
 
+    def aligns(self) -> bool:
+        """Whether this detector's verdict reads the alignment test (``edit_verdict``).
+
+        ITS-Edit's release detector does not (a sum statistic with its own null)."""
+        return True
+
+    def detect_under_keys(self, schemes: Sequence[WatermarkScheme], ids: Sequence[int]) -> list[Detection]:
+        """Each of ``schemes`` (this scheme under other keys) on ``ids``, sharing one null draw
+        (``align_edit_keys``): the first key's verdict is its detector's own."""
+        if not self.aligns() or not ids:
+            return super().detect_under_keys(schemes, ids)
+        edit = [s for s in schemes if isinstance(s, EditScheme)]
+        if len(edit) != len(schemes):
+            raise TypeError(f"{self.name}: detect_under_keys needs {self.name} schemes")
+        return [edit_verdict(s, a) for s, a in zip(edit, align_edit_keys(edit, ids))]
+
 
 class EditDetector(Detector):
     """Appends on ``push``; ``result`` runs the alignment permutation test.
@@ -302,20 +318,43 @@ class EditAlignment:
 
 def align_edit(scheme: EditScheme, tokens: Sequence[int]) -> EditAlignment:
     """Kuditipudi's alignment statistic on (non-empty) ``tokens`` against the scheme's key and T random keys."""
-    m = len(tokens)
-    T = scheme.params.n_permutations
+    return align_edit_keys([scheme], tokens)[0]
+
+
+def align_edit_keys(schemes: Sequence[EditScheme], tokens: Sequence[int]) -> list[EditAlignment]:
+    """The alignment of (non-empty) ``tokens`` under each of ``schemes`` (one scheme, several keys),
+    every key compared with ONE shared draw of T random keys.
+
+    Why: the null over keys (``wash.detection.key_null``) scores a held-out text under
+    dozens of keys. A key's verdict compares its cost with the costs of T random key
+    sequences drawn independently of it, so the keys of one text can share a single
+    draw: each key's verdict keeps exactly the law of its detector's verdict on that
+    text, for K + T alignments instead of K (T + 1) (what the keys' verdicts share is
+    their null, which makes them more alike: ``key_null.within_text_correlation``
+    measures it). The draw is the first scheme's own (seeded by its key and the text),
+    so ``align_edit_keys([s], t)[0]`` is ``s``'s detector's alignment."""
+    first = schemes[0]
+    if any(type(s) is not type(first) or s.params != first.params or s.vocab_size != first.vocab_size
+           for s in schemes):
+        raise ValueError("align_edit_keys: the schemes must differ in their key only")
+    m, K = len(tokens), len(schemes)
+    T = first.params.n_permutations
     ids = torch.tensor([int(t) for t in tokens], dtype=torch.long)
     unique, inverse = torch.unique(ids, return_inverse=True)
     with _single_threaded(not torch.cuda.is_available()):
-        observed = scheme.observed_cost(unique)
-        gen = hashing.generator(hashing.derive_seed(scheme.name, scheme.key, "null", T, *ids.tolist()))
-        null = scheme.null_cost(len(unique), T, gen)
-        costs = torch.cat([observed.unsqueeze(0).to(torch.float32), null.to(torch.float32)])  # (T+1, n, U)
-        costs = costs[:, :, inverse].transpose(1, 2).contiguous()  # (T+1, m, n)
-        best, offsets = min_alignment_cost(costs, scheme.params.gamma)
-    j = int(offsets[0])
-    diag = observed[(j + torch.arange(m)) % scheme.params.keylen, inverse]
-    return EditAlignment(m, float(best[0]), best[1:].to(torch.float64), j, [float(-c) for c in diag])
+        observed = [s.observed_cost(unique) for s in schemes]
+        gen = hashing.generator(hashing.derive_seed(first.name, first.key, "null", T, *ids.tolist()))
+        null = first.null_cost(len(unique), T, gen)
+        costs = torch.cat([torch.stack(observed).to(torch.float32), null.to(torch.float32)])  # (K+T, n, U)
+        costs = costs[:, :, inverse].transpose(1, 2).contiguous()  # (K+T, m, n)
+        best, offsets = min_alignment_cost(costs, first.params.gamma)
+    null_stats = best[K:].to(torch.float64)
+    out = []
+    for b, obs in enumerate(observed):
+        j = int(offsets[b])
+        diag = obs[(j + torch.arange(m)) % first.params.keylen, inverse]
+        out.append(EditAlignment(m, float(best[b]), null_stats, j, [float(-c) for c in diag]))
+    return out
 
 
 def edit_verdict(scheme: EditScheme, alignment: EditAlignment) -> Detection:
