@@ -69,7 +69,7 @@ def null_text(smollm2):
 
 
 CALIBRATED = [("lr", "aar"), ("lr", "kgw"), ("lr-mix", "kgw"), ("lr-mix", "aar"), ("lr", "unigram"), ("lr", "dipmark"), ("lr", "synthid"),
-              ("lr", "aar:form=soft"), ("hc", "aar"), ("entropy", "kgw")]
+              ("lr", "aar:form=soft"), ("hc", "aar"), ("entropy", "kgw"), ("lr", "waterbag"), ("lr-mix", "waterbag")]
 
 
 def _scheme(spec: str, key: int, vocab: int):
@@ -124,7 +124,7 @@ def test_null_is_uniform_over_keys_on_real_text(stat: str, spec: str, key_null_p
             assert rate >= a - tol, (stat, spec, a, rate)
 
 
-@pytest.mark.parametrize("scheme", ["aar", "kgw"])
+@pytest.mark.parametrize("scheme", ["aar", "kgw", "waterbag"])
 def test_power_on_single_provider_text(scheme: str, smollm2) -> None:
     """On committed single-provider texts the LR flags (p < 0.05) about as many as the scheme's own sum."""
     from wash.engine.providers import build_providers
@@ -144,7 +144,8 @@ def test_power_on_single_provider_text(scheme: str, smollm2) -> None:
     assert min(flags["lr"], flags["lr-mix"]) >= flags["sum"] - 1
 
 
-LOOPING = [("lr", "kgw"), ("lr", "aar"), ("lr-mix", "kgw"), ("lr", "unigram"), ("hc", "aar"), ("entropy", "kgw")]
+LOOPING = [("lr", "kgw"), ("lr", "aar"), ("lr-mix", "kgw"), ("lr", "unigram"), ("hc", "aar"), ("entropy", "kgw"),
+           ("lr", "waterbag")]
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +178,8 @@ def test_null_on_looping_text(stat: str, spec: str, looping_ps) -> None:
 def test_registry_names_and_scope() -> None:
     assert list(STATISTICS) == ["sum", "lr", "lr-mix", "hc", "entropy"]
     assert statistic("lr").needs_model and not statistic("sum").needs_model
-    assert not statistic("lr").applies(build_scheme("waterbag", 1, 1000, {}))
+    assert statistic("lr").applies(build_scheme("waterbag", 1, 1000, {}))
+    assert not statistic("lr").applies(build_scheme("exp-edit", 1, 1000, {}))
     assert statistic("entropy").applies(build_scheme("kgw", 1, 1000, {}))
     assert not statistic("hc").applies(build_scheme("kgw", 1, 1000, {}))
 
@@ -232,13 +234,15 @@ def test_cli_detect_takes_a_statistic(capsys, tiny_smollm2) -> None:
     from wash.cli import main
 
     assert main(["detect", "--provider", "tiny-smollm2:kgw:42", "--provider", "tiny-smollm2:waterbag:3",
-                 "--statistic", "lr-mix", "--text", TEXT, "--json"]) == 0
+                 "--provider", "tiny-smollm2:exp-edit:5", "--statistic", "lr-mix", "--text", TEXT, "--json"]) == 0
     rows = __import__("json").loads(capsys.readouterr().out)
-    kgw, bag = rows
-    own = build_scheme("kgw", 42, tiny_smollm2.vocab_size, {}).detect(tiny_smollm2.encode(TEXT))
+    kgw, bag, edit = rows
+    ids = tiny_smollm2.encode(TEXT)
+    own = build_scheme("kgw", 42, tiny_smollm2.vocab_size, {}).detect(ids)
     assert kgw["tokens_scored"] == own.tokens_scored and kgw["p"] != own.p  # the ratio's p, not the sum's
-    assert bag["p"] == build_scheme("waterbag", 3, tiny_smollm2.vocab_size, {}).detect(
-        tiny_smollm2.encode(TEXT)).p  # a scheme the ratio does not cover keeps its own sum
+    assert bag["p"] != build_scheme("waterbag", 3, tiny_smollm2.vocab_size, {}).detect(ids).p  # mixed over the bag
+    # a scheme the ratio does not cover keeps its own sum
+    assert edit["p"] == build_scheme("exp-edit", 5, tiny_smollm2.vocab_size, {}).detect(ids).p
 
 
 def test_detect_tab_statistic_colours_the_tokens_it_leans_on(tiny_smollm2) -> None:

@@ -10,9 +10,11 @@ only diluted (docs/DETECTORS.md, "Can a detector see through the wash?"):
 * ``lr``: the model-aware likelihood ratio: the provider re-reads the text with its
   own model (one forward, ``served_text``) and key, and each token contributes
   log((1 - w) + w rho_t), rho_t its watermarked over its plain served probability
-  of the token (``keyed``); a generalised LR over w in [0, 1];
-* ``lr-mix``: the same ratio averaged over a fixed uniform prior on w instead of
-  maximised (no atom at w = 0, so its p is not conservative);
+  of the token (``keyed``); a generalised LR over w in [0, 1] (and, for Water-Bag,
+  over the lists of its bag a generation may have drawn);
+* ``lr-mix``: the same ratio averaged over a fixed uniform prior on w (and on
+  Water-Bag's lists) instead of maximised (no atom at w = 0, so its p is not
+  conservative);
 * ``hc``: higher criticism over the per-token pivots of a scheme that has them
   (AAR's 1 - r): the model-free sparse-mixture baseline;
 * ``entropy``: a green count weighted by each position's served entropy
@@ -151,26 +153,52 @@ def _lr_per_token(ev: Evidence, rho: np.ndarray, w: float) -> list[float | None]
     return [float(max(terms[t], -10.0)) if ev.scored[t] else None for t in range(len(rho))]
 
 
+def _variants_note(rho: np.ndarray, best: int) -> str:
+    return f"; best of {rho.shape[0]} keyed laws: {best}" if rho.shape[0] > 1 else ""
+
+
+def _ratio_sums(ev: Evidence, served: ServedText, cuts: np.ndarray, rng: np.random.Generator,
+                n_null: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """rho, and the summed log ratios (``tests.log_ratio_sums``) under the key, (J, C, W), and under the
+    null draws, (n, J, C, W): ``lr`` and ``lr-mix`` read the same sums."""
+    key = f"sums{n_null}:{cuts.tolist()}"
+    if key not in ev.cache:
+        rho, null_rho = _ratios(ev, served, rng, n_null)
+        ev.cache[key] = (rho, tests.log_ratio_sums(rho, cuts), tests.log_ratio_sums(null_rho, cuts))
+    return ev.cache[key]
+
+
+def _best(ev, served, cuts, rng, n_null) -> tuple[int, float]:
+    """The keyed law (row of rho) and w the generalised LR picks on the whole text."""
+    _rho, sums, _null = _ratio_sums(ev, served, cuts, rng, n_null)
+    values, w_hats = tests.glr_from(sums[:, -1])  # (J,)
+    j = int(np.argmax(values))
+    return j, float(w_hats[j])
+
+
 def _run_lr(ev, served, cuts, rng, n_null):
-    rho, null_rho = _ratios(ev, served, rng, n_null)
-    value, w_hat = tests.glr(rho, cuts)
-    null_value, _ = tests.glr(null_rho, cuts)
-    p = tests.simulated_p(value, null_value)
-    w = float(w_hat[-1])
-    return StatisticScore("lr", cuts, value, p, _scored_counts(ev, cuts), _lr_per_token(ev, rho, w), n_null,
-                          note=(f"generalised LR {value[-1]:.3g} at w = {w:.3g}; p from {n_null} null draws "
-                                f"with the same served laws"),
+    """The generalised LR over w and, where a generation drew one of several keyed laws, over the law."""
+    rho, sums, null_sums = _ratio_sums(ev, served, cuts, rng, n_null)
+    values, w_hats = tests.glr_from(sums)  # (J, C)
+    best = np.argmax(values, axis=0)
+    value, w_hat = values.max(axis=0), w_hats[best, np.arange(len(cuts))]
+    p = tests.simulated_p(value, tests.glr_from(null_sums)[0].max(axis=1))
+    j, w = _best(ev, served, cuts, rng, n_null)
+    return StatisticScore("lr", cuts, value, p, _scored_counts(ev, cuts), _lr_per_token(ev, rho[j], w), n_null,
+                          note=(f"generalised LR {value[-1]:.3g} at w = {w:.3g}{_variants_note(rho, j)}; p from "
+                                f"{n_null} null draws with the same served laws"),
                           extra={"w_hat": w_hat})
 
 
 def _run_lr_mix(ev, served, cuts, rng, n_null):
-    rho, null_rho = _ratios(ev, served, rng, n_null)
-    value = tests.mixture(rho, cuts)
-    p = tests.simulated_p(value, tests.mixture(null_rho, cuts))
-    w = float(tests.glr(rho, cuts)[1][-1])
-    return StatisticScore("lr-mix", cuts, value, p, _scored_counts(ev, cuts), _lr_per_token(ev, rho, w), n_null,
-                          note=(f"likelihood ratio averaged over w (log {value[-1]:.3g}); p from {n_null} null "
-                                f"draws with the same served laws"))
+    """The LR averaged over a uniform prior on w and on the keyed law a generation drew (a Bayes factor)."""
+    rho, sums, null_sums = _ratio_sums(ev, served, cuts, rng, n_null)
+    value = tests.log_mean_exp(tests.mixture_from(sums), 0)
+    p = tests.simulated_p(value, tests.log_mean_exp(tests.mixture_from(null_sums), 1))
+    j, w = _best(ev, served, cuts, rng, n_null)
+    return StatisticScore("lr-mix", cuts, value, p, _scored_counts(ev, cuts), _lr_per_token(ev, rho[j], w), n_null,
+                          note=(f"likelihood ratio averaged over w (log {value[-1]:.3g}){_variants_note(rho, j)}; "
+                                f"p from {n_null} null draws with the same served laws"))
 
 
 def _aar_pivots(ev: Evidence) -> np.ndarray:

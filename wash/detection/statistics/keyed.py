@@ -58,35 +58,53 @@ def _gather_observed(laws: torch.Tensor, probs: np.ndarray, cols: np.ndarray) ->
 
 
 class KeyedLaw(ABC):
-    """rho_t of one family: under the provider's key (``observed``) and under random keys (``simulate``)."""
+    """rho_t of one family: under the provider's key (``observed``) and under random keys (``simulate``).
+
+    A generation may have been served by one of several keyed laws (Water-Bag draws
+    one of its bag's lists per generation): ``variants`` lists them, and rho gets one
+    row per variant, (J, T); the statistics take the best or the average over rows."""
+
+    def variants(self, scheme: Any) -> list[Any]:
+        """What ``compact_law`` is called with, one per law a generation may have drawn."""
+        return [scheme]
 
     @abstractmethod
     def compact_law(self, scheme: Any, st: ServedText, t: int, probs: torch.Tensor) -> torch.Tensor:
-        """The provider's watermarked law on position t's served rows (same order as ``st.rows[t]``)."""
+        """The watermarked law of a variant on position t's served rows (same order as ``st.rows[t]``)."""
 
     @abstractmethod
     def simulate_laws(self, scheme: Any, st: ServedText, probs: torch.Tensor, rng: np.random.Generator,
                       n: int) -> torch.Tensor:
-        """(n, T, K) the watermarked laws under n random keys."""
+        """(n, T, K) the watermarked laws under n random keys, or (n, J, T, K) with one per variant."""
 
     def observed(self, scheme: Any, st: ServedText, scored: np.ndarray) -> np.ndarray:
-        """(T,) rho under the scheme's own key; 1 where a position is not scored or its token not served."""
+        """(J, T) rho under the scheme's own key; 1 where a position is not scored or its token not served."""
         cols = st.observed()
         probs = st.probs()
-        rho = np.ones(len(st))
+        variants = self.variants(scheme)
+        rho = np.ones((len(variants), len(st)))
         for t in np.flatnonzero(scored & (cols >= 0)):
             k = st.rows[t] >= 0
             p = torch.as_tensor(probs[t][k])
-            rho[t] = _ratio_at(self.compact_law(scheme, st, int(t), p), p, int(cols[t]))
+            laws = self.compact_laws(variants, st, int(t), p)
+            for j in range(len(variants)):
+                rho[j, t] = _ratio_at(laws[j], p, int(cols[t]))
         return rho
+
+    def compact_laws(self, variants: list[Any], st: ServedText, t: int, probs: torch.Tensor) -> torch.Tensor:
+        """(J, K) ``compact_law`` of every variant at position t (one batched call where a family can)."""
+        return torch.stack([self.compact_law(v, st, t, probs) for v in variants])
 
     def simulate(self, scheme: Any, st: ServedText, scored: np.ndarray, rng: np.random.Generator,
                  n: int) -> np.ndarray:
-        """(n, T) rho under n random keys; 1 where a position is not scored."""
+        """(n, J, T) rho under n random keys; 1 where a position is not scored."""
         probs = st.probs()
         laws = self.simulate_laws(scheme, st, torch.as_tensor(probs), rng, n)
-        rho = _gather_observed(laws, probs, st.observed())
-        return np.where(scored[None, :], rho, 1.0)
+        if laws.dim() == 3:
+            laws = laws[:, None]
+        J = laws.shape[1]
+        rho = _gather_observed(laws.reshape(n * J, *laws.shape[2:]), probs, st.observed()).reshape(n, J, -1)
+        return np.where(scored[None, None, :], rho, 1.0)
 
 
 class GreenListLaw(KeyedLaw):
@@ -176,12 +194,44 @@ class SynthIDLaw(KeyedLaw):
         return p / p.sum(-1, keepdim=True).clamp_min(1e-300)
 
 
+class WaterBagLaw(GreenListLaw):
+    """Water-Bag: a generation is served by one of its bag's KGW lists or that list's complement.
+
+    The 2 x bag_size variants are (bag key b, complement c); a random key is a bag of
+    bag_size independent random lists, each with its complement, so the simulated
+    variants keep the pairing (variant (b, 1) is green exactly where (b, 0) is not)."""
+
+    def variants(self, scheme):
+        return [(kgw, complement, scheme.delta) for kgw in scheme.bag for complement in (False, True)]
+
+    def compact_law(self, variant, st, t, probs):
+        return self.compact_laws([variant], st, t, probs)[0]
+
+    def compact_laws(self, variants, st, t, probs):
+        rows = torch.as_tensor(st.rows[t][st.rows[t] >= 0])
+        masks: dict[int, torch.Tensor] = {}  # a bag key's list serves it and its complement
+        green = []
+        for kgw, complement, _delta in variants:
+            if id(kgw) not in masks:
+                mask = kgw.green_mask(st.ids[:t])
+                masks[id(kgw)] = torch.zeros(len(rows), dtype=torch.bool) if mask is None else mask[rows]
+            green.append(~masks[id(kgw)] if complement else masks[id(kgw)])
+        return boost_green(torch.log(probs)[None], torch.stack(green), variants[0][2])
+
+    def simulate_laws(self, scheme, st, probs, rng, n):
+        colour = torch.as_tensor(rng.random((n, len(scheme.bag), *st.rows.shape)) < scheme.gamma)
+        green = torch.stack([colour, ~colour], dim=2).flatten(1, 2)  # (n, 2 bag, T, K): (b, c) in order
+        return boost_green(torch.log(probs)[None, None], green, scheme.delta)
+
+
 def keyed_law(scheme: Any) -> KeyedLaw | None:
     """The family of ``scheme``'s keyed law, or ``None`` where no model-aware ratio is built yet.
 
-    Left out, and why: Water-Bag draws one of its bag's lists per generation (the
-    ratio would mix over the bag), EXP-Edit and ITS-Edit draw a key offset per
-    generation and align by edit distance (the ratio would mix over offsets).
+    Left out, and why: EXP-Edit and ITS-Edit draw a key offset per generation and
+    read key element (offset + position) at each token; under WASH a provider's
+    positions drift against the text's as other providers' tokens and re-tokenised
+    spans come in, so the ratio would have to mix over offsets and alignments (the
+    edit-distance test's job), not only over a weight.
     """
     from wash.watermarks.aar import AAR
     from wash.watermarks.dipmark import DiPMark
@@ -195,6 +245,8 @@ def keyed_law(scheme: Any) -> KeyedLaw | None:
         return DiPMarkLaw()
     if isinstance(scheme, SynthID):
         return SynthIDLaw()
-    if isinstance(scheme, GreenListScheme) and not isinstance(scheme, WaterBag):
+    if isinstance(scheme, WaterBag):
+        return WaterBagLaw()
+    if isinstance(scheme, GreenListScheme):
         return GreenListLaw()
     return None

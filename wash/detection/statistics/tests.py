@@ -40,32 +40,52 @@ def glr_terms(rho: np.ndarray) -> np.ndarray:
         return np.log((1.0 - w) + w * rho[..., None])
 
 
-def glr(rho: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(statistic, w-hat) for each prefix: max over ``W_GRID`` of the summed log ratios."""
-    terms = glr_terms(rho)
-    csum = np.concatenate([np.zeros((*terms.shape[:-2], 1, terms.shape[-1])), np.cumsum(terms, axis=-2)],
-                          axis=-2)
-    at = csum[..., cuts, :]  # (..., C, W)
-    best = np.argmax(at, axis=-1)
-    return np.max(at, axis=-1), W_GRID[best]
+def log_ratio_sums(rho: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """(..., C, W) the summed log ratios of each prefix, for each w of ``W_GRID``.
+
+    What ``glr`` and ``mixture`` both read: computed once, a text's null draws serve
+    both. Positions where rho is 1 in every row add 0 for every w and are skipped."""
+    rho = np.asarray(rho, dtype=float)
+    live = np.flatnonzero((rho != 1.0).reshape(-1, rho.shape[-1]).any(axis=0))
+    terms = glr_terms(rho[..., live])  # (..., L, W)
+    # prefix sums at the cuts over the live positions only: each cut keeps the live positions before it
+    ends = np.searchsorted(live, cuts, side="left")
+    segments = [terms[..., a:b, :].sum(axis=-2) for a, b in zip(np.r_[0, ends[:-1]], ends)]
+    return np.cumsum(np.stack(segments, axis=-2), axis=-2)
 
 
-def mixture(rho: np.ndarray, cuts: np.ndarray) -> np.ndarray:
-    """log of the mean over the grid's w > 0 of prod_t ((1 - w) + w rho_t), for each prefix.
+def glr_from(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(statistic, w-hat) from ``log_ratio_sums``: the maximum over ``W_GRID``."""
+    return np.max(sums, axis=-1), W_GRID[np.argmax(sums, axis=-1)]
+
+
+def mixture_from(sums: np.ndarray) -> np.ndarray:
+    """log of the mean over the grid's w > 0 of the ratio, from ``log_ratio_sums``.
 
     The likelihood ratio averaged over a fixed uniform prior on w instead of maximised:
     it has no atom at "no evidence" (the maximum sits at w = 0 on most unwatermarked
     texts, which makes the generalised LR's simulated p conservative), and it still
     adapts to the unknown share of the provider's tokens.
     """
-    terms = glr_terms(rho)[..., 1:]
-    csum = np.concatenate([np.zeros((*terms.shape[:-2], 1, terms.shape[-1])), np.cumsum(terms, axis=-2)],
-                          axis=-2)
-    at = csum[..., cuts, :]
-    top = np.max(at, axis=-1, keepdims=True)
+    return log_mean_exp(sums[..., 1:], axis=-1)
+
+
+def glr(rho: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(statistic, w-hat) for each prefix: max over ``W_GRID`` of the summed log ratios."""
+    return glr_from(log_ratio_sums(rho, cuts))
+
+
+def mixture(rho: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """``mixture_from`` for each prefix of ``rho``."""
+    return mixture_from(log_ratio_sums(rho, cuts))
+
+
+def log_mean_exp(x: np.ndarray, axis: int) -> np.ndarray:
+    """log(mean(exp(x))) along ``axis``, stable; -inf where every entry is -inf."""
+    top = np.max(x, axis=axis, keepdims=True)
     top = np.where(np.isfinite(top), top, 0.0)
     with np.errstate(divide="ignore"):
-        return (top[..., 0] + np.log(np.mean(np.exp(at - top), axis=-1)))
+        return np.squeeze(top, axis) + np.log(np.mean(np.exp(x - top), axis=axis))
 
 
 def higher_criticism(pivots: np.ndarray, valid: np.ndarray, cuts: np.ndarray) -> np.ndarray:
