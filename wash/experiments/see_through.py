@@ -9,7 +9,9 @@ role) is one resumable CSV under ``out/see-through/rows``; ``summarize`` writes
 ``results/see-through``.
 
 Run: ``python -m wash.experiments.see_through read`` (the forwards, in priority
-order), ``... score`` (the statistics), ``... summarize``.
+order), ``... score`` (the statistics), ``... summarize``. A scheme scored later
+joins the committed summary without re-scoring the others:
+``... read --schemes S``, ``... score --schemes S``, ``... add``.
 """
 
 from __future__ import annotations
@@ -66,15 +68,17 @@ def model_aware(scheme: str) -> bool:
 
 
 def cells(sources: tuple[str, ...] = ("paper", "anchor"), models: tuple[str, ...] = MODELS,
-          n_values: tuple[int, ...] = N_ORDER) -> Iterator[tuple[str, str, int, pd.DataFrame]]:
-    """(source, scheme, N, rows of both roles) in priority order: schemes the LR covers, providers on ``models``."""
+          n_values: tuple[int, ...] = N_ORDER,
+          schemes: tuple[str, ...] | None = None) -> Iterator[tuple[str, str, int, pd.DataFrame]]:
+    """(source, scheme, N, rows of both roles) in priority order: schemes the LR covers (or ``schemes``),
+    providers on ``models``."""
     for n in n_values:
         for source in sources:
             df = committed_rows(source)
             df = df[df["provider_model"].isin(models)]
             present = list(dict.fromkeys(df["scheme"]))
             for scheme in sorted(present, key=lambda s: SCHEME_ORDER.index(s) if s in SCHEME_ORDER else 99):
-                if not model_aware(scheme):
+                if not model_aware(scheme) or (schemes is not None and scheme not in schemes):
                     continue
                 sub = df[(df["scheme"] == scheme) & (df["n"] == n)]
                 if len(sub):
@@ -88,13 +92,13 @@ def _lm(model: str):
 
 
 def read(sources: tuple[str, ...], n_values: tuple[int, ...] = N_ORDER,
-         roles: tuple[str, ...] = ("negative", "positive")) -> None:
+         roles: tuple[str, ...] = ("negative", "positive"), schemes: tuple[str, ...] | None = None) -> None:
     """Every (text, model) forward the cells need, cached on disk (resumable; negatives first in a cell)."""
     from wash.detection import served_text, text_key
 
     done = 0
     t0 = time.time()
-    for source, scheme, n, sub in cells(sources, n_values=n_values):
+    for source, scheme, n, sub in cells(sources, n_values=n_values, schemes=schemes):
         sub = sub[sub["role"].isin(roles)].sort_values("role", ascending=True)  # negative before positive
         pairs = sub.drop_duplicates(["text", "provider_model"])
         todo = [(m, t) for m, t in zip(pairs["provider_model"], pairs["text"])
@@ -152,13 +156,13 @@ def _read_already(sub: pd.DataFrame) -> bool:
 
 
 def score(sources: tuple[str, ...], n_null: int, only_read: bool = False, workers: int = 1,
-          n_values: tuple[int, ...] = N_ORDER) -> None:
+          n_values: tuple[int, ...] = N_ORDER, schemes: tuple[str, ...] | None = None) -> None:
     """Each cell's rows scored once (a cell whose CSV exists is skipped: resumable per cell).
 
     ``only_read``: skip the cells whose forwards ``read`` has not cached yet (to run beside it).
     """
     ROWS.mkdir(parents=True, exist_ok=True)
-    todo = [(source, scheme, n, sub) for source, scheme, n, sub in cells(sources, n_values=n_values)
+    todo = [(source, scheme, n, sub) for source, scheme, n, sub in cells(sources, n_values=n_values, schemes=schemes)
             if not cell_path(source, scheme, n).exists() and (not only_read or _read_already(sub))]
     if not todo:
         print("[score] nothing to score", flush=True)
@@ -218,9 +222,29 @@ def run_meta(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _schemes(args: argparse.Namespace) -> tuple[str, ...] | None:
+    return tuple(args.schemes) if args.schemes else None
+
+
+def added_meta(args: argparse.Namespace) -> dict[str, Any]:
+    """Where cells added to the committed summary (``add``) came from."""
+    from datetime import datetime, timezone
+
+    from wash.provenance import cpu_description, load_average
+    from wash.version import code_version
+
+    schemes = " ".join(args.schemes or [])
+    return {"command": (f"python -m wash.experiments.see_through read --schemes {schemes}; ... score --schemes "
+                        f"{schemes}; ... add"),
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "machine": cpu_description(), "load_average": load_average(), "code": code_version(),
+            "scoring": args.note, "null_draws": args.null}
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m wash.experiments.see_through", description=__doc__)
-    ap.add_argument("step", choices=("read", "score", "summarize"))
+    ap.add_argument("step", choices=("read", "score", "summarize", "add"))
+    ap.add_argument("--schemes", nargs="+", help="read/score: only these schemes' cells")
     ap.add_argument("--sources", nargs="+", default=list(SOURCES), choices=list(SOURCES))
     ap.add_argument("--null", type=int, default=1000, help="null draws per text for a simulated p")
     ap.add_argument("--only-read", action="store_true", help="score: only the cells whose forwards are cached")
@@ -233,9 +257,13 @@ def main(argv: list[str] | None = None) -> None:
 
     torch.set_num_threads(1)
     if args.step == "read":
-        read(tuple(args.sources), tuple(args.n), tuple(args.roles))
+        read(tuple(args.sources), tuple(args.n), tuple(args.roles), _schemes(args))
     elif args.step == "score":
-        score(tuple(args.sources), args.null, args.only_read, args.workers, tuple(args.n))
+        score(tuple(args.sources), args.null, args.only_read, args.workers, tuple(args.n), _schemes(args))
+    elif args.step == "add":
+        from wash.experiments.see_through_summary import add_schemes
+
+        add_schemes(ROWS, RESULTS, added=added_meta(args))
     else:
         from wash.experiments.see_through_summary import summarize
 

@@ -149,3 +149,38 @@ def summarize(rows_dir: Path = Path("out/see-through/rows"), out: Path = Path("r
     if meta is not None:
         (out / "see_through_run.json").write_text(json.dumps(meta, indent=2) + "\n")
     return table
+
+
+#: The committed tables and the columns that name a scheme's cells in each.
+TABLES = {"see_through_cells.csv": ("source", "scheme"), "see_through_tokens.csv": ("source", "scheme"),
+          "see_through_exponents.csv": ("source", "scheme")}
+
+
+def add_schemes(rows_dir: Path, out: Path, added: dict) -> pd.DataFrame:
+    """Summarise the schemes whose rows are in ``rows_dir`` into the committed tables of ``out``.
+
+    Why: every table is per (source, scheme), so a scheme scored later (with the same
+    statistics, cuts and null draws) joins the committed ones without re-scoring them.
+    Its earlier cells, if any, are replaced; the other schemes' cells are kept as
+    committed; ``added`` (command, date, code, machine) is appended to the run meta's
+    ``added`` list so the page says which cells came when."""
+    rows = load_rows(rows_dir)
+    if rows.empty:
+        raise ValueError(f"no rows under {rows_dir}")
+    new = {"see_through_cells.csv": cell_table(rows)}
+    new["see_through_tokens.csv"], new["see_through_exponents.csv"] = token_tables(rows)
+    fresh = set(zip(rows["source"], rows["scheme"]))
+    for name, keys in TABLES.items():
+        old = pd.read_csv(out / name)
+        keep = old[[pair not in fresh for pair in zip(old[keys[0]], old[keys[1]])]]
+        merged = pd.concat([keep, new[name]], ignore_index=True)
+        merged.to_csv(out / name, index=False, float_format="%.4g")
+        if name == "see_through_cells.csv":
+            table = merged
+    figure(table, out)
+    meta_path = out / "see_through_run.json"
+    meta = json.loads(meta_path.read_text())
+    meta.setdefault("added", []).append({**added, "schemes": sorted({s for _, s in fresh})})
+    meta_path.write_text(json.dumps(meta, indent=2) + "\n")
+    return table
+

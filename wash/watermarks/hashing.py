@@ -13,8 +13,10 @@ needs the same green list the generator used, and contexts repeat.
 from __future__ import annotations
 
 import hashlib
+from contextlib import contextmanager
+from contextvars import ContextVar
 from functools import lru_cache
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import torch
 
@@ -59,12 +61,41 @@ def base_permutation(key: int, size: int) -> torch.Tensor:
 
 
 @lru_cache(maxsize=128)
-def green_mask(seed: int, size: int, gamma: float) -> torch.Tensor:
-    """Boolean mask of the first floor(gamma * size) entries of a seeded permutation."""
+def _green_mask(seed: int, size: int, gamma: float) -> torch.Tensor:
     perm = torch.randperm(size, generator=generator(seed))
     mask = torch.zeros(size, dtype=torch.bool)
     mask[perm[: int(size * gamma)]] = True
     return mask
+
+
+#: Green masks kept for the length of a ``masks_kept`` block (None outside one).
+_KEPT: ContextVar[dict | None] = ContextVar("green_masks_kept", default=None)
+
+
+@contextmanager
+def masks_kept() -> Iterator[None]:
+    """Keep every green mask drawn inside the block, whatever the LRU holds.
+
+    Why: scoring one text with a model-aware statistic reads each position's lists
+    twice, once in the scheme's own detector and once in the keyed law (Water-Bag:
+    bag_size lists per position), and a text has more positions than the LRU keeps.
+    The block bounds the memory to one text's lists (a few MB for 200 tokens)."""
+    token = _KEPT.set({})
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
+
+
+def green_mask(seed: int, size: int, gamma: float) -> torch.Tensor:
+    """Boolean mask of the first floor(gamma * size) entries of a seeded permutation."""
+    kept = _KEPT.get()
+    if kept is None:
+        return _green_mask(seed, size, gamma)
+    key = (seed, size, gamma)
+    if key not in kept:
+        kept[key] = _green_mask(seed, size, gamma)
+    return kept[key]
 
 
 @lru_cache(maxsize=16)

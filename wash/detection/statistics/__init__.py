@@ -36,7 +36,7 @@ from wash.detection.statistics import tests
 from wash.detection.statistics.keyed import keyed_law
 from wash.detection.statistics.served_text import ServedText, served_text
 from wash.watermarks.base import Detection, WatermarkScheme
-from wash.watermarks.hashing import derive_seed
+from wash.watermarks.hashing import derive_seed, masks_kept
 from wash.watermarks.scoring import z_from_p
 
 #: Null draws per text for a simulated p-value (the threshold's null scores).
@@ -278,15 +278,16 @@ def score_ids(scheme: WatermarkScheme, ids: Sequence[int], names: Sequence[str],
               evidence: Evidence | None = None) -> dict[str, StatisticScore]:
     """Each named statistic that applies to ``scheme`` on ``ids`` (prefix cuts default to the whole text)."""
     cuts_arr = np.array(sorted(set(min(int(c), len(ids)) for c in (cuts or [len(ids)]))), dtype=int)
-    ev = evidence or read_evidence(scheme, ids, cuts_arr)
     out: dict[str, StatisticScore] = {}
-    for name in names:
-        stat = statistic(name)
-        if not stat.applies(scheme):
-            continue
-        if stat.needs_model and served is None:
-            raise ValueError(f"statistic '{name}' needs the provider's model to re-read the text")
-        out[name] = stat.run(ev, served, cuts_arr, null_rng(scheme, ids, name), n_null)
+    with masks_kept():  # the detector and the keyed law read the same green lists
+        ev = evidence or read_evidence(scheme, ids, cuts_arr)
+        for name in names:
+            stat = statistic(name)
+            if not stat.applies(scheme):
+                continue
+            if stat.needs_model and served is None:
+                raise ValueError(f"statistic '{name}' needs the provider's model to re-read the text")
+            out[name] = stat.run(ev, served, cuts_arr, null_rng(scheme, ids, name), n_null)
     return out
 
 
