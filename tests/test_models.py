@@ -130,6 +130,30 @@ def _tiny_gguf(folder) -> str:
     return "tiny.gguf"
 
 
+def test_a_build_parses_each_gguf_file_once(tmp_path):
+    """Inside ``gguf_parsed_once`` every open of one file is the first parse; outside it, each open parses."""
+    import numpy as np
+    import gguf
+
+    from wash.engine.cache import gguf_parsed_once
+
+    path = tmp_path / "small.gguf"
+    writer = gguf.GGUFWriter(path, "llama")
+    writer.add_uint32("llama.block_count", 1)
+    writer.add_tensor("w", np.zeros(8, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    with gguf_parsed_once():
+        first = gguf.GGUFReader(str(path))
+        assert gguf.GGUFReader(path) is first and first.fields["llama.block_count"].contents() == 1
+        with gguf_parsed_once():  # a nested block keeps its own readers
+            assert gguf.GGUFReader(path) is not first
+        assert gguf.GGUFReader(path) is first
+    assert gguf.GGUFReader(path) is not gguf.GGUFReader(path)
+
+
 def test_corrupt_or_partial_cache_is_rebuilt(tmp_path, monkeypatch):
     """A copy that fails to load, or whose files do not match the marker, is rebuilt.
 
