@@ -519,3 +519,18 @@ def test_text_a_tokenizer_cannot_encode_is_refused_by_name():
 
     with pytest.raises(WashInputError, match="the text to score is not valid Unicode"):
         detect_text([], "bad \udcff")
+
+
+def test_a_new_run_of_a_session_stops_the_one_before_and_no_other() -> None:
+    """One run per browser session: a new Generate or lesson step ends the session's running one."""
+    from wash.ui.run import StopRegistry
+
+    stops = StopRegistry()
+    first = stops.start("tab-a")
+    other = stops.start("tab-b")
+    second = stops.start("tab-a")
+    assert first.is_set() and not second.is_set() and not other.is_set()
+    stops.finish("tab-a", first)  # the ended run's cleanup leaves the new run's flag in place
+    assert "tab-a" in stops and stops.stop("tab-a") and second.is_set()
+    stops.finish("tab-a", second)
+    assert "tab-a" not in stops and not stops.stop("tab-a")

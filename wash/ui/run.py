@@ -93,17 +93,25 @@ class Throttle:
 
 
 class StopRegistry:
-    """One stop flag per browser session (``gr.Request.session_hash``)."""
+    """One stop flag per browser session (``gr.Request.session_hash``): one run per session."""
 
     def __init__(self) -> None:
         self._flags: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
 
     def start(self, session: str) -> threading.Event:
-        """A fresh flag for a new run of this session (a previous Stop must not leak)."""
+        """A fresh flag for a new run of this session (a previous Stop must not leak).
+
+        A run of the session still going is told to stop: a new Generate, or a new
+        lesson step, ends the run before it. Gradio's ``cancels=`` alone does not: it
+        stops waiting for the cancelled generator, which may still finish its text and
+        draw its last update over the new run's."""
         with self._lock:
+            previous = self._flags.get(session)
             flag = self._flags[session] = threading.Event()
-            return flag
+        if previous is not None:
+            previous.set()
+        return flag
 
     def finish(self, session: str, flag: threading.Event) -> None:
         """The run that ``flag`` belongs to has ended: forget it (one flag per session would pile up)."""
