@@ -23,12 +23,13 @@ ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.browser
 
 
-def test_lesson_script_times_every_step_and_measures_z_on_the_tiny_models(tmp_path):
+def test_lesson_script_times_every_step_and_measures_z_on_the_tiny_models(tmp_path, served_tiny_app):
+    # against the app this test process serves on the tiny models (``--url``); starting an app is test_app_live's
     out = tmp_path / "lesson.json"
     env = dict(os.environ, WASH_APP_MODELS="tiny-smollm2,tiny-gemma3")
-    done = subprocess.run([sys.executable, "-m", "tools.lesson_time", "--rounds", "1", "--steps", "1", "--seeds", "0",
-                           "--out", str(out), "--timeout", "300"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=900)
+    done = subprocess.run([sys.executable, "-m", "tools.lesson_time", "--url", served_tiny_app[0], "--rounds", "1",
+                           "--steps", "1", "--seeds", "0", "--out", str(out), "--timeout", "300"], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     data = json.loads(out.read_text())
     assert data["models"] == ["tiny-smollm2", "tiny-gemma3"] and len(data["rounds"]) == 1

@@ -47,6 +47,7 @@ def test_arguments_default_to_the_repository_and_a_fixed_run():
     assert (args.out_dir, args.preset, args.prompt, args.seed) == (ROOT, 0, 1, 2)
     assert (args.tokens, args.profile) == (64, "open")
     assert (args.width, args.port, args.skip, args.models, args.probe) == (1280, 0, [], "", "fast")
+    assert args.url == ""
     args = parse_args(["--out-dir", "out/x", "--tokens", "8", "--skip", "Identify", "--skip", "Theory",
                        "--models", "tiny-smollm2,tiny-gemma3", "--port", "7961"])
     assert (args.out_dir, args.tokens, args.port) == (Path("out/x"), 8, 7961)
@@ -63,9 +64,10 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 
 @pytest.mark.browser
-def test_a_run_on_the_tiny_models_writes_one_png_per_tab(tmp_path):
+def test_a_run_on_the_tiny_models_writes_one_png_per_tab(tmp_path, served_tiny_app):
+    # the app this test process serves on the tiny models (``--url``): starting one is test_app_live's
     env = dict(os.environ, HF_HUB_OFFLINE="1")
-    command = [sys.executable, "-m", "tools.screenshots", "--models", "tiny-smollm2,tiny-gemma3",
+    command = [sys.executable, "-m", "tools.screenshots", "--url", served_tiny_app[0],
                "--out-dir", str(tmp_path), "--tokens", "8", "--skip", "Identify", "--timeout", "240"]
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -130,12 +130,14 @@ def measure(args: argparse.Namespace) -> dict:
 
     models = app_models()
     seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
-    log = Path(tempfile.mkstemp(prefix="wash-lesson-app-", suffix=".log")[1])
-    port = args.port or free_port()
-    url = f"http://127.0.0.1:{port}"
-    with open(log, "w") as log_file:
-        proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=app_env(port), stdout=log_file,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+    proc, url = None, args.url
+    if not url:
+        log = Path(tempfile.mkstemp(prefix="wash-lesson-app-", suffix=".log")[1])
+        port = args.port or free_port()
+        url = f"http://127.0.0.1:{port}"
+        with open(log, "w") as log_file:
+            proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=app_env(port), stdout=log_file,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
     rounds, z, api_s, verdicts = [], {}, {}, {}
     try:
         with sync_playwright() as p:
@@ -159,7 +161,8 @@ def measure(args: argparse.Namespace) -> dict:
                 z[number], api_s[number] = z_over_seeds(client, number, models, seeds)
                 print(f"step {number} z: {z[number]}", flush=True)
     finally:
-        stop_app(proc)
+        if proc is not None:
+            stop_app(proc)
     return {"rounds": rounds, "z": z, "api_s": api_s, "verdicts": verdicts, "seeds": seeds, "models": models}
 
 
@@ -219,6 +222,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--append", action="store_true",
                         help="add the rounds to --out's, keeping its numbers where this run measures none")
     parser.add_argument("--port", type=int, default=0, help="the app's port (default: a free one)")
+    parser.add_argument("--url", default="",
+                        help="time an app already running there instead of starting one (it must serve the "
+                             "models $WASH_APP_MODELS names)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds allowed for start-up")
     parser.add_argument("--step-timeout", type=float, default=300.0, help="seconds allowed for one step")
     args = parser.parse_args(argv)

@@ -113,6 +113,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--max-kb", type=int, default=400,
                         help="a PNG heavier than this is re-saved with a 256-colour palette (default 400)")
     parser.add_argument("--port", type=int, default=0, help="port of the app (default: any free one)")
+    parser.add_argument("--url", default="",
+                        help="picture an app already running there instead of starting one (its models are "
+                             "its own: --models and --port are then unused)")
     parser.add_argument("--timeout", type=float, default=900.0,
                         help="seconds allowed for the start-up and for each action (default 900)")
     args = parser.parse_args(argv)
@@ -240,10 +243,12 @@ def take(args: argparse.Namespace) -> dict:
 
     if args.models:
         os.environ["WASH_APP_MODELS"] = args.models  # the app's environment (tools.latency.app_env) copies it
-    fd, log_name = tempfile.mkstemp(prefix="wash-screenshots-app-", suffix=".log")
-    os.close(fd)
     started = time.monotonic()
-    proc, url = start_app(Path(log_name), args.port)
+    proc, url, log_name = None, args.url, None
+    if not url:
+        fd, log_name = tempfile.mkstemp(prefix="wash-screenshots-app-", suffix=".log")
+        os.close(fd)
+        proc, url = start_app(Path(log_name), args.port)
     files, seconds = {}, {}
 
     def shoot(page, name: Path, **screenshot) -> None:
@@ -278,7 +283,8 @@ def take(args: argparse.Namespace) -> dict:
                 seconds[label] = round(time.monotonic() - tab_started, 1)
             browser.close()
     finally:
-        stop_app(proc)
+        if proc is not None:
+            stop_app(proc)
     return {
         "command": shlex.join([Path(sys.executable).name, "-m", "tools.screenshots", *sys.argv[1:]]),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
