@@ -530,7 +530,9 @@ def test_a_new_run_of_a_session_stops_the_one_before_and_no_other() -> None:
     other = stops.start("tab-b")
     second = stops.start("tab-a")
     assert first.is_set() and not second.is_set() and not other.is_set()
-    stops.finish("tab-a", first)  # the ended run's cleanup leaves the new run's flag in place
+    assert stops.superseded(first) and not stops.superseded(second) and not stops.superseded(other)
+    stops.finish("tab-a", first)
+    assert not stops.superseded(first)  # forgotten once its run has ended  # the ended run's cleanup leaves the new run's flag in place
     assert "tab-a" in stops and stops.stop("tab-a") and second.is_set()
     stops.finish("tab-a", second)
     assert "tab-a" not in stops and not stops.stop("tab-a")

@@ -168,6 +168,8 @@ def make_generate(preload: Preload | None) -> Callable[..., Iterator[dict[str, A
         try:
             first = True
             for view in views:
+                if STOPS.superseded(stop):  # a newer run of this session owns the page: draw nothing more
+                    return
                 if first:
                     yield _reset_outputs(view.record)
                     first = False

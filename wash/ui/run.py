@@ -97,25 +97,35 @@ class StopRegistry:
 
     def __init__(self) -> None:
         self._flags: dict[str, threading.Event] = {}
+        self._superseded: set[int] = set()  # ids of the flags of runs a newer run replaced, until they finish
         self._lock = threading.Lock()
 
     def start(self, session: str) -> threading.Event:
         """A fresh flag for a new run of this session (a previous Stop must not leak).
 
-        A run of the session still going is told to stop: a new Generate, or a new
-        lesson step, ends the run before it. Gradio's ``cancels=`` alone does not: it
-        stops waiting for the cancelled generator, which may still finish its text and
-        draw its last update over the new run's."""
+        A run of the session still going is told to stop and is marked superseded
+        (``superseded``): a new Generate, or a new lesson step, ends the run before it,
+        which then draws nothing more. Gradio's ``cancels=`` alone does not: the
+        cancelled generator may still finish its text and draw its last update over the
+        new run's."""
         with self._lock:
             previous = self._flags.get(session)
             flag = self._flags[session] = threading.Event()
+            if previous is not None:
+                self._superseded.add(id(previous))
         if previous is not None:
             previous.set()
         return flag
 
+    def superseded(self, flag: threading.Event) -> bool:
+        """Whether a newer run of the same session has started since ``flag``'s run did."""
+        with self._lock:
+            return id(flag) in self._superseded
+
     def finish(self, session: str, flag: threading.Event) -> None:
         """The run that ``flag`` belongs to has ended: forget it (one flag per session would pile up)."""
         with self._lock:
+            self._superseded.discard(id(flag))
             if self._flags.get(session) is flag:
                 del self._flags[session]
 
