@@ -225,6 +225,41 @@ def test_the_committed_section_quotes_its_cells() -> None:
     assert (t["null_scores"][t["statistic"] != "sum"] >= 1000).all()
 
 
+def test_a_scheme_scored_later_joins_the_committed_summary(tmp_path) -> None:
+    """``add``: the new scheme's cells are summarised from its rows; every other cell stays as committed."""
+    import json
+    import shutil
+
+    from wash.experiments.see_through_summary import TABLES, add_schemes
+
+    out = tmp_path / "results"
+    shutil.copytree("results/see-through", out)
+    before = {name: pd.read_csv(out / name) for name in TABLES}
+    rng = np.random.default_rng(0)
+    rows = []
+    for n in (1, 3):
+        for text_id in range(20):
+            role = "positive" if text_id < 10 else "negative"
+            p = rng.random() * (0.1 if role == "positive" else 1.0)
+            for cut, full in ((10, False), (200, False), (200, True)):
+                rows.append({"source": "paper", "scheme": "newscheme", "n": n, "mode": "wash", "role": role,
+                             "prompt_id": f"p{text_id}", "provider": 0, "provider_model": "smollm2",
+                             "provider_key": 1, "text_id": text_id, "committed_p": p, "statistic": "lr",
+                             "cut": cut, "full": full, "length": 200, "value": 1.0, "p": p,
+                             "tokens_scored": cut, "null_scores": 1000})
+    (tmp_path / "rows").mkdir()
+    pd.DataFrame(rows).to_csv(tmp_path / "rows" / "paper-newscheme.csv", index=False)
+    table = add_schemes(tmp_path / "rows", out, added={"command": "test"})
+    cells = pd.read_csv(out / "see_through_cells.csv")
+    assert set(cells["scheme"]) == set(before["see_through_cells.csv"]["scheme"]) | {"newscheme"}
+    kept = cells[cells["scheme"] != "newscheme"].reset_index(drop=True)
+    pd.testing.assert_frame_equal(kept, before["see_through_cells.csv"])
+    new = table[table["scheme"] == "newscheme"].set_index("n")
+    assert list(new.index) == [1, 3] and (new["positives"] == 10).all() and (new["negatives"] == 10).all()
+    meta = json.loads((out / "see_through_run.json").read_text())
+    assert meta["added"][-1] == {"command": "test", "schemes": ["newscheme"]}
+
+
 # -- in the product ---------------------------------------------------------------------------------
 TEXT = ("The old lighthouse keeper climbed the stairs one last time, and as the storm rolled in "
         "over the harbour he began to tell the children the story of the ship that never came home.")
