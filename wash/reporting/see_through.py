@@ -21,9 +21,11 @@ FOLDER = "see-through"
 NEW = ("lr", "lr-mix")
 STAT_NAMES = {"sum": "own sum", "lr": "model-aware LR (max over w)", "lr-mix": "model-aware LR (mean over w)",
               "hc": "higher criticism", "entropy": "entropy-weighted"}
-LEFT_OUT = ("Water-Bag draws one list of its bag per generation, so its ratio would mix over the bag; EXP-Edit "
-            "and ITS-Edit draw a key offset per generation and align by edit distance, so theirs would mix over "
-            "offsets: none of the three has a model-aware ratio here, and their rows keep their own sum only.")
+LEFT_OUT = ("Water-Bag's ratio takes the best (`lr`) or the average (`lr-mix`) over the 2 x bag_size lists a "
+            "generation may have drawn. EXP-Edit and ITS-Edit draw a key offset per generation and read key "
+            "element offset + position; under WASH a provider's positions drift against the text's, so their "
+            "ratio would have to mix over offsets and alignments: they have no model-aware ratio here and are not "
+            "in these tables.")
 
 
 def load(root: Path) -> dict[str, pd.DataFrame] | None:
@@ -187,6 +189,10 @@ def page(root: Path) -> str | None:
     if meta.get("command"):
         lines += [f"Made by `{meta['command']}` ({meta.get('date', '')}; {meta.get('machine', '')}; "
                   f"{meta.get('scoring', '')}).", ""]
+    for added in meta.get("added", []):
+        lines += [f"{', '.join(name(s) for s in added.get('schemes', []))} added later by `{added.get('command', '')}` "
+                  f"({added.get('date', '')}; {added.get('machine', '')}; code {added.get('code', {}).get('commit', '')}"
+                  f"{'; ' + added['scoring'] if added.get('scoring') else ''}).", ""]
     while lines and lines[-1] == "":
         lines.pop()
     return "\n".join(lines) + "\n"
