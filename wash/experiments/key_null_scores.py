@@ -1,7 +1,7 @@
 """Score a committed ``tpr`` folder's calibration negatives under many random keys (the null over keys).
 
     python -m wash.experiments.key_null_scores results/tpr-paper --schemes kgw aar
-    python -m wash.experiments.key_null_scores results/tpr-paper --merge   # write tpr_key_null.csv
+    python -m wash.experiments.key_null_scores results/tpr-paper --merge   # write tpr_key_null.csv.gz
 
 For every (scheme, model set) cell of the folder, the held-out negatives of the
 calibration half (``tpr.negative_split``: by prompt, never by key) are re-read from
@@ -9,7 +9,8 @@ the runs CSV and each provider slot's own detector scores them under
 ``key_null.keys_per_slot`` random keys (``key_null.null_keys``), so the cell gets at
 least ``key_null.MIN_NULL_SCORES`` scores. No text is generated. Scoring is cached
 per cell under ``runs/key-null/<folder>/`` (resumable); ``--merge`` gathers the
-cells into ``<folder>/tpr_key_null.csv``, which ``tpr.summarize`` reads.
+cells into ``<folder>/tpr_key_null.csv.gz``, which ``tpr.summarize`` reads (gzip: every row repeats its
+text's job description, 26 MB as plain CSV for the three committed folders).
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def merge(folder: Path) -> pd.DataFrame:
             print(f"{path.name}: incomplete ({len(pairs)} of {expected} text-provider pairs), left out")
     frame = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=key_null.COLUMNS)
     frame = frame[key_null.COLUMNS].sort_values(["scheme", "n", "job", "provider", "key"], kind="stable")
-    frame.to_csv(folder / FILE, index=False)
+    frame.to_csv(folder / FILE, index=False, compression={"method": "gzip", "mtime": 0})  # same bytes each time
     record_in_meta(folder, frame)
     return frame
 

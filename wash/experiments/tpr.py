@@ -70,7 +70,7 @@ from wash.watermarks import paper_schemes, published_schemes
 
 NAME = "tpr"
 #: A folder's key-null scores (written by ``python -m wash.experiments.key_null_scores FOLDER --merge``).
-KEY_NULL_FILE = "tpr_key_null.csv"
+KEY_NULL_FILE = "tpr_key_null.csv.gz"
 UNWATERMARKED = "unwatermarked"
 #: The ``role`` key field of a held-out negative's job (positives' keys have no role, as before).
 NEGATIVE = "negative"
@@ -183,7 +183,7 @@ def summarize(rows: pd.DataFrame, config: Config, key_nulls: pd.DataFrame | None
     "any provider flags" decision.
 
     Where the folder has key-null scores for the cell (``key_nulls``, default the folder's
-    ``tpr_key_null.csv``), the threshold is the (1 - fpr) quantile of those (at least
+    ``tpr_key_null.csv.gz``), the threshold is the (1 - fpr) quantile of those (at least
     ``key_null.MIN_NULL_SCORES``) and the check half's own-key scores give its FPR with a
     Clopper-Pearson interval (``stats.key_null_detection``); the "any provider" decision
     combines each text's per-provider rank p-values in its provider model's key-null

@@ -26,7 +26,7 @@ EXPERIMENTS = {
         "unwatermarked texts of the same model set (held-out prompts, split in half by prompt: one half "
         "fits, the other checks, `fpr_check`, Clopper-Pearson interval): where `calibration` says "
         "\"null over keys\", on `n_null` scores of the fitting half's texts under random keys "
-        "(`tpr_key_null.csv`), else on their own scores. A cell's TPR is the share of texts flagged, "
+        "(`tpr_key_null.csv.gz`), else on their own scores. A cell's TPR is the share of texts flagged, "
         "averaged over the ensemble's providers, with a bootstrap interval over prompts (exact binomial "
         "where it is 0 or 1); `tpr_any` and `fpr_any_check` are the \"any provider flags\" decision per "
         "text with the family-wise FPR at the same level (Simes). `naive` averages without routing (the paper's routing "
