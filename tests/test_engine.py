@@ -228,18 +228,19 @@ def test_reencoding_every_step_gives_the_same_text():
     assert a.text == b.text
 
 
-def _register_always_end() -> None:
-    """A test scheme that ends the text whenever end-of-text is allowed at all."""
-    from wash.watermarks import SCHEMES, register
+@pytest.fixture
+def always_end(monkeypatch):
+    """A throwaway scheme, "test-eos", that ends the text whenever end-of-text is allowed at all.
+
+    Registered for the test only (``monkeypatch``): left in the registry, it would show
+    up in every later test of the same worker that lists the schemes."""
+    from wash.watermarks import SCHEMES
     from wash.watermarks.base import softmax
     from wash.watermarks.none import NoWatermark
 
-    if "test-eos" in SCHEMES:
-        return
-
-    @register
     class AlwaysEnd(NoWatermark):
         name = "test-eos"
+        published = False
 
         def distribution(self, logits, ids, prompt_len, state):
             from wash.engine.models import load_model
@@ -251,16 +252,17 @@ def _register_always_end() -> None:
             out[eos] = 1.0
             return out
 
+    monkeypatch.setitem(SCHEMES, AlwaysEnd.name, AlwaysEnd)
+    return AlwaysEnd.name
 
-def test_end_of_text_stops_generation():
-    _register_always_end()
-    result = contexts_after(run(["tiny-smollm2:test-eos:1"], n=20))
+
+def test_end_of_text_stops_generation(always_end):
+    result = contexts_after(run([f"tiny-smollm2:{always_end}:1"], n=20))
     assert result.finish_reason == "eos" and result.text == ""
 
 
-def test_min_new_tokens_masks_end_of_text():
-    _register_always_end()
-    result = contexts_after(run(["tiny-smollm2:test-eos:1"], n=20, min_new_tokens=5))
+def test_min_new_tokens_masks_end_of_text(always_end):
+    result = contexts_after(run([f"tiny-smollm2:{always_end}:1"], n=20, min_new_tokens=5))
     assert result.finish_reason == "eos" and len(result.tokens) == 5
 
 
