@@ -151,9 +151,8 @@ def summarize(rows_dir: Path = Path("out/see-through/rows"), out: Path = Path("r
     return table
 
 
-#: The committed tables and the columns that name a scheme's cells in each.
-TABLES = {"see_through_cells.csv": ("source", "scheme"), "see_through_tokens.csv": ("source", "scheme"),
-          "see_through_exponents.csv": ("source", "scheme")}
+#: The committed tables, each with one row per (source, scheme, ...): a scheme's cells are its rows.
+TABLES = ("see_through_cells.csv", "see_through_tokens.csv", "see_through_exponents.csv")
 
 
 def add_schemes(rows_dir: Path, out: Path, added: dict) -> pd.DataFrame:
@@ -167,20 +166,18 @@ def add_schemes(rows_dir: Path, out: Path, added: dict) -> pd.DataFrame:
     rows = load_rows(rows_dir)
     if rows.empty:
         raise ValueError(f"no rows under {rows_dir}")
-    new = {"see_through_cells.csv": cell_table(rows)}
-    new["see_through_tokens.csv"], new["see_through_exponents.csv"] = token_tables(rows)
+    new = dict(zip(TABLES, (cell_table(rows), *token_tables(rows))))
     fresh = set(zip(rows["source"], rows["scheme"]))
-    for name, keys in TABLES.items():
+    merged = {}
+    for name in TABLES:
         old = pd.read_csv(out / name)
-        keep = old[[pair not in fresh for pair in zip(old[keys[0]], old[keys[1]])]]
-        merged = pd.concat([keep, new[name]], ignore_index=True)
-        merged.to_csv(out / name, index=False, float_format="%.4g")
-        if name == "see_through_cells.csv":
-            table = merged
+        keep = old[[pair not in fresh for pair in zip(old["source"], old["scheme"])]]
+        merged[name] = pd.concat([keep, new[name]], ignore_index=True)
+        merged[name].to_csv(out / name, index=False, float_format="%.4g")
+    table = merged[TABLES[0]]
     figure(table, out)
     meta_path = out / "see_through_run.json"
     meta = json.loads(meta_path.read_text())
     meta.setdefault("added", []).append({**added, "schemes": sorted({s for _, s in fresh})})
     meta_path.write_text(json.dumps(meta, indent=2) + "\n")
     return table
-

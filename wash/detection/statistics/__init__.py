@@ -134,17 +134,6 @@ def _run_sum(ev, served, cuts, rng, n_null):
                           note=ev.final.note)
 
 
-def _ratios(ev: Evidence, served: ServedText, rng: np.random.Generator, n_null: int) -> tuple[np.ndarray, np.ndarray]:
-    """rho under the provider's key and under ``n_null`` random keys (computed once per text and key)."""
-    key = f"rho{n_null}"
-    if key not in ev.cache:
-        law = keyed_law(ev.scheme)
-        own = null_rng(ev.scheme, ev.ids, "rho")  # the same draws whichever LR statistic asks first
-        ev.cache[key] = (law.observed(ev.scheme, served, ev.scored), law.simulate(ev.scheme, served, ev.scored, own,
-                                                                                  n_null))
-    return ev.cache[key]
-
-
 def _lr_per_token(ev: Evidence, rho: np.ndarray, w: float) -> list[float | None]:
     """Each scored token's log((1 - w) + w rho): what the statistic leans on (at w = 0.5 when w-hat is 0)."""
     w = w if w > 0 else 0.5
@@ -157,33 +146,34 @@ def _variants_note(rho: np.ndarray, best: int) -> str:
     return f"; best of {rho.shape[0]} keyed laws: {best}" if rho.shape[0] > 1 else ""
 
 
-def _ratio_sums(ev: Evidence, served: ServedText, cuts: np.ndarray, rng: np.random.Generator,
+def _ratio_sums(ev: Evidence, served: ServedText, cuts: np.ndarray,
                 n_null: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """rho, and the summed log ratios (``tests.log_ratio_sums``) under the key, (J, C, W), and under the
-    null draws, (n, J, C, W): ``lr`` and ``lr-mix`` read the same sums."""
+    """rho under the provider's key, (J, T), and the summed log ratios (``tests.log_ratio_sums``) under
+    the key, (J, C, W), and under ``n_null`` random keys, (n, J, C, W): computed once per text and key,
+    ``lr`` and ``lr-mix`` read the same sums."""
     key = f"sums{n_null}:{cuts.tolist()}"
     if key not in ev.cache:
-        rho, null_rho = _ratios(ev, served, rng, n_null)
+        law = keyed_law(ev.scheme)
+        own = null_rng(ev.scheme, ev.ids, "rho")  # the same draws whichever LR statistic asks first
+        rho = law.observed(ev.scheme, served, ev.scored)
+        null_rho = law.simulate(ev.scheme, served, ev.scored, own, n_null)
         ev.cache[key] = (rho, tests.log_ratio_sums(rho, cuts), tests.log_ratio_sums(null_rho, cuts))
     return ev.cache[key]
 
 
-def _best(ev, served, cuts, rng, n_null) -> tuple[int, float]:
-    """The keyed law (row of rho) and w the generalised LR picks on the whole text."""
-    _rho, sums, _null = _ratio_sums(ev, served, cuts, rng, n_null)
-    values, w_hats = tests.glr_from(sums[:, -1])  # (J,)
-    j = int(np.argmax(values))
-    return j, float(w_hats[j])
+def _glr_over_laws(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per prefix: the generalised LR's value, its w and the keyed law (row) it picks, from (J, C, W) sums."""
+    values, w_hats = tests.glr_from(sums)  # (J, C)
+    best = np.argmax(values, axis=0)
+    return values.max(axis=0), w_hats[best, np.arange(sums.shape[1])], best
 
 
 def _run_lr(ev, served, cuts, rng, n_null):
     """The generalised LR over w and, where a generation drew one of several keyed laws, over the law."""
-    rho, sums, null_sums = _ratio_sums(ev, served, cuts, rng, n_null)
-    values, w_hats = tests.glr_from(sums)  # (J, C)
-    best = np.argmax(values, axis=0)
-    value, w_hat = values.max(axis=0), w_hats[best, np.arange(len(cuts))]
+    rho, sums, null_sums = _ratio_sums(ev, served, cuts, n_null)
+    value, w_hat, best = _glr_over_laws(sums)
     p = tests.simulated_p(value, tests.glr_from(null_sums)[0].max(axis=1))
-    j, w = _best(ev, served, cuts, rng, n_null)
+    j, w = int(best[-1]), float(w_hat[-1])
     return StatisticScore("lr", cuts, value, p, _scored_counts(ev, cuts), _lr_per_token(ev, rho[j], w), n_null,
                           note=(f"generalised LR {value[-1]:.3g} at w = {w:.3g}{_variants_note(rho, j)}; p from "
                                 f"{n_null} null draws with the same served laws"),
@@ -192,10 +182,11 @@ def _run_lr(ev, served, cuts, rng, n_null):
 
 def _run_lr_mix(ev, served, cuts, rng, n_null):
     """The LR averaged over a uniform prior on w and on the keyed law a generation drew (a Bayes factor)."""
-    rho, sums, null_sums = _ratio_sums(ev, served, cuts, rng, n_null)
+    rho, sums, null_sums = _ratio_sums(ev, served, cuts, n_null)
     value = tests.log_mean_exp(tests.mixture_from(sums), 0)
     p = tests.simulated_p(value, tests.log_mean_exp(tests.mixture_from(null_sums), 1))
-    j, w = _best(ev, served, cuts, rng, n_null)
+    _value, w_hat, best = _glr_over_laws(sums)
+    j, w = int(best[-1]), float(w_hat[-1])
     return StatisticScore("lr-mix", cuts, value, p, _scored_counts(ev, cuts), _lr_per_token(ev, rho[j], w), n_null,
                           note=(f"likelihood ratio averaged over w (log {value[-1]:.3g}){_variants_note(rho, j)}; "
                                 f"p from {n_null} null draws with the same served laws"))

@@ -6,10 +6,10 @@ draws of the same statistic under the null with the same per-token model
 quantities (``keyed.KeyedLaw.simulate`` or a pivot's known null law):
 p = (1 + #{null >= observed}) / (n + 1), which is exact for exchangeable draws.
 
-* ``glr``: the generalised likelihood ratio of a sparse mixture,
-  max over w in a fixed grid of sum_t log((1 - w) + w rho_t). The grid covers
-  [0, 1] evenly; no knob is fitted to watermarked text.
-* ``mixture``: the same ratio averaged over a uniform prior on the grid's w > 0 (a
+* ``glr_from``: the generalised likelihood ratio of a sparse mixture,
+  max over w in a fixed grid of sum_t log((1 - w) + w rho_t) (``log_ratio_sums``).
+  The grid covers [0, 1] evenly; no knob is fitted to watermarked text.
+* ``mixture_from``: the same ratio averaged over a uniform prior on the grid's w > 0 (a
   Bayes factor): no atom at w = 0, so its simulated p is not conservative;
 * ``higher_criticism``: Donoho and Jin's HC* over per-token p-values (pivots),
   the largest standardised excess of small p-values among the smallest half.
@@ -20,6 +20,7 @@ p = (1 + #{null >= observed}) / (n + 1), which is exact for exchangeable draws.
 from __future__ import annotations
 
 import numpy as np
+from scipy.special import logsumexp
 
 #: The mixture weights the generalised LR maximises over (0 = no watermark).
 W_GRID = np.linspace(0.0, 1.0, 41)
@@ -70,22 +71,9 @@ def mixture_from(sums: np.ndarray) -> np.ndarray:
     return log_mean_exp(sums[..., 1:], axis=-1)
 
 
-def glr(rho: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(statistic, w-hat) for each prefix: max over ``W_GRID`` of the summed log ratios."""
-    return glr_from(log_ratio_sums(rho, cuts))
-
-
-def mixture(rho: np.ndarray, cuts: np.ndarray) -> np.ndarray:
-    """``mixture_from`` for each prefix of ``rho``."""
-    return mixture_from(log_ratio_sums(rho, cuts))
-
-
 def log_mean_exp(x: np.ndarray, axis: int) -> np.ndarray:
-    """log(mean(exp(x))) along ``axis``, stable; -inf where every entry is -inf."""
-    top = np.max(x, axis=axis, keepdims=True)
-    top = np.where(np.isfinite(top), top, 0.0)
-    with np.errstate(divide="ignore"):
-        return np.squeeze(top, axis) + np.log(np.mean(np.exp(x - top), axis=axis))
+    """log(mean(exp(x))) along ``axis`` (scipy's ``logsumexp``); -inf where every entry is -inf."""
+    return logsumexp(x, axis=axis) - np.log(x.shape[axis])
 
 
 def higher_criticism(pivots: np.ndarray, valid: np.ndarray, cuts: np.ndarray) -> np.ndarray:
