@@ -43,7 +43,7 @@ _EXPORTS = {
     **dict.fromkeys(("CATALOG", "OFFLINE_DEFAULTS", "ALLOW_EXTERNAL_ENV", "check_model_name", "external_allowed",
                      "shape_names"),
                     "catalog"),
-    **dict.fromkeys(("Progress", "cache_dir", "marker_ok", "missing_reason"), "cache"),
+    **dict.fromkeys(("Progress", "cache_dir", "gguf_file", "gguf_parsed_once", "marker_ok", "missing_reason"), "cache"),
     **dict.fromkeys(("load_model", "load_tokenizer", "parse_dtype", "is_loaded"), "models"),
 }
 __all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -146,8 +146,9 @@ def gguf_parsed_once() -> Iterator[None]:
 
     Why: building a copy, transformers opens the file for the tokenizer's config, the
     tokenizer and the weights, and every open parses all of the metadata, vocabulary
-    and merges included (measured: 4.8 s for SmolLM2's file, 19 s for Gemma-3's, on a
-    busy 2-core machine): two of the three parses are repeats. A reader is read-only
+    and merges included (``python -m tools.gguf_parse``: 2.7 s for SmolLM2's file, 10.8 s
+    for Gemma-3's on an idle 2-core machine, docs/BENCHMARKS.md): two of the three
+    parses are repeats. A reader is read-only
     (memory-mapped), so one serves every open. ``gguf.GGUFReader`` is wrapped once per
     process; outside a block the wrapper is the plain class, and the readers live only
     as long as the block (a context variable: a build in another thread keeps its own)."""
