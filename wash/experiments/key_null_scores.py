@@ -26,7 +26,7 @@ import pandas as pd
 
 from wash.detection import key_null
 from wash.engine import ProviderSpec
-from wash.experiments import load
+from wash.experiments.registry import load
 from wash.experiments.driver import machine_description
 from wash.experiments.scoring import watermarked_providers
 from wash.provenance import load_average, portable
