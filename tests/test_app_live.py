@@ -6,8 +6,8 @@ the end; the app preloads them in the background and reports it on ``/status``.
 API tests check that the app generates exactly what the engine does (eager and
 lazy forwards) and that concurrent sessions do not mix; browser tests
 (``-m browser``) drive the page in Debian's headless Chromium; one more
-(``-m "browser and e2e"``) starts a second server on the real offline models and
-takes the screenshot. The ``held_app`` fixture serves ``app.build_demo`` in this
+(``-m "browser and e2e"``) serves the app on the real offline models in the test's
+process and takes the screenshot. The ``held_app`` fixture serves ``app.build_demo`` in this
 process with a preload the test holds open, to see the page during a load and a
 click that has to wait for it.
 
@@ -771,13 +771,15 @@ def test_browser_identify_tab_answers_for_the_ensemble(tiny_app, browser):
 
 @pytest.mark.browser
 @pytest.mark.e2e
-def test_browser_real_models_paper_preset(browser, tmp_path):
+def test_browser_real_models_paper_preset(browser, tmp_path, monkeypatch):
+    """The app's default models (the real ones), served in this process: the models it loads stay
+    loaded for this worker's other tests (``load_model`` keeps one copy per process)."""
     tokens = int(os.environ.get("WASH_APP_E2E_TOKENS", "6"))
     shot = tmp_path / "screenshot.png"
-    server_gen = _serve(None, tmp_path / "real-app.log")
-    server = next(server_gen)
-    try:
-        page = _open(browser, server.url)
+    monkeypatch.delenv("WASH_APP_MODELS", raising=False)
+    monkeypatch.setenv("GRADIO_ANALYTICS_ENABLED", "False")
+    with served_app(None) as url:
+        page = _open(browser, url)
         page.wait_for_function("() => /Models ready in/.test("
                                "document.querySelector('#model-status').innerText)", timeout=600_000)
         ready = page.locator("#model-status").inner_text()
@@ -801,5 +803,3 @@ def test_browser_real_models_paper_preset(browser, tmp_path):
         page.screenshot(path=str(shot), full_page=True)
         assert shot.stat().st_size > 10_000
         page.close()
-    finally:
-        server_gen.close()

@@ -28,6 +28,14 @@ KEYS = 200
 #: Text tokens of the calibration text (enough for dozens of scored tokens, cheap per key).
 CAL_TOKENS = 90
 N_NULL = 400
+#: Null draws for the Edit schemes' ratio (each draw is keylen x T wins: one keyed law per offset).
+#: Their calibration runs at keylen 105: each key element is still read by T (offset, position)
+#: pairs, what the simulated null draws independently, at a quarter of the cost.
+N_NULL_EDIT = 200
+
+
+def _n_null(spec: str) -> int:
+    return N_NULL_EDIT if "edit" in spec else N_NULL
 
 
 def _committed(role: str, mode: str, scheme: str, n: int, k: int) -> list[str]:
@@ -61,6 +69,58 @@ def test_batched_reweight_is_dipmarks_alpha_reweight() -> None:
         assert torch.allclose(got[i], alpha_reweight(probs[i], torch.argsort(rank[i]), 0.45), atol=1e-12)
 
 
+def _synthetic_served(vocab: int, T: int, K: int, seed: int):
+    """A ServedText over ``vocab`` ids whose observed token is served at most positions (not at two)."""
+    from wash.detection.statistics.served_text import ServedText
+
+    rng = np.random.default_rng(seed)
+    rows = np.stack([rng.choice(vocab, K, replace=False) for _ in range(T)])
+    rows[4, K - 2:] = -1  # a position with fewer rows
+    logits = np.where(rows >= 0, rng.normal(0, 2, rows.shape), -np.inf)
+    ids = [int(r[rng.integers(K - 2)]) for r in rows]
+    ids[7] = ids[11] = next(v for v in range(vocab) if v not in rows[7] and v not in rows[11])
+    return ServedText("synthetic", "paper", ids, rows, logits, np.ones(T, dtype=bool), vocab)
+
+
+@pytest.mark.parametrize("spec", ["exp-edit", "its-edit", "its-edit:permutation=shared"])
+def test_edit_law_reads_the_element_each_offset_reaches(spec: str) -> None:
+    """The batched picks over every (offset, position) equal the scheme's own law, one position at a time:
+    rho is 1/p where offset o's element (o + t) puts its mass on the observed token, 0 elsewhere."""
+    from wash.detection.statistics.keyed import EditLaw, KeyedLaw
+
+    st = _synthetic_served(vocab=600, T=30, K=8, seed=2)
+    name, _, params = spec.partition(":")
+    scheme = build_scheme(name, 17, 600, {"keylen": "24", **dict(kv.split("=") for kv in params.split("+") if kv)})
+    law, scored = EditLaw(), np.ones(len(st), dtype=bool)
+    batched = law.observed(scheme, st, scored)
+    one_by_one = KeyedLaw.observed(law, scheme, st, scored)  # each variant through scheme.distribution
+    assert batched.shape == (24, 30)
+    np.testing.assert_allclose(batched, one_by_one, rtol=1e-9)
+    p = st.probs()[np.arange(30), np.maximum(st.observed(), 0)]
+    won = batched > 1.0
+    assert won.any() and (batched[:, [7, 11]] == 1.0).all()  # an unserved token carries no evidence
+    np.testing.assert_allclose(batched[won], np.broadcast_to(1.0 / p, batched.shape)[won])
+    assert (batched[~won] == 0.0).sum() > 0 and ((batched[~won] == 0.0) | (batched[~won] == 1.0)).all()
+
+
+def test_point_mass_sums_are_the_log_ratio_sums_of_their_rho() -> None:
+    """The Edit null's shortcut (wins times a table) equals summing log((1 - w) + w rho) directly."""
+    from wash.detection.statistics import tests as st_tests
+
+    rng = np.random.default_rng(5)
+    T = 40
+    ratio = 1.0 / rng.uniform(0.05, 1.0, T)
+    live = rng.random(T) < 0.8
+    wins = rng.random((6, 3, T)) < 1.0 / ratio
+    wins[0, 0] = True  # every live position a win: w = 1 stays finite
+    rho = np.where(live, np.where(wins, ratio, 0.0), 1.0)
+    cuts = np.array([0, 5, 17, 30, 40])
+    want = st_tests.log_ratio_sums(rho, cuts)
+    got = st_tests.point_mass_sums(wins, ratio, live, cuts)
+    assert np.isfinite(got[0, 0, :, -1]).all() and np.isneginf(got[..., -1]).any()
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
 @pytest.fixture(scope="module")
 def null_text(smollm2):
     """A committed held-out unwatermarked text, read once by the real smollm2."""
@@ -69,7 +129,8 @@ def null_text(smollm2):
 
 
 CALIBRATED = [("lr", "aar"), ("lr", "kgw"), ("lr-mix", "kgw"), ("lr-mix", "aar"), ("lr", "unigram"), ("lr", "dipmark"), ("lr", "synthid"),
-              ("lr", "aar:form=soft"), ("hc", "aar"), ("entropy", "kgw"), ("lr", "waterbag"), ("lr-mix", "waterbag")]
+              ("lr", "aar:form=soft"), ("hc", "aar"), ("entropy", "kgw"), ("lr", "waterbag"), ("lr-mix", "waterbag"),
+              ("lr", "exp-edit:keylen=105"), ("lr-mix", "its-edit:keylen=105")]
 
 
 def _scheme(spec: str, key: int, vocab: int):
@@ -85,7 +146,8 @@ def _ps_by_statistic(pairs, spec: str, cases, vocab_size: int) -> dict[str, np.n
     every p is the one a separate call gives.
     """
     stats = [stat for stat, s in pairs if s == spec]
-    rows = [score_ids(_scheme(spec, key, vocab_size), ids, stats, served, n_null=N_NULL) for key, ids, served in cases]
+    rows = [score_ids(_scheme(spec, key, vocab_size), ids, stats, served, n_null=_n_null(spec))
+            for key, ids, served in cases]
     return {stat: np.array([r[stat].p[-1] for r in rows]) for stat in stats}
 
 
@@ -117,14 +179,14 @@ def test_null_is_uniform_over_keys_on_real_text(stat: str, spec: str, key_null_p
     ps = key_null_ps(spec)[stat]
     for a in (0.05, 0.1, 0.25):
         rate = float(np.mean(ps <= a))
-        tol = 3 * np.sqrt(a * (1 - a) / KEYS) + 1.0 / (N_NULL + 1)
+        tol = 3 * np.sqrt(a * (1 - a) / KEYS) + 1.0 / (_n_null(spec) + 1)
         print(f"{stat} {spec}: P(p <= {a}) = {rate:.3f}")
         assert rate <= a + tol, (stat, spec, a, rate)
         if a < 0.25:
             assert rate >= a - tol, (stat, spec, a, rate)
 
 
-@pytest.mark.parametrize("scheme", ["aar", "kgw", "waterbag"])
+@pytest.mark.parametrize("scheme", ["aar", "kgw", "waterbag", "exp-edit", "its-edit"])
 def test_power_on_single_provider_text(scheme: str, smollm2) -> None:
     """On committed single-provider texts the LR flags (p < 0.05) about as many as the scheme's own sum."""
     from wash.engine.providers import build_providers
@@ -137,7 +199,7 @@ def test_power_on_single_provider_text(scheme: str, smollm2) -> None:
     for _, r in rows.iterrows():
         prov = build_providers([ProviderSpec.parse(r.providers)]).providers[0]
         ids = smollm2.encode(r.text)
-        scores = score_ids(prov.scheme, ids, list(flags), read_ids(smollm2, ids), n_null=N_NULL)
+        scores = score_ids(prov.scheme, ids, list(flags), read_ids(smollm2, ids), n_null=_n_null(scheme))
         for k in flags:
             flags[k] += int(scores[k].p[-1] < 0.05)
     print(scheme, flags, "of", len(rows))
@@ -145,7 +207,7 @@ def test_power_on_single_provider_text(scheme: str, smollm2) -> None:
 
 
 LOOPING = [("lr", "kgw"), ("lr", "aar"), ("lr-mix", "kgw"), ("lr", "unigram"), ("hc", "aar"), ("entropy", "kgw"),
-           ("lr", "waterbag")]
+           ("lr", "waterbag"), ("lr", "its-edit:permutation=shared")]
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +241,9 @@ def test_registry_names_and_scope() -> None:
     assert list(STATISTICS) == ["sum", "lr", "lr-mix", "hc", "entropy"]
     assert statistic("lr").needs_model and not statistic("sum").needs_model
     assert statistic("lr").applies(build_scheme("waterbag", 1, 1000, {}))
-    assert not statistic("lr").applies(build_scheme("exp-edit", 1, 1000, {}))
+    assert statistic("lr").applies(build_scheme("exp-edit", 1, 1000, {}))
+    assert statistic("lr").applies(build_scheme("its-edit", 1, 1000, {"permutation": "shared"}))
+    assert not statistic("lr").applies(build_scheme("exp-edit", 1, 1000, {"form": "soft"}))
     assert statistic("entropy").applies(build_scheme("kgw", 1, 1000, {}))
     assert not statistic("hc").applies(build_scheme("kgw", 1, 1000, {}))
 
@@ -269,15 +333,19 @@ def test_cli_detect_takes_a_statistic(capsys, tiny_smollm2) -> None:
     from wash.cli import main
 
     assert main(["detect", "--provider", "tiny-smollm2:kgw:42", "--provider", "tiny-smollm2:waterbag:3",
-                 "--provider", "tiny-smollm2:exp-edit:5", "--statistic", "lr-mix", "--text", TEXT, "--json"]) == 0
+                 "--provider", "tiny-smollm2:exp-edit:5:form=soft", "--provider", "tiny-smollm2:its-edit:9",
+                 "--statistic", "lr-mix", "--text", TEXT, "--json"]) == 0
     rows = __import__("json").loads(capsys.readouterr().out)
-    kgw, bag, edit = rows
+    kgw, bag, edit, its = rows
     ids = tiny_smollm2.encode(TEXT)
     own = build_scheme("kgw", 42, tiny_smollm2.vocab_size, {}).detect(ids)
     assert kgw["tokens_scored"] == own.tokens_scored and kgw["p"] != own.p  # the ratio's p, not the sum's
     assert bag["p"] != build_scheme("waterbag", 3, tiny_smollm2.vocab_size, {}).detect(ids).p  # mixed over the bag
     # a scheme the ratio does not cover keeps its own sum
-    assert edit["p"] == build_scheme("exp-edit", 5, tiny_smollm2.vocab_size, {}).detect(ids).p
+    assert edit["p"] == build_scheme("exp-edit", 5, tiny_smollm2.vocab_size, {"form": "soft"}).detect(ids).p
+    # ITS-Edit's ratio averages over the 420 offsets a generation may have started at
+    assert its["tokens_scored"] == len(ids) and its["p"] != build_scheme("its-edit", 9, tiny_smollm2.vocab_size,
+                                                                        {}).detect(ids).p
 
 
 def test_detect_tab_statistic_colours_the_tokens_it_leans_on(tiny_smollm2) -> None:
@@ -298,3 +366,22 @@ def test_results_tab_draws_the_see_through_section() -> None:
     assert all(t.error_y.array is not None for t in fig.data)
     text = results.see_through_markdown()
     assert "tpr-paper" in text and "not committed" not in text
+
+
+def test_score_writes_each_cell_when_its_last_row_is_scored(tmp_path, monkeypatch, capsys) -> None:
+    """``score`` is resumable per cell: a cell's CSV appears once its rows are scored, a written cell
+    is skipped on the next call, and progress is printed as rows come in."""
+    from wash.experiments import see_through as st
+
+    subs = {("paper", "kgw", 5): pd.DataFrame({"text": ["a", "b", "c"], "role": ["negative"] * 3}),
+            ("paper", "kgw", 3): pd.DataFrame({"text": ["d"], "role": ["positive"]})}
+    monkeypatch.setattr(st, "ROWS", tmp_path)
+    monkeypatch.setattr(st, "cells", lambda *a, **k: ((s, sc, n, sub) for (s, sc, n), sub in subs.items()))
+    monkeypatch.setattr(st, "_score_one", lambda item: [{"text": item[1]["text"], "p": 0.5}])
+    st.score(("paper",), n_null=10)
+    five, three = st.cell_path("paper", "kgw", 5), st.cell_path("paper", "kgw", 3)
+    assert list(pd.read_csv(five)["text"]) == ["a", "b", "c"] and list(pd.read_csv(three)["text"]) == ["d"]
+    out = capsys.readouterr().out
+    assert f"{five.name} written" in out and "4 of 4 rows" in out
+    st.score(("paper",), n_null=10)
+    assert "nothing to score" in capsys.readouterr().out

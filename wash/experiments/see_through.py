@@ -157,7 +157,8 @@ def _read_already(sub: pd.DataFrame) -> bool:
 
 def score(sources: tuple[str, ...], n_null: int, only_read: bool = False, workers: int = 1,
           n_values: tuple[int, ...] = N_ORDER, schemes: tuple[str, ...] | None = None) -> None:
-    """Each cell's rows scored once (a cell whose CSV exists is skipped: resumable per cell).
+    """Each cell's rows scored once (a cell whose CSV exists is skipped: resumable per cell; each cell is
+    written when its last row is scored, with progress every 50 rows).
 
     ``only_read``: skip the cells whose forwards ``read`` has not cached yet (to run beside it).
     """
@@ -170,22 +171,33 @@ def score(sources: tuple[str, ...], n_null: int, only_read: bool = False, worker
     t0 = time.time()
     rows = [(cell_path(source, scheme, n), row, n_null) for source, scheme, n, sub in todo
             for _, row in sub.iterrows()]
+    left = {}  # rows still to come per cell: a cell is written as soon as its last row is scored
+    for path, _, _ in rows:
+        left[path] = left.get(path, 0) + 1
+    by_cell: dict[Path, list[dict[str, Any]]] = {}
+
+    def take(results: Iterator[list[dict[str, Any]]]) -> None:
+        for i, ((path, _, _), recs) in enumerate(zip(rows, results), start=1):
+            by_cell.setdefault(path, []).extend(recs)
+            left[path] -= 1
+            if not left[path]:
+                tmp = path.with_suffix(".csv.tmp")
+                pd.DataFrame(by_cell.pop(path)).to_csv(tmp, index=False)
+                tmp.replace(path)
+                print(f"[score] {path.name} written", flush=True)
+            if i % 50 == 0 or i == len(rows):
+                spent = time.time() - t0
+                print(f"[score] {i} of {len(rows)} rows in {spent:.0f} s (about {spent / i * (len(rows) - i):.0f} s "
+                      f"left)", flush=True)
+
     if workers <= 1:
-        records = [_score_one(r) for r in rows]
+        take(_score_one(r) for r in rows)
     else:
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(workers, initializer=_one_thread) as pool:
-            records = list(pool.map(_score_one, rows, chunksize=4))
-    by_cell: dict[Path, list[dict[str, Any]]] = {}
-    for (path, _, _), recs in zip(rows, records):
-        by_cell.setdefault(path, []).extend(recs)
-    for path, recs in by_cell.items():
-        tmp = path.with_suffix(".csv.tmp")
-        pd.DataFrame(recs).to_csv(tmp, index=False)
-        tmp.replace(path)
-        print(f"[score] {path.name}: {len(recs)} records", flush=True)
-    print(f"[score] {len(rows)} rows of {len(by_cell)} cells in {time.time() - t0:.0f} s", flush=True)
+            take(pool.map(_score_one, rows, chunksize=4))  # results in order, as they complete
+    print(f"[score] {len(rows)} rows of {len(left)} cells in {time.time() - t0:.0f} s", flush=True)
 
 
 def _one_thread() -> None:

@@ -22,10 +22,10 @@ NEW = ("lr", "lr-mix")
 STAT_NAMES = {"sum": "own sum", "lr": "model-aware LR (max over w)", "lr-mix": "model-aware LR (mean over w)",
               "hc": "higher criticism", "entropy": "entropy-weighted"}
 LEFT_OUT = ("Water-Bag's ratio takes the best (`lr`) or the average (`lr-mix`) over the 2 x bag_size lists a "
-            "generation may have drawn. EXP-Edit and ITS-Edit draw a key offset per generation and read key "
-            "element offset + position; under WASH a provider's positions drift against the text's, so their "
-            "ratio would have to mix over offsets and alignments: they have no model-aware ratio here and are not "
-            "in these tables.")
+            "generation may have drawn; EXP-Edit's and ITS-Edit's over the 420 key offsets a generation may have "
+            "started at (a generation reads key element offset + position). Not in these tables: EXP-Edit's soft "
+            "form (the `tpr-anchor` line-up's EXP-Edit), whose keyed law is continuous, so its null would need a "
+            "race per offset, position and draw (docs/DETECTORS.md).")
 
 
 def load(root: Path) -> dict[str, pd.DataFrame] | None:

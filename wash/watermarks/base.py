@@ -86,6 +86,8 @@ class Detector(ABC):
 
     #: (mean, sd) of one ``per_token`` score without a watermark, where the scheme has one.
     token_null: tuple[float, float] | None = None
+    #: True when every token is scored by ``result`` as a whole (an alignment), none on ``push``.
+    scores_in_result: ClassVar[bool] = False
 
     def __init__(self, scheme: "WatermarkScheme", prefix: Sequence[int] = ()) -> None:
         self.scheme = scheme

@@ -286,6 +286,7 @@ class EditDetector(Detector):
     """
 
     scheme: EditScheme
+    scores_in_result = True
 
     def __init__(self, scheme: EditScheme, prefix: Sequence[int] = ()) -> None:
         super().__init__(scheme, prefix)

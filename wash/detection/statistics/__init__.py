@@ -11,9 +11,10 @@ only diluted (docs/DETECTORS.md, "Can a detector see through the wash?"):
   own model (one forward, ``served_text``) and key, and each token contributes
   log((1 - w) + w rho_t), rho_t its watermarked over its plain served probability
   of the token (``keyed``); a generalised LR over w in [0, 1] (and, for Water-Bag,
-  over the lists of its bag a generation may have drawn);
+  over the lists of its bag a generation may have drawn; for EXP-Edit and ITS-Edit,
+  over the key offset a generation started at);
 * ``lr-mix``: the same ratio averaged over a fixed uniform prior on w (and on
-  Water-Bag's lists) instead of maximised (no atom at w = 0, so its p is not
+  Water-Bag's lists, the Edit schemes' offsets) instead of maximised (no atom at w = 0, so its p is not
   conservative);
 * ``hc``: higher criticism over the per-token pivots of a scheme that has them
   (AAR's 1 - r): the model-free sparse-mixture baseline;
@@ -56,7 +57,8 @@ class Evidence:
     #: The scheme's own p at each cut.
     sum_p: np.ndarray
     sum_value: np.ndarray
-    final: Detection
+    #: The whole text's verdict (``None``: not read, no ``sum`` asked for).
+    final: Detection | None
     #: Quantities several statistics share (the keyed ratios, under the key and simulated).
     cache: dict[str, Any] = field(default_factory=dict)
 
@@ -103,11 +105,15 @@ class Statistic:
     run: Callable[[Evidence, ServedText | None, np.ndarray, np.random.Generator, int], StatisticScore]
 
 
-def read_evidence(scheme: WatermarkScheme, ids: Sequence[int], cuts: np.ndarray) -> Evidence:
-    """One pass of the scheme's own detector, with its result at each cut (a prefix of ``cuts[j]`` tokens)."""
+def read_evidence(scheme: WatermarkScheme, ids: Sequence[int], cuts: np.ndarray, verdicts: bool = True) -> Evidence:
+    """One pass of the scheme's own detector, with its result at each cut (a prefix of ``cuts[j]`` tokens).
+
+    ``verdicts`` False skips the results (the statistics other than ``sum`` read only which
+    tokens are scored and their per-token scores): for the Edit schemes a result is a
+    permutation test of 100 alignments, most of the cost of a text."""
     det = scheme.make_detector()
     p, v = [], []
-    want = set(int(c) for c in cuts)
+    want = set(int(c) for c in cuts) if verdicts else set()
     if 0 in want:
         p.append(1.0)
         v.append(0.0)
@@ -117,11 +123,15 @@ def read_evidence(scheme: WatermarkScheme, ids: Sequence[int], cuts: np.ndarray)
             r = det.result()
             p.append(r.p)
             v.append(r.z)
-    final = det.result()
-    if final.token_null is None and det.token_null is not None:
+    final = det.result() if verdicts else None
+    if final is not None and final.token_null is None and det.token_null is not None:
         final.token_null = det.token_null
     per_token = list(det.per_token)
-    scored = np.array([s is not None for s in per_token], dtype=bool)
+    if det.scores_in_result:  # the Edit schemes' alignment scores every token, in its result
+        per_token = list(final.per_token) if final is not None else per_token
+        scored = np.ones(len(per_token), dtype=bool)
+    else:
+        scored = np.array([s is not None for s in per_token], dtype=bool)
     return Evidence(scheme, [int(i) for i in ids], per_token, scored, np.array(p), np.array(v), final)
 
 
@@ -147,17 +157,21 @@ def _variants_note(rho: np.ndarray, best: int) -> str:
 
 
 def _ratio_sums(ev: Evidence, served: ServedText, cuts: np.ndarray,
-                n_null: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """rho under the provider's key, (J, T), and the summed log ratios (``tests.log_ratio_sums``) under
-    the key, (J, C, W), and under ``n_null`` random keys, (n, J, C, W): computed once per text and key,
-    ``lr`` and ``lr-mix`` read the same sums."""
+                n_null: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """rho under the provider's key, (J, T); the summed log ratios under it (``tests.log_ratio_sums``),
+    (J, C, W); and under ``n_null`` random keys the generalised LR and the mixture, each (n, C), best of
+    and averaged over the J keyed laws. Computed once per text and key: ``lr`` and ``lr-mix`` read the
+    same draws (reduced block by block, so hundreds of keyed laws per draw fit in memory)."""
     key = f"sums{n_null}:{cuts.tolist()}"
     if key not in ev.cache:
         law = keyed_law(ev.scheme)
         own = null_rng(ev.scheme, ev.ids, "rho")  # the same draws whichever LR statistic asks first
         rho = law.observed(ev.scheme, served, ev.scored)
-        null_rho = law.simulate(ev.scheme, served, ev.scored, own, n_null)
-        ev.cache[key] = (rho, tests.log_ratio_sums(rho, cuts), tests.log_ratio_sums(null_rho, cuts))
+        glr, mix = [], []
+        for block in law.null_sums(ev.scheme, served, ev.scored, own, n_null, cuts):
+            glr.append(tests.glr_from(block)[0].max(axis=1))
+            mix.append(tests.log_mean_exp(tests.mixture_from(block), 1))
+        ev.cache[key] = (rho, tests.log_ratio_sums(rho, cuts), np.concatenate(glr), np.concatenate(mix))
     return ev.cache[key]
 
 
@@ -170,9 +184,9 @@ def _glr_over_laws(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray
 
 def _run_lr(ev, served, cuts, rng, n_null):
     """The generalised LR over w and, where a generation drew one of several keyed laws, over the law."""
-    rho, sums, null_sums = _ratio_sums(ev, served, cuts, n_null)
+    rho, sums, null_glr, _null_mix = _ratio_sums(ev, served, cuts, n_null)
     value, w_hat, best = _glr_over_laws(sums)
-    p = tests.simulated_p(value, tests.glr_from(null_sums)[0].max(axis=1))
+    p = tests.simulated_p(value, null_glr)
     j, w = int(best[-1]), float(w_hat[-1])
     return StatisticScore("lr", cuts, value, p, _scored_counts(ev, cuts), _lr_per_token(ev, rho[j], w), n_null,
                           note=(f"generalised LR {value[-1]:.3g} at w = {w:.3g}{_variants_note(rho, j)}; p from "
@@ -182,9 +196,9 @@ def _run_lr(ev, served, cuts, rng, n_null):
 
 def _run_lr_mix(ev, served, cuts, rng, n_null):
     """The LR averaged over a uniform prior on w and on the keyed law a generation drew (a Bayes factor)."""
-    rho, sums, null_sums = _ratio_sums(ev, served, cuts, n_null)
+    rho, sums, _null_glr, null_mix = _ratio_sums(ev, served, cuts, n_null)
     value = tests.log_mean_exp(tests.mixture_from(sums), 0)
-    p = tests.simulated_p(value, tests.log_mean_exp(tests.mixture_from(null_sums), 1))
+    p = tests.simulated_p(value, null_mix)
     _value, w_hat, best = _glr_over_laws(sums)
     j, w = int(best[-1]), float(w_hat[-1])
     return StatisticScore("lr-mix", cuts, value, p, _scored_counts(ev, cuts), _lr_per_token(ev, rho[j], w), n_null,
@@ -271,7 +285,7 @@ def score_ids(scheme: WatermarkScheme, ids: Sequence[int], names: Sequence[str],
     cuts_arr = np.array(sorted(set(min(int(c), len(ids)) for c in (cuts or [len(ids)]))), dtype=int)
     out: dict[str, StatisticScore] = {}
     with masks_kept():  # the detector and the keyed law read the same green lists
-        ev = evidence or read_evidence(scheme, ids, cuts_arr)
+        ev = evidence or read_evidence(scheme, ids, cuts_arr, verdicts="sum" in names)
         for name in names:
             stat = statistic(name)
             if not stat.applies(scheme):

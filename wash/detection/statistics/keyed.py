@@ -24,22 +24,27 @@ gamma; an exponential race draws one uniform per row; DiPMark permutes the rows;
 SynthID draws g-values Bernoulli(q) per layer and row). Positions are treated as
 independent, which holds for distinct contexts (the scheme's own detector already
 skips repeats); Unigram's one list per key colours a token the same at every
-position, and its simulation keeps that. The tests compare the simulated null with
-real random keys on real text.
+position, and its simulation keeps that. EXP-Edit and ITS-Edit read key element
+(offset + position) with an offset per generation: each offset is one keyed law
+(``EditLaw``), and their null is drawn as wins of the observed token. The tests
+compare the simulated null with real random keys on real text.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import torch
 
+from wash.detection.statistics.tests import log_ratio_sums, point_mass_sums
 from wash.detection.statistics.served_text import ServedText
 from wash.watermarks.base import _race_scores, race_law
 from wash.watermarks.dipmark import alpha_reweight
 from wash.watermarks.greenlist import boost_green
+from wash.watermarks.its_edit import ITSEdit
+from wash.watermarks.keyseq import EditState
 
 
 def _ratio_at(law: torch.Tensor, probs: torch.Tensor, col: int) -> float:
@@ -72,10 +77,20 @@ class KeyedLaw(ABC):
     def compact_law(self, scheme: Any, st: ServedText, t: int, probs: torch.Tensor) -> torch.Tensor:
         """The watermarked law of a variant on position t's served rows (same order as ``st.rows[t]``)."""
 
-    @abstractmethod
     def simulate_laws(self, scheme: Any, st: ServedText, probs: torch.Tensor, rng: np.random.Generator,
                       n: int) -> torch.Tensor:
-        """(n, T, K) the watermarked laws under n random keys, or (n, J, T, K) with one per variant."""
+        """(n, T, K) the watermarked laws under n random keys, or (n, J, T, K) with one per variant.
+
+        What ``simulate`` reads; a family that draws rho another way (``EditLaw``) overrides ``simulate``."""
+        raise NotImplementedError(f"{type(self).__name__} draws its null in simulate()")
+
+    def null_sums(self, scheme: Any, st: ServedText, scored: np.ndarray, rng: np.random.Generator, n: int,
+                  cuts: np.ndarray) -> Iterator[np.ndarray]:
+        """``tests.log_ratio_sums`` of rho under n random keys, in blocks of draws: (n_block, J, C, W) each.
+
+        One block here; a family with many variants per draw yields several, so that the
+        caller reduces each block over its variants before the next is drawn."""
+        yield log_ratio_sums(self.simulate(scheme, st, scored, rng, n), cuts)
 
     def observed(self, scheme: Any, st: ServedText, scored: np.ndarray) -> np.ndarray:
         """(J, T) rho under the scheme's own key; 1 where a position is not scored or its token not served."""
@@ -224,18 +239,107 @@ class WaterBagLaw(GreenListLaw):
         return boost_green(torch.log(probs)[None, None], green, scheme.delta)
 
 
-def keyed_law(scheme: Any) -> KeyedLaw | None:
-    """The family of ``scheme``'s keyed law, or ``None`` where no model-aware ratio is built yet.
+class EditLaw(KeyedLaw):
+    """EXP-Edit (its point mass) and ITS-Edit: key element (offset + position), the offset unknown.
 
-    Left out, and why: EXP-Edit and ITS-Edit draw a key offset per generation and
-    read key element (offset + position) at each token; under WASH a provider's
-    positions drift against the text's as other providers' tokens and re-tokenised
-    spans come in, so the ratio would have to mix over offsets and alignments (the
-    edit-distance test's job), not only over a weight.
+    A generation reads key element k = (offset + t) mod keylen at its t-th token, with
+    an offset drawn per generation that the detector does not know. Each of the
+    keylen offsets is a variant: under offset o the keyed law at position t is a point
+    mass on the served row that element (o + t) picks (EXP-Edit: the exponential race;
+    ITS-Edit: the row whose interval in the element's order holds its uniform), so
+    rho_t is 1/p(x_t) where that row is the observed token and 0 elsewhere. ``lr``
+    takes the best offset, ``lr-mix`` averages over them (the prior on the offset is
+    the generation's own: uniform).
+
+    Positions count from the first text token, as the generation counted its own
+    tokens; a text whose re-read tokenisation differs from the provider's count (a
+    re-synchronised span that merges differently) shifts the offset from there on,
+    and the ratio keeps one offset per text.
+
+    Null: under a random key, element k picks the observed token with probability
+    exactly p(x_t), independently across the elements of one offset (they are
+    independent draws; ITS-Edit's shared permutation leaves each pick's probability
+    at p(x_t) whatever the permutation). Two offsets meet at the same element at
+    different positions; the simulation draws them independently, and the tests
+    compare it with real random keys on real text."""
+
+    #: Null draws per block (each block is draws x keylen x T wins).
+    BLOCK = 16
+
+    def variants(self, scheme):
+        return [(scheme, o) for o in range(scheme.params.keylen)]
+
+    def compact_law(self, variant, st, t, probs):
+        scheme, offset = variant
+        full = scheme.distribution(st.full_row(t), st.ids[:t], 0, EditState(offset))
+        return full[torch.as_tensor(st.rows[t][st.rows[t] >= 0])].to(probs.dtype)
+
+    @staticmethod
+    def live(st: ServedText, scored: np.ndarray) -> np.ndarray:
+        """(T,) the positions whose rho can differ from 1: scored, with the observed token served."""
+        return scored & (st.observed() >= 0)
+
+    def picks(self, scheme: Any, st: ServedText) -> np.ndarray:
+        """(keylen, T) the column among position t's served rows that key element k puts its mass on."""
+        rows = st.rows
+        valid = rows >= 0
+        unique, inverse = np.unique(rows[valid], return_inverse=True)
+        values = scheme.key_values(unique.tolist()).to(torch.float64).numpy()  # (keylen, U)
+        table = np.full((values.shape[0], *rows.shape), np.nan)
+        table[:, valid] = values[:, inverse]
+        probs = st.probs()
+        if not isinstance(scheme, ITSEdit):  # EXP-Edit: the race log(xi) / p, as race_winner
+            with np.errstate(divide="ignore", invalid="ignore"):
+                race = np.where(valid & (probs > 0), np.log(table) / probs, -np.inf)
+            return np.argmax(race, axis=2)
+        # ITS-Edit: rows in the element's order, the first whose CDF passes u * total (``ITSEdit._pick``)
+        order = np.argsort(np.where(valid, table, np.inf), axis=2, kind="stable")
+        cdf = np.cumsum(np.take_along_axis(np.broadcast_to(probs, table.shape), order, axis=2), axis=2)
+        target = scheme.u.to(torch.float64).numpy()[:, None, None] * cdf[..., -1:]
+        j = np.minimum((cdf <= target).sum(axis=2), rows.shape[1] - 1)
+        return np.take_along_axis(order, j[..., None], axis=2)[..., 0]
+
+    def observed(self, scheme, st, scored):
+        cols = st.observed()
+        live = self.live(st, scored)
+        T, L = len(st), scheme.params.keylen
+        picks = self.picks(scheme, st)
+        at = (np.arange(L)[:, None] + np.arange(T)[None, :]) % L  # the element offset o reads at t
+        won = picks[at, np.arange(T)[None, :]] == cols[None, :]
+        return np.where(live[None, :], np.where(won, self._ratio(st), 0.0), 1.0)
+
+    @staticmethod
+    def _ratio(st: ServedText) -> np.ndarray:
+        """(T,) 1/p of the observed token (1 where it was not served)."""
+        cols = st.observed()
+        p = st.probs()[np.arange(len(st)), np.maximum(cols, 0)]
+        return np.where((cols >= 0) & (p > 0), 1.0 / np.where(p > 0, p, 1.0), 1.0)
+
+    def _wins(self, scheme: Any, st: ServedText, rng: np.random.Generator, n: int) -> np.ndarray:
+        """(n, keylen, T) whether a random key's element picks the observed token: probability p(x_t)."""
+        return rng.random((n, scheme.params.keylen, len(st))) < 1.0 / self._ratio(st)
+
+    def simulate(self, scheme, st, scored, rng, n):
+        wins = self._wins(scheme, st, rng, n)
+        return np.where(self.live(st, scored), np.where(wins, self._ratio(st), 0.0), 1.0)
+
+    def null_sums(self, scheme, st, scored, rng, n, cuts):
+        ratio, live = self._ratio(st), self.live(st, scored)
+        for start in range(0, n, self.BLOCK):
+            yield point_mass_sums(self._wins(scheme, st, rng, min(self.BLOCK, n - start)), ratio, live, cuts)
+
+
+def keyed_law(scheme: Any) -> KeyedLaw | None:
+    """The family of ``scheme``'s keyed law, or ``None`` where no model-aware ratio is built.
+
+    Left out: EXP-Edit's ``soft`` form. Its keyed law is continuous, so each of the
+    keylen offsets needs a full race per position and null draw (about 3e9 terms per
+    text of 200 tokens at 1,000 draws), which the point mass avoids (``EditLaw``).
     """
     from wash.watermarks.aar import AAR
     from wash.watermarks.dipmark import DiPMark
     from wash.watermarks.greenlist import GreenListScheme
+    from wash.watermarks.keyseq import EditScheme
     from wash.watermarks.synthid import SynthID
     from wash.watermarks.waterbag import WaterBag
 
@@ -249,4 +353,6 @@ def keyed_law(scheme: Any) -> KeyedLaw | None:
         return WaterBagLaw()
     if isinstance(scheme, GreenListScheme):
         return GreenListLaw()
+    if isinstance(scheme, EditScheme) and scheme.point_mass:
+        return EditLaw()
     return None

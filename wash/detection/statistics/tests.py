@@ -55,6 +55,36 @@ def log_ratio_sums(rho: np.ndarray, cuts: np.ndarray) -> np.ndarray:
     return np.cumsum(np.stack(segments, axis=-2), axis=-2)
 
 
+def point_mass_sums(wins: np.ndarray, ratio: np.ndarray, live: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+    """``log_ratio_sums`` of a point-mass law's rho, from its wins alone: (..., C, W).
+
+    A point-mass law gives rho_t = ``ratio[t]`` (1/p of the observed token) where the
+    keyed law put its mass on the observed token (``wins``) and 0 where it did not; a
+    position that is not ``live`` has rho = 1. Each term is then one of two numbers
+    per (t, w), so the sums are a product of the wins with a (T, W) table plus a
+    count: what makes a null over hundreds of keyed laws per draw (EXP-Edit's and
+    ITS-Edit's offsets) affordable. Equal to ``log_ratio_sums`` of that rho (tested).
+    """
+    w = W_GRID
+    idx = np.flatnonzero(live)
+    ends = np.searchsorted(idx, cuts, side="left")  # live positions before each cut
+    hits = np.asarray(wins, dtype=float)[..., idx]
+    with np.errstate(divide="ignore"):
+        lose = np.log1p(-w)  # -inf at w = 1
+        gain = np.log((1.0 - w)[None, :] + w[None, :] * np.asarray(ratio, dtype=float)[idx][:, None])
+    inner = w < 1.0
+    table = np.concatenate([gain[:, inner] - lose[inner], np.log(ratio[idx])[:, None], np.ones((len(idx), 1))],
+                           axis=1)  # (L, W' + 2): the gains over a loss, log ratio at w = 1, a win count
+    starts = np.r_[0, ends[:-1]]
+    per_segment = np.stack([hits[..., a:b] @ table[a:b] for a, b in zip(starts, ends)], axis=-2)
+    acc = np.cumsum(per_segment, axis=-2)  # (..., C, W' + 2)
+    out = np.empty((*acc.shape[:-1], len(w)))
+    out[..., inner] = acc[..., :-2] + ends[:, None] * lose[inner]
+    # w = 1 survives only where every live position before the cut is a win
+    out[..., ~inner] = np.where(acc[..., -1:] == ends[:, None], acc[..., -2:-1], -np.inf)
+    return out
+
+
 def glr_from(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(statistic, w-hat) from ``log_ratio_sums``: the maximum over ``W_GRID``."""
     return np.max(sums, axis=-1), W_GRID[np.argmax(sums, axis=-1)]
