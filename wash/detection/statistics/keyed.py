@@ -288,10 +288,9 @@ class EditLaw(KeyedLaw):
         table = np.full((values.shape[0], *rows.shape), np.nan)
         table[:, valid] = values[:, inverse]
         probs = st.probs()
-        if not isinstance(scheme, ITSEdit):  # EXP-Edit: the race log(xi) / p, as race_winner
-            with np.errstate(divide="ignore", invalid="ignore"):
-                race = np.where(valid & (probs > 0), np.log(table) / probs, -np.inf)
-            return np.argmax(race, axis=2)
+        if not isinstance(scheme, ITSEdit):  # EXP-Edit: race_winner's race (padding draws u = 0: -inf)
+            race = _race_scores(torch.from_numpy(probs), torch.from_numpy(np.where(valid, table, 0.0)))
+            return race.argmax(dim=2).numpy()
         # ITS-Edit: rows in the element's order, the first whose CDF passes u * total (``ITSEdit._pick``)
         order = np.argsort(np.where(valid, table, np.inf), axis=2, kind="stable")
         cdf = np.cumsum(np.take_along_axis(np.broadcast_to(probs, table.shape), order, axis=2), axis=2)
@@ -315,18 +314,21 @@ class EditLaw(KeyedLaw):
         p = st.probs()[np.arange(len(st)), np.maximum(cols, 0)]
         return np.where((cols >= 0) & (p > 0), 1.0 / np.where(p > 0, p, 1.0), 1.0)
 
-    def _wins(self, scheme: Any, st: ServedText, rng: np.random.Generator, n: int) -> np.ndarray:
+    @staticmethod
+    def _wins(keylen: int, ratio: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
         """(n, keylen, T) whether a random key's element picks the observed token: probability p(x_t)."""
-        return rng.random((n, scheme.params.keylen, len(st))) < 1.0 / self._ratio(st)
+        return rng.random((n, keylen, len(ratio))) < 1.0 / ratio
 
     def simulate(self, scheme, st, scored, rng, n):
-        wins = self._wins(scheme, st, rng, n)
-        return np.where(self.live(st, scored), np.where(wins, self._ratio(st), 0.0), 1.0)
+        ratio = self._ratio(st)
+        wins = self._wins(scheme.params.keylen, ratio, rng, n)
+        return np.where(self.live(st, scored), np.where(wins, ratio, 0.0), 1.0)
 
     def null_sums(self, scheme, st, scored, rng, n, cuts):
         ratio, live = self._ratio(st), self.live(st, scored)
         for start in range(0, n, self.BLOCK):
-            yield point_mass_sums(self._wins(scheme, st, rng, min(self.BLOCK, n - start)), ratio, live, cuts)
+            wins = self._wins(scheme.params.keylen, ratio, rng, min(self.BLOCK, n - start))
+            yield point_mass_sums(wins, ratio, live, cuts)
 
 
 def keyed_law(scheme: Any) -> KeyedLaw | None:
