@@ -27,7 +27,9 @@ pytestmark = pytest.mark.usefixtures("single_thread")
 KEYS = 200
 #: Text tokens of the calibration text (enough for dozens of scored tokens, cheap per key).
 CAL_TOKENS = 90
-N_NULL = 400
+#: Null draws per key: a p-value's resolution, 1/201, is part of the tolerance (3 sd over 200 keys
+#: plus 1/(N_NULL + 1)); the draws are half of a key's cost for SynthID and Water-Bag.
+N_NULL = 200
 #: Null draws for the Edit schemes' ratio (each draw is keylen x T wins: one keyed law per offset).
 #: Their calibration runs at keylen 105: each key element is still read by T (offset, position)
 #: pairs, what the simulated null draws independently, at a quarter of the cost.
