@@ -27,18 +27,13 @@ SETUP_PY_ERROR = the set-up needs Python $(PYTHON_VERSION) (the package needs 3.
   and $(SETUP_PY) is $(or $(SETUP_PY_FOUND),not found): run 'make PYTHON=python$(PYTHON_VERSION)' \
   (after 'make clean' if $(VENV) exists)
 
-# --no-compile: pip writes no bytecode for the 20,489 .py files it installs; Python compiles the
-# modules a run imports on their first import, once. Measured on a 2-core machine with a warm pip
-# cache (2026-11-28): 17 s -> 10 s for torch and 50 s -> 25 s for the rest (docs/BENCHMARKS.md).
-PIP_NO_COMPILE = --no-compile
-
 $(STAMP): requirements.txt requirements-ray.txt requirements-nodeps.txt requirements-dev.txt
 	$(if $(filter $(PYTHON_VERSION).%,$(SETUP_PY_FOUND)),,$(error $(SETUP_PY_ERROR)))
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q $(PIP_NO_COMPILE) torch==2.13.0
-	$(PY) -m pip install -q $(PIP_NO_COMPILE) -r requirements.txt -r requirements-ray.txt -r requirements-dev.txt
-	$(PY) -m pip install -q $(PIP_NO_COMPILE) --no-deps -r requirements-nodeps.txt
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -r requirements.txt -r requirements-ray.txt -r requirements-dev.txt
+	$(PY) -m pip install -q --no-deps -r requirements-nodeps.txt
 	touch $(STAMP)
 
 setup: $(STAMP)
