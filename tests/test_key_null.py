@@ -68,6 +68,43 @@ def test_any_provider_decision_on_rank_p_values_of_finite_nulls() -> None:
     assert np.std(rates) > np.sqrt(0.05 * 0.95 / 400)  # the null's own draw adds spread
 
 
+def test_slots_on_one_model_read_disjoint_keys_and_the_first_keeps_block_zero() -> None:
+    models = ["smollm2", "gemma3", "smollm2", "gemma3", "smollm2"]  # the paper line-up at N = 5
+    keys = key_null.slot_keys(models, 6)
+    assert [len(k) for k in keys] == [6] * 5
+    assert keys[0] == keys[1] == key_null.null_keys(6)  # the first slot on each model: block 0
+    for model in set(models):
+        mine = [set(k) for k, m in zip(keys, models) if m == model]
+        assert sum(len(k) for k in mine) == len(set().union(*mine)), model  # no key read twice on a model
+    assert keys[2] == key_null.null_keys(12)[6:] and keys[4] == key_null.null_keys(18)[12:]
+
+
+def test_a_cell_of_two_slots_on_one_model_holds_distinct_scores(tmp_path) -> None:
+    """Two KGW slots on the tiny SmolLM2 score one text: under the old shared keys their rows were
+    copies (``duplicate_scores`` counts them); under ``slot_keys`` every row is a score of its own.
+    A cache scored under the shared keys keeps slot 0's rows and re-scores slot 1's alone."""
+    from wash.engine.config import ProviderSpec
+    from wash.experiments.scoring import watermarked_providers
+
+    providers = watermarked_providers([ProviderSpec.parse("tiny-smollm2:kgw:1"),
+                                       ProviderSpec.parse("tiny-smollm2:kgw:2")])
+    text = [key_null.NullText("job-a", "p0", 0, "The old lighthouse keeper climbed the stairs one last "
+                                                 "time, and the storm rolled in over the harbour.")]
+    shared = key_null.null_keys(4)
+    cache = key_null.CellCache(tmp_path / "cell.csv")
+    key_null.score_cell("kgw", 2, providers, text, [shared, shared], cache)
+    old = pd.DataFrame(cache.rows())
+    assert key_null.duplicate_scores(old) == 4  # slot 1 copied slot 0, score for score
+    assert (old[old["provider"] == "0"]["z"].to_numpy() == old[old["provider"] == "1"]["z"].to_numpy()).all()
+
+    own = key_null.slot_keys([p.model for p in providers], 4)
+    assert cache.keep_keys(own) == 4 and cache.done() == {("job-a", 0)}
+    key_null.score_cell("kgw", 2, providers, text, own, cache)
+    new = pd.DataFrame(cache.rows())
+    assert len(new) == 8 and key_null.duplicate_scores(new) == 0
+    assert new[new["provider"] == "0"]["z"].tolist() == old[old["provider"] == "0"]["z"].tolist()
+
+
 def test_key_null_matches_fresh_unwatermarked_texts_on_committed_negatives() -> None:
     """Unigram on SmolLM2 (N = 1): 18 calibration texts x 20 random keys against the check
     half's 34 texts scored under their own keys (the committed z)."""

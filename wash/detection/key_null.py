@@ -29,6 +29,7 @@ API (used by ``wash.experiments.tpr`` and by the dilution-aware statistics):
 
 * ``null_keys(count)``: the seeded random keys, disjoint from experiment keys.
 * ``keys_per_slot(texts, slots)``: how many keys give ``MIN_NULL_SCORES`` scores.
+* ``slot_keys(models, per_slot)``: each provider slot's keys, disjoint between slots on one model.
 * ``score_under_keys(provider, text, keys)``: the provider's detector z under each key.
 * ``score_cell(...)`` / ``CellCache``: a cell's key-null scores, resumable on disk.
 * ``upper_tail_p(scores, null)``: a score's rank p-value in a key-null.
@@ -42,6 +43,7 @@ from __future__ import annotations
 import csv
 import math
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
@@ -78,6 +80,31 @@ def keys_per_slot(texts: int, slots: int, minimum: int = MIN_NULL_SCORES) -> int
     return max(1, math.ceil(minimum / (texts * slots)))
 
 
+def slot_keys(models: Sequence[str], per_slot: int, salt: str = "key-null") -> list[list[int]]:
+    """The keys each provider slot (base model ``models[s]``) is scored under: the j-th slot on a
+    model reads block j of ``null_keys``, ``per_slot`` keys long.
+
+    Why: slots on one base model with one scheme differ only in their key, so two of them
+    scored under the same keys give the same scores, copied: a cell would count scores it
+    does not have. Blocks are disjoint within a model. Slots on different models may read
+    the same block: their tokenisers and vocabularies differ, so one key gives them unrelated
+    lists and draws. The first slot on each model reads block 0, ``null_keys(per_slot)``."""
+    if per_slot < 1:
+        raise ValueError(f"a slot needs at least one key, got {per_slot}")
+    seen: Counter[str] = Counter()
+    blocks = []
+    for model in models:
+        blocks.append(seen[model])
+        seen[model] += 1
+    keys = null_keys(per_slot * (max(blocks, default=0) + 1), salt)
+    return [keys[j * per_slot:(j + 1) * per_slot] for j in blocks]
+
+
+def duplicate_scores(frame) -> int:
+    """How many of a cell's key-null rows repeat an earlier (text, base model, key): copies, not scores."""
+    return int(frame.duplicated(["job", "provider_model", "key"]).sum())
+
+
 def score_under_keys(provider, text: str, keys: Sequence[int]) -> list[tuple[float, int]]:
     """(z, tokens scored) of ``provider``'s own detector on ``text`` under each of ``keys``.
 
@@ -107,7 +134,8 @@ class CellCache:
     """A cell's key-null scores on disk, appended one (text, provider) at a time: resumable.
 
     The file is a CSV with ``COLUMNS``; ``done`` says which (job, provider) pairs are
-    complete, so an interrupted scoring run goes on where it stopped."""
+    complete, so an interrupted scoring run goes on where it stopped; ``keep_keys`` drops the
+    rows of keys a slot no longer reads, so a changed key assignment re-scores only those."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -121,6 +149,22 @@ class CellCache:
     def done(self) -> set[tuple[str, int]]:
         return {(r["job"], int(r["provider"])) for r in self.rows()}
 
+    def keep_keys(self, keys: Sequence[Sequence[int]]) -> int:
+        """Keep only the rows whose key is among its slot's ``keys[slot]``; returns how many were dropped.
+
+        A (text, slot) pair with any row dropped loses all its rows, so it is scored again whole."""
+        rows = self.rows()
+        allowed = [set(int(k) for k in ks) for ks in keys]
+        stale = {(r["job"], int(r["provider"])) for r in rows
+                 if int(r["provider"]) >= len(allowed) or int(r["key"]) not in allowed[int(r["provider"])]}
+        kept = [r for r in rows if (r["job"], int(r["provider"])) not in stale]
+        if len(kept) < len(rows):
+            with self.path.open("w", newline="", encoding="utf-8") as fh:
+                w = csv.DictWriter(fh, fieldnames=COLUMNS)
+                w.writeheader()
+                w.writerows(kept)
+        return len(rows) - len(kept)
+
     def append(self, rows: Iterable[dict]) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         new = not self.path.exists()
@@ -131,22 +175,26 @@ class CellCache:
             w.writerows(rows)
 
 
-def score_cell(scheme: str, n: int, providers: Sequence, texts: Sequence[NullText], keys: Sequence[int],
+def score_cell(scheme: str, n: int, providers: Sequence, texts: Sequence[NullText], keys: Sequence[Sequence[int]],
                cache: CellCache, progress: Callable[[str], None] | None = None) -> float:
-    """Score every text of a cell under ``keys`` with each of the cell's provider slots; returns seconds.
+    """Score every text of a cell with each of the cell's provider slots under that slot's ``keys[slot]``
+    (``slot_keys``); returns seconds.
 
     ``providers`` are the cell's detectors (their keys are ignored: each slot is
-    re-keyed with every one of ``keys``). Pairs already in ``cache`` are skipped."""
+    re-keyed with every one of its keys). Pairs already in ``cache`` under these keys are skipped."""
+    if len(keys) != len(providers):
+        raise ValueError(f"{len(providers)} provider slots but {len(keys)} key lists")
+    cache.keep_keys(keys)
     done = cache.done()
     start = time.perf_counter()
     for t in texts:
         for slot, provider in enumerate(providers):
             if (t.job, slot) in done:
                 continue
-            scored = score_under_keys(provider, t.text, keys)
+            scored = score_under_keys(provider, t.text, keys[slot])
             cache.append({"scheme": scheme, "n": n, "job": t.job, "prompt_id": t.prompt_id, "seed": t.seed,
                           "provider": slot, "provider_model": provider.model, "key": k, "z": z,
-                          "tokens_scored": m} for k, (z, m) in zip(keys, scored))
+                          "tokens_scored": m} for k, (z, m) in zip(keys[slot], scored))
         if progress:
             progress(f"{scheme} N={n}: {t.job[:60]} done ({time.perf_counter() - start:.0f} s)")
     return time.perf_counter() - start

@@ -6,8 +6,9 @@
 For every (scheme, model set) cell of the folder, the held-out negatives of the
 calibration half (``tpr.negative_split``: by prompt, never by key) are re-read from
 the runs CSV and each provider slot's own detector scores them under
-``key_null.keys_per_slot`` random keys (``key_null.null_keys``), so the cell gets at
-least ``key_null.MIN_NULL_SCORES`` scores. No text is generated. Scoring is cached
+``key_null.keys_per_slot`` random keys of its own (``key_null.slot_keys``: no two slots
+on one model share a key), so the cell gets at least ``key_null.MIN_NULL_SCORES``
+distinct scores. No text is generated. Scoring is cached
 per cell under ``runs/key-null/<folder>/`` (resumable); ``--merge`` gathers the
 cells into ``<folder>/tpr_key_null.csv.gz``, which ``tpr.summarize`` reads (gzip: every row repeats its
 text's job description, 26 MB as plain CSV for the three committed folders).
@@ -71,7 +72,8 @@ def score_folder(folder: Path, schemes: list[str] | None = None, ns: list[int] |
             providers = [watermarked_providers(specs)[s] for s in slots]
             texts = [key_null.NullText(str(r["job"]), str(r["prompt_id"]), int(r["seed"]), str(r["text"]))
                      for _, r in cell.drop_duplicates("job").iterrows()]
-            keys = key_null.null_keys(key_null.keys_per_slot(len(texts), len(slots), minimum))
+            per_slot = key_null.keys_per_slot(len(texts), len(slots), minimum)
+            keys = key_null.slot_keys([p.model for p in providers], per_slot)
             cache = key_null.CellCache(cache_path(folder, scheme, n))
             load = load_average()
             seconds = key_null.score_cell(scheme, n, providers, texts, keys, cache)
@@ -79,7 +81,7 @@ def score_folder(folder: Path, schemes: list[str] | None = None, ns: list[int] |
             before = json.loads(timing.read_text())["seconds"] if timing.exists() else 0.0
             timing.write_text(json.dumps({"seconds": round(before + seconds, 1), "load_average_start": load,
                                           "load_average_end": load_average()}))
-            print(f"{scheme} N={n}: {len(texts)} texts x {len(slots)} providers x {len(keys)} keys, "
+            print(f"{scheme} N={n}: {len(texts)} texts x {len(slots)} providers x {per_slot} keys, "
                   f"{seconds:.0f} s scoring", flush=True)
 
 
@@ -87,8 +89,9 @@ def merge(folder: Path) -> pd.DataFrame:
     """Every COMPLETE cached cell of ``folder`` in one frame, written to ``folder / FILE``.
 
     A cell is complete when every calibration text has been scored by every provider
-    slot under the same number of keys and there are at least ``MIN_NULL_SCORES``
-    scores; a cell still being scored is left out (its threshold stays the old one)."""
+    slot under the same number of keys, no score is a copy of another (``key_null.duplicate_scores``:
+    two slots on one model under one key) and there are at least ``MIN_NULL_SCORES``
+    scores; any other cell is left out (its threshold stays the old one)."""
     _config, neg = calibration_negatives(folder)
     parts = []
     for path in sorted((Path("runs") / "key-null" / folder.name).glob("*.csv")):
@@ -99,7 +102,10 @@ def merge(folder: Path) -> pd.DataFrame:
         cell = neg[(neg["scheme"] == scheme) & (neg["n"] == n)]
         pairs = part.groupby(["job", "provider"]).size()
         expected = len(cell.drop_duplicates(["job", "provider"]))
-        if len(pairs) == expected and pairs.nunique() == 1 and len(part) >= key_null.MIN_NULL_SCORES:
+        copies = key_null.duplicate_scores(part)
+        if copies:
+            print(f"{path.name}: {copies} of {len(part)} scores repeat a (text, model, key): left out")
+        elif len(pairs) == expected and pairs.nunique() == 1 and len(part) >= key_null.MIN_NULL_SCORES:
             parts.append(part)
         else:
             print(f"{path.name}: incomplete ({len(pairs)} of {expected} text-provider pairs), left out")
@@ -129,7 +135,8 @@ def record_in_meta(folder: Path, frame: pd.DataFrame) -> dict:
         timing = json.loads(timing_path.read_text()) if timing_path.exists() else {}
         cells[f"{scheme} N={n}"] = {
             "scores": int(len(cell)), "texts": int(cell["job"].nunique()),
-            "keys_per_text_and_provider": int(cell["key"].nunique()),
+            "keys_per_text_and_provider": int(cell.groupby(["job", "provider"]).size().max()),
+            "distinct_keys": int(cell["key"].nunique()),
             "providers": int(cell["provider"].nunique()),
             "within_text_correlation": round(key_null.within_text_correlation(cell["job"], cell["z"]), 4),
             "ks_p_vs_fresh": round(match.ks_p, 4), "ad_p_vs_fresh": round(match.ad_p, 4),
