@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -51,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
 
     from wash.detection import key_null
-    from wash.experiments import calibration_negatives, folder_config, machine_description
+    from wash.experiments import calibration_negatives, check_negatives, machine_description
     from wash.provenance import load_average
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -79,11 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     seconds = time.perf_counter() - start
     probe = pd.DataFrame(rows)
 
-    module, config = folder_config(args.folder)
-    runs = pd.read_csv(args.folder / "tpr_runs.csv", usecols=["scheme", "n", "prompt_id", "provider_model", "z", "role"])
-    _cal, check = module.negative_split(config)
-    fresh = runs[runs["role"].eq(module.NEGATIVE) & runs["prompt_id"].isin(check)
-                 & (runs["scheme"] == args.scheme) & (runs["n"] == args.n)]
+    fresh = check_negatives(args.folder)
+    fresh = fresh[(fresh["scheme"] == args.scheme) & (fresh["n"] == args.n)]
     committed = pd.read_csv(args.folder / "tpr_key_null.csv.gz")
     committed = committed[(committed["scheme"] == args.scheme) & (committed["n"] == args.n)]
 
@@ -100,9 +98,9 @@ def main(argv: list[str] | None = None) -> int:
                 "ks_p_vs_fresh": round(match.ks_p, 4), "ad_p_vs_fresh": round(match.ad_p, 4)}
 
     report = {
-        "command": "python -m tools.key_per_text_probe " + " ".join(argv if argv is not None else __import__("sys").argv[1:]),
+        "command": "python -m tools.key_per_text_probe " + " ".join(argv if argv is not None else sys.argv[1:]),
         "date": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": machine_description(), "workers": args.workers, "seconds": round(seconds, 1),
+        "machine": machine_description(), "workers": args.workers, "threads_per_worker": 1, "seconds": round(seconds, 1),
         "load_average_start": load_start, "load_average_end": load_average(),
         "folder": str(args.folder), "scheme": args.scheme, "n": args.n, "texts": len(texts), "slots": len(slots),
         "keys_per_text_and_slot": per_pair,

@@ -53,6 +53,15 @@ def calibration_negatives(folder: Path) -> tuple[object, pd.DataFrame]:
     return config, neg
 
 
+def check_negatives(folder: Path) -> pd.DataFrame:
+    """The negative rows of the check half, each scored under its own provider's key: the fresh texts
+    a key-null is compared with (``key_null.match_fresh``)."""
+    module, config = folder_config(folder)
+    rows = pd.read_csv(folder / "tpr_runs.csv", usecols=["scheme", "n", "prompt_id", "provider_model", "z", "role"])
+    _cal, check = module.negative_split(config)
+    return rows[rows["role"].eq(module.NEGATIVE) & rows["prompt_id"].isin(check)]
+
+
 def cache_path(folder: Path, scheme: str, n: int) -> Path:
     safe = scheme.replace(":", "_").replace("=", "-").replace("+", "_")
     return Path("runs") / "key-null" / folder.name / f"{safe}__n{n}.csv"
@@ -123,10 +132,7 @@ def record_in_meta(folder: Path, frame: pd.DataFrame) -> dict:
     load, the within-text correlation of the scores (``key_null.within_text_correlation``)
     and the two-sample KS and Anderson-Darling p of the key-null against the check
     half's texts scored under their own keys (``key_null.match_fresh``)."""
-    module, config = folder_config(folder)
-    rows = pd.read_csv(folder / "tpr_runs.csv", usecols=["scheme", "n", "prompt_id", "z", "role"])
-    _cal, check = module.negative_split(config)
-    fresh = rows[rows["role"].eq(module.NEGATIVE) & rows["prompt_id"].isin(check)]
+    fresh = check_negatives(folder)
     cells = {}
     for (scheme, n), cell in frame.groupby(["scheme", "n"], sort=False):
         own = fresh[(fresh["scheme"] == scheme) & (fresh["n"] == n)]["z"]
