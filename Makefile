@@ -3,8 +3,8 @@
 #   make test  - same set-up, then the whole test suite
 # and one builds the Hugging Face Space (docs/SPACE.md):
 #   make space - write the Space's folder to $(SPACE_OUT)
-# The set-up needs Python 3.11: the test set's markllm (requirements-dev.txt) pins
-# Pillow==9.4.0, which has no wheels past 3.11; the package itself needs 3.11 or later.
+# The set-up is made for Python 3.11, the version it is tested on (CI and the Space); the
+# package itself needs 3.11 or later.
 PYTHON ?= python3
 PYTHON_VERSION = 3.11
 VENV   ?= .venv
@@ -22,8 +22,7 @@ SPACE_OUT ?= out/space
 # when it is not $(PYTHON_VERSION) (expanded only when the venv is to be installed).
 SETUP_PY = $(if $(wildcard $(PY)),$(PY),$(PYTHON))
 SETUP_PY_FOUND = $(shell $(SETUP_PY) -c 'import platform; print(platform.python_version())' 2>/dev/null)
-SETUP_PY_ERROR = the set-up needs Python $(PYTHON_VERSION) (the package needs 3.11 or later; the tests' markllm pins \
-  Pillow==9.4.0, which has no wheels past 3.11), \
+SETUP_PY_ERROR = the set-up needs Python $(PYTHON_VERSION) (the package needs 3.11 or later; the set-up is tested on 3.11 only), \
   and $(SETUP_PY) is $(or $(SETUP_PY_FOUND),not found): run 'make PYTHON=python$(PYTHON_VERSION)' \
   (after 'make clean' if $(VENV) exists)
 
