@@ -280,7 +280,7 @@ class Echo:
         return "pong"
 
 echo = Echo.remote()
-time.sleep(15)
+time.sleep(3)  # the cluster dies as its spawning thread ends (parent-death signal): at once, not later
 print(ray.get(echo.ping.remote(), timeout=30))
 """
 
