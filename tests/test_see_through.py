@@ -8,6 +8,8 @@ engine's own functions.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -274,8 +276,6 @@ def test_tokens_for_80_interpolates_in_log_tokens() -> None:
 
 def test_the_committed_section_quotes_its_cells() -> None:
     """RESULTS.md's section and the page print the committed TPRs of the own sum and the quoted ratio."""
-    from pathlib import Path
-
     from wash.reporting import see_through as st
     from wash.reporting.fmt import pct_ci
 
@@ -289,6 +289,21 @@ def test_the_committed_section_quotes_its_cells() -> None:
     for _, r in at5.iterrows():
         assert pct_ci(r["tpr"], r["tpr_lo"], r["tpr_hi"]) in text
     assert (t["null_scores"][t["statistic"] != "sum"] >= 1000).all()
+
+
+def test_separated_names_each_side_and_points_to_why_only_where_intervals_overlap() -> None:
+    from wash.reporting import see_through as st
+
+    def cell(scheme, stat, lo, hi):
+        return {"source": "paper", "n": 5, "scheme": scheme, "statistic": stat, "tpr_lo": lo, "tpr_hi": hi}
+
+    apart = pd.DataFrame([cell("dipmark", "sum", 0.2, 0.4), cell("dipmark", st.QUOTED, 0.5, 0.7)])
+    both = pd.concat([apart, pd.DataFrame([cell("kgw", "sum", 0.3, 0.5), cell("kgw", st.QUOTED, 0.4, 0.6)])])
+    assert st.separated(apart) == "At N = 5 the ratio's interval lies above the sum's for DiPMark."
+    text = st.separated(both)
+    assert "lies above the sum's for DiPMark; the two intervals overlap for KGW." in text
+    assert text.endswith('"Where the ratio gains little".')
+    assert "Where the ratio gains little, and why" in Path("docs/DETECTORS.md").read_text()
 
 
 def test_a_scheme_scored_later_joins_the_committed_summary(tmp_path) -> None:

@@ -115,7 +115,11 @@ def separated(summary: pd.DataFrame, n: int = 5, source: str = "paper") -> str:
         parts.append(f"the ratio's interval lies above the sum's for {', '.join(above)}")
     if overlap:
         parts.append(f"the two intervals overlap for {', '.join(overlap)}")
-    return f"At N = {n} " + "; ".join(parts) + "." if parts else ""
+    if not parts:
+        return ""
+    why = (" Why the ratio gains little there: docs/DETECTORS.md, \"Where the ratio gains little\"."
+           if overlap else "")
+    return f"At N = {n} " + "; ".join(parts) + "." + why
 
 
 def sentence(data: dict, n: int = 5) -> str:
