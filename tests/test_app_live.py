@@ -792,7 +792,8 @@ def test_browser_real_models_paper_preset(browser, tmp_path, monkeypatch):
         page.wait_for_selector("#wash-text .token", timeout=300_000)
         first_token_s = time.monotonic() - started
         assert _wait_finished(page, timeout_ms=400_000).startswith("Done")
-        print(f"\nreal models: {ready.strip().rstrip('.')}; first token {first_token_s:.1f} s after the click")
+        print(f"\nreal models: {ready.strip().rstrip('.')}; first token {first_token_s:.1f} s and Done "
+              f"{time.monotonic() - started:.1f} s after the click")
         z = _plot_data(page, "z-plot")  # three providers, P1 alone, P1 alone / 3
         assert len(z) == 5 and all(t["points"] >= min(tokens, 4) for t in z)
         assert len(_tokens(page, "single-text")) > 0

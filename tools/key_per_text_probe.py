@@ -52,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
 
     from wash.detection import key_null
-    from wash.experiments import calibration_negatives, check_negatives, machine_description
+    from wash.errors import WashInputError
+    from wash.experiments import calibration_cell, check_negatives, machine_description
     from wash.provenance import load_average
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -63,10 +64,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
 
-    _config, neg = calibration_negatives(args.folder)
-    cell = neg[(neg["scheme"] == args.scheme) & (neg["n"] == args.n)]
-    if cell.empty:
-        raise SystemExit(f"no calibration negatives for {args.scheme} N={args.n} in {args.folder}")
+    try:
+        cell = calibration_cell(args.folder, args.scheme, args.n)
+    except WashInputError as err:
+        ap.error(str(err))
     slots = sorted(cell["provider"].unique().tolist())
     specs = str(cell.iloc[0]["providers"]).split("|")
     texts = cell.drop_duplicates("job")[["job", "text"]].values.tolist()

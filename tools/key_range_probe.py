@@ -24,8 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     from scipy import stats
 
     from wash.detection import key_null
+    from wash.errors import WashInputError
     from wash.engine import ProviderSpec
-    from wash.experiments import KEY_BASE, calibration_negatives, watermarked_providers
+    from wash.experiments import KEY_BASE, calibration_cell, watermarked_providers
     from wash.watermarks import build_scheme
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -36,8 +37,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--keys", type=int, default=8)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
-    _config, neg = calibration_negatives(args.folder)
-    cell = neg[(neg["scheme"] == args.scheme) & (neg["n"] == args.n)]
+    try:
+        cell = calibration_cell(args.folder, args.scheme, args.n)
+    except WashInputError as err:
+        ap.error(str(err))
     specs = [ProviderSpec.parse(s) for s in str(cell.iloc[0]["providers"]).split("|")]
     provider = watermarked_providers(specs)[0]
     ranges = {"at_or_above_2^40": key_null.null_keys(args.keys, salt="probe-big"),

@@ -30,7 +30,7 @@ _EXPORTS = {
     "power_law_exponent": "stats",
     **dict.fromkeys(("load_note", "markdown_table", "run_header"), "report"),
     "scheme_variant": "ensembles", "make_ensemble": "ensembles", "KEY_BASE": "ensembles",
-    "calibration_negatives": "key_null_scores", "check_negatives": "key_null_scores",
+    **dict.fromkeys(("calibration_negatives", "calibration_cell", "check_negatives"), "key_null_scores"),
     "watermarked_providers": "scoring",
     "machine_description": "driver", "generation_job": "generation", "unique_jobs": "jobs",
     "detect": "scoring", "GenerationStore": "store", "ResultTable": "table",

@@ -27,6 +27,7 @@ import pandas as pd
 
 from wash.detection import key_null
 from wash.engine import ProviderSpec
+from wash.errors import WashInputError
 from wash.experiments.registry import load
 from wash.experiments.driver import machine_description
 from wash.experiments.scoring import watermarked_providers
@@ -53,6 +54,20 @@ def calibration_negatives(folder: Path) -> tuple[object, pd.DataFrame]:
     return config, neg
 
 
+def cell_of(neg: pd.DataFrame, scheme: str, n: int) -> pd.DataFrame:
+    """The rows of one (scheme, N) cell of ``calibration_negatives``."""
+    return neg[(neg["scheme"] == scheme) & (neg["n"] == n)]
+
+
+def calibration_cell(folder: Path, scheme: str, n: int) -> pd.DataFrame:
+    """One cell's calibration negatives; a cell the folder does not hold is an input error, said in one line."""
+    _config, neg = calibration_negatives(folder)
+    cell = cell_of(neg, scheme, n)
+    if cell.empty:
+        raise WashInputError(f"no calibration negatives for {scheme} N={n} in {folder}")
+    return cell
+
+
 def check_negatives(folder: Path) -> pd.DataFrame:
     """The negative rows of the check half, each scored under its own provider's key: the fresh texts
     a key-null is compared with (``key_null.match_fresh``)."""
@@ -72,7 +87,7 @@ def score_folder(folder: Path, schemes: list[str] | None = None, ns: list[int] |
     config, neg = calibration_negatives(folder)
     for scheme in schemes or list(config.schemes):
         for n in ns or config.model_sets():
-            cell = neg[(neg["scheme"] == scheme) & (neg["n"] == n)]
+            cell = cell_of(neg, scheme, n)
             if cell.empty:
                 continue
             slots = sorted(cell["provider"].unique().tolist())
@@ -108,7 +123,7 @@ def merge(folder: Path) -> pd.DataFrame:
         if part.empty:
             continue
         scheme, n = part["scheme"].iloc[0], int(part["n"].iloc[0])
-        cell = neg[(neg["scheme"] == scheme) & (neg["n"] == n)]
+        cell = cell_of(neg, scheme, n)
         pairs = part.groupby(["job", "provider"]).size()
         expected = len(cell.drop_duplicates(["job", "provider"]))
         copies = key_null.duplicate_scores(part)
