@@ -13,6 +13,11 @@ STAMP   = $(VENV)/.installed
 export HF_HUB_OFFLINE ?= 1
 export TRANSFORMERS_VERBOSITY ?= error
 export PYTHONUNBUFFERED = 1
+# Packages are installed without bytecode (pip --no-compile: compiling all of site-packages, about
+# 20,000 files, is half of the set-up) and each module is compiled once, when a process first
+# imports it. That needs bytecode to be written, so an inherited PYTHONDONTWRITEBYTECODE is dropped
+# here: with it, every process would compile everything it imports, every time.
+unexport PYTHONDONTWRITEBYTECODE
 
 SPACE_OUT ?= out/space
 
@@ -30,9 +35,9 @@ $(STAMP): requirements.txt requirements-ray.txt requirements-nodeps.txt requirem
 	$(if $(filter $(PYTHON_VERSION).%,$(SETUP_PY_FOUND)),,$(error $(SETUP_PY_ERROR)))
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -r requirements.txt -r requirements-ray.txt -r requirements-dev.txt
-	$(PY) -m pip install -q --no-deps -r requirements-nodeps.txt
+	$(PY) -m pip install -q --no-compile torch==2.13.0
+	$(PY) -m pip install -q --no-compile -r requirements.txt -r requirements-ray.txt -r requirements-dev.txt
+	$(PY) -m pip install -q --no-compile --no-deps -r requirements-nodeps.txt
 	touch $(STAMP)
 
 setup: $(STAMP)
