@@ -6,12 +6,15 @@ What is checked, and why it could fail:
 * looping text: small models loop, and a detector that scores a repeated (context,
   token) pair again counts a copy of evidence it already has. For EVERY registered
   scheme, natural English spans (the real SmolLM2 tokenizer) repeated back to back
-  (``wash.detection.null.LOOPS``: 40 tokens x 5, 12 x 16, 100 x 2), each of 100
-  spans scored with its own key (fixed seeds): at most 1 of 100 above z = 4 and a
-  null sd under 1.35 per construction. Before the shared ``skip_repeated`` rule
-  KGW had 19 of 100 above z = 4 on the 12-token loop (sd 3.9), Water-Bag 82; the
-  all-pairs count (``skip_repeated=false``) is checked to fail here, so the test
-  has power. The permutation tests run with 20 random keys and a 105-long key
+  (``wash.detection.null.LOOPS``: 40 tokens x 5, 12 x 16, 100 x 2), each of 50
+  spans scored with its own key (fixed seeds): none of 50 above z = 4 (a calibrated
+  detector passes with probability 1 - 50 x 3e-5) and a null sd under 1.35 per
+  construction. Before the shared ``skip_repeated`` rule KGW had 12 of these 50 above
+  z = 4 on the 12-token loop (sd 4.0), Water-Bag 42 (19 and 82 of 100); the all-pairs
+  count (``skip_repeated=false``) is checked to fail here, so the test has power.
+  50 keys rather than 100 halve the cost and keep that power: the failures it guards
+  against put a fifth or more of the keys above z = 4, and 50 keys estimate the sd
+  to about 0.1. The permutation tests run with 20 random keys and a 105-long key
   sequence to stay fast (the same code; docs/DETECTORS.md has the defaults). The
   WASH release's detectors (``detector=release``) and ITS-Edit's shared permutation
   are held to the same limits.
@@ -39,7 +42,7 @@ from wash.detection.null import KEY_BASE, LOOPS, Loop, Row, english_ids, looping
 
 pytestmark = pytest.mark.usefixtures("single_thread")
 
-KEYS = 100
+KEYS = 50
 #: The permutation tests' cost grows with both; their null calibration does not depend on them.
 FAST_EDIT = {"n_permutations": "20", "keylen": "105"}
 TEXT = ("The old lighthouse keeper climbed the stairs one last time, and as the storm rolled in "
@@ -127,7 +130,7 @@ def test_null_on_looping_text(name: str, loops, alignments) -> None:
     for row in _rows(name, params, loops, alignments):
         print(f"{name} {row.loop}: sd {row.sd_z:.2f}, max {row.max_z:.2f}, "
               f"{row.above} of {row.keys} above z=4")
-        assert row.above <= KEYS // 100, f"{name} on {row.loop}: {row.above} of {row.keys} keys above z = 4"
+        assert row.above == 0, f"{name} on {row.loop}: {row.above} of {row.keys} keys above z = 4"
         assert row.sd_z < 1.35, f"{name} on {row.loop}: null sd of z {row.sd_z:.2f}"
 
 
@@ -152,14 +155,14 @@ def test_null_on_looping_text_release_variants(variant: str, loops, alignments) 
     for row in _rows(name, params, loops, alignments):
         print(f"{variant} {row.loop}: sd {row.sd_z:.2f}, max {row.max_z:.2f}, "
               f"{row.above} of {row.keys} above z=4")
-        assert row.above <= KEYS // 100, f"{variant} on {row.loop}: {row.above} of {row.keys} keys above z = 4"
+        assert row.above == 0, f"{variant} on {row.loop}: {row.above} of {row.keys} keys above z = 4"
         assert row.sd_z < 1.35, f"{variant} on {row.loop}: null sd of z {row.sd_z:.2f}"
 
 
 def test_release_aar_fails_on_looping_text(loops) -> None:
     # The release's aar_detector.py scores every token, repeats included: a loop repeats its
     # scores, the empirical sd does not grow with them, and z spreads like sqrt(repeats) times
-    # the loop's own (measured: sd 2.31 on the 40-token loop repeated 5 times, 100 keys).
+    # the loop's own (measured: sd 2.94 on the 40-token loop repeated 5 times, 50 keys; 2.31 over 100).
     vocab_size, texts = loops
     zs = np.asarray(null_zs("aar", {"detector": "release"}, texts[Loop(40, 5)], vocab_size))
     assert float(zs.std(ddof=1)) > 1.8
@@ -168,7 +171,7 @@ def test_release_aar_fails_on_looping_text(loops) -> None:
 @pytest.mark.parametrize("name", ["kgw", "waterbag"])
 def test_all_pairs_count_fails_on_looping_text(name: str, loops) -> None:
     # the peers' count (every token scored), which the default now avoids, fails the same
-    # check on the tight loop (measured: 19 and 82 of 100 above z = 4): the test has power
+    # check on the tight loop (measured: 12 and 42 of the 50 keys above z = 4): the test has power
     vocab_size, texts = loops
     tight = Loop(12, 16)
     zs = np.asarray(null_zs(name, {"skip_repeated": "false"}, texts[tight], vocab_size))
