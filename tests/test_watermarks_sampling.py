@@ -154,6 +154,22 @@ def test_its_null_injections_are_distinct_and_uniform() -> None:
     assert stats.chisquare(counts).pvalue > 1e-3
 
 
+def test_the_redrawn_entries_are_the_repeats_of_an_earlier_position() -> None:
+    """Which entries the injection redraws decides the random stream it consumes (and so every
+    committed ITS-Edit null): exactly those equal to an entry earlier in their row, as a stable
+    sort of the row marks them."""
+    from wash.watermarks.its_edit import _repeats_of_earlier
+
+    g = torch.Generator().manual_seed(3)
+    for size, count in ((4, 3), (30, 10), (100, 60), (49152, 20)):
+        rows = torch.randint(size, (3000, count), generator=g)
+        values, order = torch.sort(rows, dim=-1, stable=True)
+        repeat = torch.zeros_like(values, dtype=torch.bool)
+        repeat[:, 1:] = values[:, 1:] == values[:, :-1]
+        want = torch.zeros_like(repeat).scatter_(-1, order, repeat)
+        assert torch.equal(_repeats_of_earlier(rows), want), (size, count)
+
+
 # -- unbiasedness over keys -----------------------------------------------------------------
 BIAS_V = 24
 BIAS_KEYS = 4000
