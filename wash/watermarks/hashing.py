@@ -16,7 +16,7 @@ import hashlib
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -71,18 +71,19 @@ def _green_mask(seed: int, size: int, gamma: float) -> torch.Tensor:
     return torch.from_numpy(mask)
 
 
-#: Green masks kept for the length of a ``masks_kept`` block (None outside one).
+#: Green masks and permutations kept for the length of a ``masks_kept`` block (None outside one).
 _KEPT: ContextVar[dict | None] = ContextVar("green_masks_kept", default=None)
 
 
 @contextmanager
 def masks_kept() -> Iterator[None]:
-    """Keep every green mask drawn inside the block, whatever the LRU holds.
+    """Keep every green mask and permutation drawn inside the block, whatever the LRUs hold.
 
     Why: scoring one text with a model-aware statistic reads each position's lists
     twice, once in the scheme's own detector and once in the keyed law (Water-Bag:
-    bag_size lists per position), and a text has more positions than the LRU keeps.
-    The block bounds the memory to one text's lists (a few MB for 200 tokens)."""
+    bag_size lists per position; DiPMark: one permutation), and a text has more
+    positions than the LRUs keep. The block bounds the memory to one text's draws
+    (tens of MB for 200 tokens of a 49,152-token vocabulary)."""
     token = _KEPT.set({})
     try:
         yield
@@ -90,21 +91,28 @@ def masks_kept() -> Iterator[None]:
         _KEPT.reset(token)
 
 
-def green_mask(seed: int, size: int, gamma: float) -> torch.Tensor:
-    """Boolean mask of the first floor(gamma * size) entries of a seeded permutation."""
+def _kept(key: tuple, draw: Callable[[], torch.Tensor]) -> torch.Tensor:
     kept = _KEPT.get()
     if kept is None:
-        return _green_mask(seed, size, gamma)
-    key = (seed, size, gamma)
+        return draw()
     if key not in kept:
-        kept[key] = _green_mask(seed, size, gamma)
+        kept[key] = draw()
     return kept[key]
 
 
+def green_mask(seed: int, size: int, gamma: float) -> torch.Tensor:
+    """Boolean mask of the first floor(gamma * size) entries of a seeded permutation."""
+    return _kept(("mask", seed, size, gamma), lambda: _green_mask(seed, size, gamma))
+
+
 @lru_cache(maxsize=16)
+def _permutation(seed: int, size: int) -> torch.Tensor:
+    return torch.randperm(size, generator=generator(seed))
+
+
 def permutation(seed: int, size: int) -> torch.Tensor:
     """A seeded permutation of range(size) (DiPMark's token order, ITS's key)."""
-    return torch.randperm(size, generator=generator(seed))
+    return _kept(("permutation", seed, size), lambda: _permutation(seed, size))
 
 
 @lru_cache(maxsize=32)
