@@ -145,3 +145,18 @@ def pytest_configure(config):
         os.environ["OMP_NUM_THREADS"] = "1"
         if "torch" in sys.modules:  # imported before this hook: set it there as well
             sys.modules["torch"].set_num_threads(1)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print the phase timings tests recorded (``record_property("phases", ...)``), passed or failed.
+
+    Why: a test whose time varies between runs (the real-model browser preset took 12 to 94 s in
+    fresh-clone CI runs) then says in every CI log where its time went, not only when it fails.
+    xdist carries a report's ``user_properties`` from the workers."""
+    lines = [f"{report.nodeid}: {value}"
+             for key in ("passed", "failed") for report in terminalreporter.stats.get(key, [])
+             if report.when == "call" for name, value in report.user_properties if name == "phases"]
+    if lines:
+        terminalreporter.write_sep("-", "phases recorded by tests")
+        for line in lines:
+            terminalreporter.write_line(line)

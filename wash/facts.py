@@ -102,7 +102,7 @@ def tests(record: Path | None = None) -> str:
     times = [(f"{_minutes(r['total_s'])} (pytest {r['pytest_s']:,.0f} s)" if r.get("total_s")
               else f"{r['pytest_s']:,.0f} s of pytest") for r in same]
     machines = sorted({r["machine"] for r in same})
-    loads = sorted({r["load"] for r in same})
+    loads = list(dict.fromkeys(r["load"] for r in same))  # in the order of the runs, as their times
     dates = sorted({r["date"][:10] for r in same})
     runs_of = "a run" if len(same) == 1 else f"each of {len(same)} runs"
     return (f"At code {code}, in {runs_of} of `{same[-1]['command']}` ({same[-1]['what']}): {counted}; "
