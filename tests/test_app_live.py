@@ -800,11 +800,11 @@ def test_browser_real_models_paper_preset(browser, tmp_path, monkeypatch, record
         first_token_s = time.monotonic() - started
         assert _wait_finished(page, timeout_ms=400_000).startswith("Done")
         done_s = time.monotonic() - started
-        print(f"\nreal models: {ready.strip().rstrip('.')}; first token {first_token_s:.1f} s and Done "
-              f"{done_s:.1f} s after the click")
-        record_property("phases", f"app served {served_s:.1f} s, page open {opened_s:.1f} s, models ready "
-                                  f"{ready_s:.1f} s (the page: {ready.strip().rstrip('.')}); after the click: "
-                                  f"first token {first_token_s:.1f} s, Done {done_s:.1f} s")
+        phases = (f"app served {served_s:.1f} s, page open {opened_s:.1f} s, models ready {ready_s:.1f} s "
+                  f"(the page: {ready.strip().rstrip('.')}); after the click: first token {first_token_s:.1f} s, "
+                  f"Done {done_s:.1f} s")
+        print(f"\nreal models: {phases}")
+        record_property("phases", phases)
         z = _plot_data(page, "z-plot")  # three providers, P1 alone, P1 alone / 3
         assert len(z) == 5 and all(t["points"] >= min(tokens, 4) for t in z)
         assert len(_tokens(page, "single-text")) > 0

@@ -230,8 +230,8 @@ def _random_injections(batch: tuple[int, ...], count: int, size: int, gen: torch
     rows = torch.arange(out.shape[0])  # rows that may still hold a repeat
     while count > 1 and len(rows):
         redraw = _repeats_of_earlier(out[rows])
-        rows = rows[redraw.any(dim=1)]
-        redraw = redraw[redraw.any(dim=1)]
+        hit = redraw.any(dim=1)
+        rows, redraw = rows[hit], redraw[hit]
         block = out[rows]
         block[redraw] = torch.randint(size, (int(redraw.sum()),), generator=gen)
         out[rows] = block
