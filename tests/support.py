@@ -316,3 +316,50 @@ def check_power_of_form(name: str, params: str, lm, n_new: int = 200):
         # the release's ITS test does not flag it (measured p 0.66 shared, 0.60 per-position)
         assert release.p > 0.05 and release.z < 4
     return result
+
+
+# -- where the CPU went while a test waited ---------------------------------------------------
+def cpu_ticks() -> dict[str, int]:
+    """CPU ticks (user + system) used so far by every process on the machine and every thread of
+    this one, keyed ``"pid name"`` / ``"self:tid name"``; read from ``/proc`` (Linux only, else empty).
+
+    Why: a test whose time varies between runs can say, from two of these, whether its own
+    process computed, waited, or shared the cores with something else (:func:`cpu_census`)."""
+    import os
+
+    def ticks(stat: Path) -> tuple[str, int] | None:
+        try:
+            text = stat.read_text()
+        except OSError:
+            return None
+        name, rest = text[text.index("(") + 1:text.rindex(")")], text[text.rindex(")") + 2:].split()
+        return name, int(rest[11]) + int(rest[12])
+
+    out: dict[str, int] = {}
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return out
+    for entry in proc.iterdir():
+        if entry.name.isdigit() and (got := ticks(entry / "stat")) is not None:
+            out[f"{entry.name} {got[0]}"] = got[1]
+    import threading
+
+    named = {t.native_id: t.name for t in threading.enumerate()}  # Python's names; /proc says "python"
+    for task in (proc / str(os.getpid()) / "task").iterdir():
+        if (got := ticks(task / "stat")) is not None:
+            out[f"self:{task.name} {named.get(int(task.name), got[0])}"] = got[1]
+    return out
+
+
+def cpu_census(before: dict[str, int], after: dict[str, int], seconds: float, top: int = 4) -> str:
+    """The processes and this process's threads that used the most CPU between two
+    :func:`cpu_ticks`, in cores (CPU seconds per wall second), and the load average."""
+    import os
+
+    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    used = {k: (after[k] - before.get(k, 0)) / hz / max(seconds, 1e-9) for k in after}
+    procs = sorted(((v, k) for k, v in used.items() if not k.startswith("self:")), reverse=True)[:top]
+    threads = sorted(((v, k[5:]) for k, v in used.items() if k.startswith("self:")), reverse=True)[:top]
+    say = lambda rows: ", ".join(f"{k} {v:.2f}" for v, k in rows if v >= 0.01) or "none"  # noqa: E731
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    return f"cores used by processes: {say(procs)}; by this process's threads: {say(threads)}; load {load:.2f}"

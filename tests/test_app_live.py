@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from support import free_port, served_app, without_modules
+from support import cpu_census, cpu_ticks, free_port, served_app, without_modules
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_ROWS = [["tiny-smollm2", "kgw", "1", ""], ["tiny-gemma3", "aar", "2", ""],
@@ -794,6 +794,7 @@ def test_browser_real_models_paper_preset(browser, tmp_path, monkeypatch, record
         page.wait_for_function("() => document.querySelector('#providers').innerText.includes('gemma3')")
         _set_number(page, "max-new-tokens", tokens)
         page.locator("#compare input[value=single]").check()  # P1 alone runs alongside
+        ticks = cpu_ticks()
         started = time.monotonic()
         page.click("#generate-btn")
         page.wait_for_selector("#wash-text .token", timeout=300_000)
@@ -802,7 +803,8 @@ def test_browser_real_models_paper_preset(browser, tmp_path, monkeypatch, record
         done_s = time.monotonic() - started
         phases = (f"app served {served_s:.1f} s, page open {opened_s:.1f} s, models ready {ready_s:.1f} s "
                   f"(the page: {ready.strip().rstrip('.')}); after the click: first token {first_token_s:.1f} s, "
-                  f"Done {done_s:.1f} s")
+                  f"Done {done_s:.1f} s; from the click to Done, "
+                  f"{cpu_census(ticks, cpu_ticks(), done_s)}")
         print(f"\nreal models: {phases}")
         record_property("phases", phases)
         z = _plot_data(page, "z-plot")  # three providers, P1 alone, P1 alone / 3
