@@ -193,3 +193,31 @@ def test_corrupt_or_partial_cache_is_rebuilt(tmp_path, monkeypatch):
     loaded = models._load("smollm2", messages.append, 0)
     assert any("incomplete or corrupt" in m for m in messages), messages
     assert bool((_logits(loaded) == reference).all())
+
+
+def test_a_cached_tokenizer_is_read_again_from_its_pickle_and_a_broken_pickle_is_read_past(tmp_path):
+    """The pickle beside a cached tokenizer gives the tokenizer the files give; one that does not load
+    (truncated here) is read past, and the files' tokenizer is pickled again in its place."""
+    from transformers import AutoTokenizer
+
+    directory = tmp_path / "tokenizers" / "smollm2"
+    models.load_tokenizer("smollm2").save_pretrained(directory)
+    from_files = AutoTokenizer.from_pretrained(directory)
+    pickled = models._pickle_path(directory)
+    assert not pickled.exists()
+    first = models.read_tokenizer(directory)
+    assert pickled.exists() and pickled.stat().st_size > 100_000
+    files = directory / "tokenizer.json"
+    files.rename(tmp_path / "aside.json")  # the files cannot give it now: this read is the pickle's
+    again = models.read_tokenizer(directory)
+    (tmp_path / "aside.json").rename(files)
+    text = "The lighthouse keeper's 3 children — naïve, 😀 <|im_end|>"
+    for tok in (first, again):
+        assert type(tok) is type(from_files)
+        assert tok(text).input_ids == from_files(text).input_ids
+        assert tok.get_vocab() == from_files.get_vocab() and tok.all_special_ids == from_files.all_special_ids
+    pickled.write_bytes(pickled.read_bytes()[:1000])
+    read_past = models.read_tokenizer(directory)
+    assert read_past(text).input_ids == from_files(text).input_ids
+    assert pickled.stat().st_size > 100_000  # written again, whole
+    assert not list(directory.glob("*.partial"))

@@ -15,6 +15,7 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -156,14 +157,14 @@ def _load(name: str, say: Progress, device_index: int, device: str | torch.devic
         directory = cached_copy(name, say)
         try:
             say(f"{name}: loading weights from {directory}")
-            tokenizer = AutoTokenizer.from_pretrained(directory)
+            tokenizer = read_tokenizer(directory)
             model = AutoModelForCausalLM.from_pretrained(directory, dtype=dtype,
                                                          device_map={"": str(device)})
         except Exception as err:  # a copy that passed the size check but does not load
             say(f"{name}: cached copy does not load ({type(err).__name__}), rebuilding it")
             shutil.rmtree(directory, ignore_errors=True)
             directory = cached_copy(name, say)
-            tokenizer = AutoTokenizer.from_pretrained(directory)
+            tokenizer = read_tokenizer(directory)
             model = AutoModelForCausalLM.from_pretrained(directory, dtype=dtype,
                                                          device_map={"": str(device)})
     else:
@@ -211,13 +212,13 @@ def load_tokenizer(name: str, progress: Progress | None = None) -> object:
     tokenizer = None
     if marker_ok(directory):
         try:
-            tokenizer = AutoTokenizer.from_pretrained(directory)
+            tokenizer = read_tokenizer(directory)
         except (OSError, ValueError):
             tokenizer = None
     if tokenizer is None:
         with build_lock(directory):
             if marker_ok(directory):
-                tokenizer = AutoTokenizer.from_pretrained(directory)
+                tokenizer = read_tokenizer(directory)
             else:
                 shutil.rmtree(directory, ignore_errors=True)
                 src_dir, src_file = gguf_file(name, say)
@@ -229,6 +230,48 @@ def load_tokenizer(name: str, progress: Progress | None = None) -> object:
                 write_marker(tmp)
                 tmp.replace(directory)
     _TOKENIZERS[name] = tokenizer
+    return tokenizer
+
+
+def _pickle_path(directory: Path) -> Path:
+    import tokenizers
+    import transformers
+
+    return directory / f"tokenizer.transformers-{transformers.__version__}.tokenizers-{tokenizers.__version__}.pickle"
+
+
+def read_tokenizer(directory: Path) -> object:
+    """``AutoTokenizer.from_pretrained(directory)`` for a cached (trusted) directory, through a pickle of it
+    that the first load leaves beside the files.
+
+    Why: transformers builds Gemma 3's tokenizer (262,144 entries) from its 33 MB ``tokenizer.json``
+    with a Python JSON parse and a vocabulary rebuild, 2.5 s on a 2-core machine; the pickle of
+    the built object loads in 1.0 s (the Rust tokenizer still parses its JSON), and every process
+    that loads the model or its tokenizer pays that (the app's start, experiment workers, Ray actors,
+    ``docs/BENCHMARKS.md``). The pickle's name carries the transformers and tokenizers versions, so
+    an upgrade reads the files again; a pickle that does not load is read past (and rewritten).
+    It lives in the cache directory this process writes (``$WASH_CACHE_DIR``), beside the
+    weights it also trusts; it is never listed in the directory's ``complete.json`` marker, and
+    a rebuilt directory loses it.
+    """
+    import pickle
+
+    from transformers import AutoTokenizer
+
+    path = _pickle_path(directory)
+    try:
+        with open(path, "rb") as handle:
+            return pickle.load(handle)
+    except Exception:  # noqa: BLE001 - none yet, or a truncated or foreign one: read the files
+        pass
+    tokenizer = AutoTokenizer.from_pretrained(directory)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.partial")
+    try:
+        with open(tmp, "wb") as handle:
+            pickle.dump(tokenizer, handle, protocol=pickle.HIGHEST_PROTOCOL)
+        tmp.replace(path)  # atomic: a reader sees no pickle or a whole one
+    except (OSError, pickle.PicklingError, TypeError, AttributeError):
+        tmp.unlink(missing_ok=True)  # a read-only cache, a full disk: the files still serve
     return tokenizer
 
 
