@@ -32,6 +32,8 @@ from typing import Iterator
 import pytest
 from support import cpu_census, cpu_ticks, free_port, served_app, without_modules
 
+from tools.app_client import app_client
+
 ROOT = Path(__file__).resolve().parents[1]
 TINY_ROWS = [["tiny-smollm2", "kgw", "1", ""], ["tiny-gemma3", "aar", "2", ""],
              ["tiny-smollm2", "dipmark", "3", ""]]
@@ -106,9 +108,8 @@ def _table(rows: list[list[str]]) -> dict:
 
 def _api_generate(url: str, prompt: str, seed: int, max_new: int = 10, rows=TINY_ROWS, mode: str = "wash",
                   forwards: str = "eager"):
-    from gradio_client import Client
 
-    client = Client(url, verbose=False)
+    client = app_client(url)
     return client.predict(_table(rows), prompt, max_new, 1.0, seed, mode, "off", forwards,
                           api_name="/generate")
 
@@ -124,9 +125,8 @@ def _engine_generate(prompt: str, seed: int, max_new: int = 10, rows=TINY_ROWS, 
 
 
 def test_api_status_reports_the_preload_until_ready(tiny_app):
-    from gradio_client import Client
 
-    client = Client(tiny_app.url, verbose=False)
+    client = app_client(tiny_app.url)
     deadline = time.monotonic() + 240
     seen = []
     while True:
@@ -145,7 +145,6 @@ def test_api_status_reports_the_preload_until_ready(tiny_app):
 
 
 def test_api_generation_equals_the_engine(tiny_app, tiny_smollm2, tiny_gemma3):
-    from gradio_client import Client
 
     prompt = "The committee met on Friday to"
     out = _api_generate(tiny_app.url, prompt, seed=7)
@@ -157,7 +156,7 @@ def test_api_generation_equals_the_engine(tiny_app, tiny_smollm2, tiny_gemma3):
     assert z_column == pytest.approx([round(d.z, 3) for d in expected.detection])
     # Callers from before the forwards input (seven positional inputs) still get eager runs; since the
     # comparison switch became a choice, they send "off" where they sent False.
-    legacy = Client(tiny_app.url, verbose=False).predict(_table(TINY_ROWS), prompt, 10, 1.0, 7, "wash", "off",
+    legacy = app_client(tiny_app.url).predict(_table(TINY_ROWS), prompt, 10, 1.0, 7, "wash", "off",
                                                          api_name="/generate")
     assert legacy[OUT_PLAIN] == expected.text and "eager forwards" in legacy[OUT_ROUTING]
 
@@ -215,7 +214,6 @@ def test_eight_concurrent_clients_each_get_the_serial_text(tiny_app, tiny_smollm
     ({"forwards": "sideways"}, "is not in the list of choices: ['eager', 'lazy']"),
 ])
 def test_api_bad_input_is_refused_by_name_and_the_app_keeps_serving(tiny_app, change, fragment):
-    from gradio_client import Client
     from gradio_client.exceptions import AppError
 
     args = {"prompt": "Hello", "max_new": 4, "rows": TINY_ROWS, "forwards": "eager"}
@@ -224,15 +222,14 @@ def test_api_bad_input_is_refused_by_name_and_the_app_keeps_serving(tiny_app, ch
         _api_generate(tiny_app.url, args["prompt"], 0, args["max_new"], args["rows"],
                       forwards=args["forwards"])
     assert fragment in str(err.value)
-    figure, text = Client(tiny_app.url, verbose=False).predict(500, 0.5, 8, 1, ["independent"],
+    figure, text = app_client(tiny_app.url).predict(500, 0.5, 8, 1, ["independent"],
                                                                api_name="/theory")
     assert "independent" in text
 
 
 def test_api_detect_scores_text(tiny_app):
-    from gradio_client import Client
 
-    table, _, segments = Client(tiny_app.url, verbose=False).predict(
+    table, _, segments = app_client(tiny_app.url).predict(
         "Some text to be scored by every detector, long enough to hold a few tokens.",
         _table(TINY_ROWS), 4.0, api_name="/detect")
     assert [row[0] for row in table["data"]] == ["P1 tiny-smollm2/kgw#1", "P2 tiny-gemma3/aar#2",
@@ -243,11 +240,10 @@ def test_api_detect_scores_text(tiny_app):
 def _client_when_answering(url: str, deadline: float):
     """A gradio_client.Client, retried while the app is too busy to answer in the client's timeout."""
     import httpx
-    from gradio_client import Client
 
     while True:
         try:
-            return Client(url, verbose=False)
+            return app_client(url)
         except httpx.TimeoutException:
             if time.monotonic() > deadline:
                 raise
@@ -356,10 +352,9 @@ def _generate_args(change: dict) -> list:
 
 
 def test_api_fuzz_every_bad_input_is_named_and_the_app_keeps_serving(tiny_app):
-    from gradio_client import Client
     from gradio_client.exceptions import AppError
 
-    client = Client(tiny_app.url, verbose=False)
+    client = app_client(tiny_app.url)
     missed = []
     for change, fragment in GENERATE_FUZZ:
         try:
@@ -415,9 +410,8 @@ def held_app(tiny_smollm2, tiny_gemma3, monkeypatch) -> Iterator[HeldApp]:
 
 
 def test_api_generate_during_the_preload_waits_then_succeeds(held_app):
-    from gradio_client import Client
 
-    client = Client(held_app.url, verbose=False)
+    client = app_client(held_app.url)
     status = client.predict(api_name="/status")
     assert not status["done"] and not status["ready"] and status["messages"][-1] == "held by the test"
     prompt = "While the models were still loading,"

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tools.app_client import app_client
+
 ROOT = Path(__file__).resolve().parents[1]
 
 _COUNT_ARENAS = """
@@ -79,15 +81,13 @@ def test_a_bad_arena_setting_is_refused_by_name(monkeypatch):
 
 
 def test_generate_runs_leave_no_component_copies_or_stop_flags_in_the_session(served_tiny_app):
-    from gradio_client import Client
-
     from wash.ui.handlers import STOPS
     from wash.ui.providers import HEADERS
 
     url, demo = served_tiny_app
     rows = [["tiny-smollm2", "kgw", "1", ""], ["tiny-gemma3", "aar", "2", ""]]
     table = {"headers": HEADERS, "data": rows, "metadata": None}
-    client = Client(url, verbose=False)
+    client = app_client(url)
     for seed in range(3):  # each run sends plots now and then and gr.update()s several outputs
         out = client.predict(table, "The harbour was quiet until", 6, 1.0, seed, "wash", "off", "eager",
                              api_name="/generate")

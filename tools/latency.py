@@ -45,13 +45,13 @@ def free_port() -> int:
 
 def _client(url: str, deadline: float, proc: subprocess.Popen, log: Path):
     """A gradio_client.Client once the server answers (the models may still be loading)."""
-    from gradio_client import Client
+    from tools.app_client import app_client
 
     while True:
         if proc.poll() is not None:
             raise RuntimeError(f"app exited with {proc.returncode}:\n{_tail(log)}")
         try:
-            return Client(url, verbose=False)
+            return app_client(url)
         except Exception:  # noqa: BLE001 - not up yet
             if time.monotonic() > deadline:
                 raise TimeoutError(f"app not answering on {url}:\n{_tail(log)}") from None

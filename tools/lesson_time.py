@@ -122,7 +122,7 @@ def identify_verdicts(client, number: int, models: list[str]) -> dict[str, str]:
 
 
 def measure(args: argparse.Namespace) -> dict:
-    from gradio_client import Client
+    from tools.app_client import app_client
     from playwright.sync_api import sync_playwright
 
     from wash.lesson import STEPS
@@ -152,7 +152,7 @@ def measure(args: argparse.Namespace) -> dict:
                 steps = walk(page, args.step_timeout, [int(n) for n in args.steps.split(",") if n.strip()])
                 rounds.append({"uptime_before": before, "uptime_after": uptime_line(), "steps": steps})
             browser.close()
-        client = Client(url, verbose=False)
+        client = app_client(url)
         wait_ready(client, time.monotonic() + args.timeout)
         for number, step in enumerate(STEPS, start=1):
             if step.identify:

@@ -165,13 +165,13 @@ def _tokens(status: str) -> int:
 
 def client_loop(url: str, k: int, deadline: float, args: argparse.Namespace, table: dict, prompt: str,
                 mode: str, tally: Tally) -> None:
-    from gradio_client import Client
+    from tools.app_client import app_client
     from gradio_client.exceptions import AppError
 
     from wash.ui.handlers import GENERATE_OUTPUTS
 
     out_status = GENERATE_OUTPUTS.index("status")
-    client = Client(url, verbose=False)
+    client = app_client(url)
     rng = random.Random(k)
     i = 0
     while time.monotonic() < deadline:
