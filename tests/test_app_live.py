@@ -1,8 +1,9 @@
 """The running app, end to end: its API through gradio_client, its page through Chromium.
 
-A module fixture starts ``app.py`` in a subprocess on a free localhost port with
-the tiny models (``WASH_APP_MODELS=tiny-smollm2,tiny-gemma3``) and stops it at
-the end; the app preloads them in the background and reports it on ``/status``.
+The status test starts ``python app.py`` in a subprocess on a free localhost port with
+the tiny models (``WASH_APP_MODELS=tiny-smollm2,tiny-gemma3``): a fresh process preloads them
+in the background and reports it on ``/status``. The other tests use the app this test
+process serves on the tiny models for the whole run (``served_tiny_app``, conftest.py).
 API tests check that the app generates exactly what the engine does (eager and
 lazy forwards) and that concurrent sessions do not mix; browser tests
 (``-m browser``) drive the page in Debian's headless Chromium; one more
@@ -27,6 +28,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Iterator
 
 import pytest
@@ -96,9 +98,18 @@ def _serve(models: str | None, log_path: Path, extra_env: dict | None = None) ->
         server.stop()
 
 
-@pytest.fixture(scope="module")
-def tiny_app(tmp_path_factory) -> Iterator[AppServer]:
-    yield from _serve("tiny-smollm2,tiny-gemma3", tmp_path_factory.mktemp("app") / "tiny-app.log")
+@pytest.fixture
+def app_process(tmp_path) -> Iterator[AppServer]:
+    """``python app.py`` on the tiny models, started for the test: its preload is the fresh process's."""
+    yield from _serve("tiny-smollm2,tiny-gemma3", tmp_path / "tiny-app.log")
+
+
+@pytest.fixture
+def tiny_app(served_tiny_app) -> SimpleNamespace:
+    """The app this test process serves on the tiny models for the whole run (conftest's): starting
+    ``python app.py`` costs about 12 CPU-seconds a process, and nothing these tests do changes what
+    the app serves."""
+    return SimpleNamespace(url=served_tiny_app[0])
 
 
 # -- API ------------------------------------------------------------------------------
@@ -124,9 +135,8 @@ def _engine_generate(prompt: str, seed: int, max_new: int = 10, rows=TINY_ROWS, 
                                      temperature=1.0, seed=seed, forwards=forwards))
 
 
-def test_api_status_reports_the_preload_until_ready(tiny_app):
-
-    client = app_client(tiny_app.url)
+def test_api_status_reports_the_preload_until_ready(app_process):
+    client = app_client(app_process.url)
     deadline = time.monotonic() + 240
     seen = []
     while True:
@@ -145,7 +155,6 @@ def test_api_status_reports_the_preload_until_ready(tiny_app):
 
 
 def test_api_generation_equals_the_engine(tiny_app, tiny_smollm2, tiny_gemma3):
-
     prompt = "The committee met on Friday to"
     out = _api_generate(tiny_app.url, prompt, seed=7)
     expected = _engine_generate(prompt, seed=7)
@@ -157,7 +166,7 @@ def test_api_generation_equals_the_engine(tiny_app, tiny_smollm2, tiny_gemma3):
     # Callers from before the forwards input (seven positional inputs) still get eager runs; since the
     # comparison switch became a choice, they send "off" where they sent False.
     legacy = app_client(tiny_app.url).predict(_table(TINY_ROWS), prompt, 10, 1.0, 7, "wash", "off",
-                                                         api_name="/generate")
+                                              api_name="/generate")
     assert legacy[OUT_PLAIN] == expected.text and "eager forwards" in legacy[OUT_ROUTING]
 
 
@@ -223,12 +232,11 @@ def test_api_bad_input_is_refused_by_name_and_the_app_keeps_serving(tiny_app, ch
                       forwards=args["forwards"])
     assert fragment in str(err.value)
     figure, text = app_client(tiny_app.url).predict(500, 0.5, 8, 1, ["independent"],
-                                                               api_name="/theory")
+                                                    api_name="/theory")
     assert "independent" in text
 
 
 def test_api_detect_scores_text(tiny_app):
-
     table, _, segments = app_client(tiny_app.url).predict(
         "Some text to be scored by every detector, long enough to hold a few tokens.",
         _table(TINY_ROWS), 4.0, api_name="/detect")
@@ -410,7 +418,6 @@ def held_app(tiny_smollm2, tiny_gemma3, monkeypatch) -> Iterator[HeldApp]:
 
 
 def test_api_generate_during_the_preload_waits_then_succeeds(held_app):
-
     client = app_client(held_app.url)
     status = client.predict(api_name="/status")
     assert not status["done"] and not status["ready"] and status["messages"][-1] == "held by the test"
