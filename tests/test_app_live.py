@@ -35,6 +35,7 @@ import pytest
 from support import cpu_census, cpu_ticks, free_port, served_app, without_modules
 
 from tools.app_client import app_client
+from tools.preset_tour import apply_preset
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_ROWS = [["tiny-smollm2", "kgw", "1", ""], ["tiny-gemma3", "aar", "2", ""],
@@ -776,8 +777,10 @@ def test_browser_real_models_paper_preset(browser, tmp_path, monkeypatch, record
     """The app's default models (the real ones), served in this process: the models it loads stay
     loaded for this worker's other tests (``load_model`` keeps one copy per process).
 
-    Its time has varied from 12 to 94 s between fresh-clone CI runs, so it records where the time
-    went (``phases``, printed at the end of every run by conftest's terminal summary)."""
+    It records where its time went (``phases``, printed at the end of every run by conftest's
+    terminal summary): in fresh-clone CI runs it took 12 to 98 s, and the record showed the slow runs
+    generating about 30 times the forwards of the fast ones. The preset's answer, which sets 200
+    tokens, had landed after the test's 6 (``apply_preset`` now waits for it)."""
     tokens = int(os.environ.get("WASH_APP_E2E_TOKENS", "6"))
     shot = tmp_path / "screenshot.png"
     monkeypatch.delenv("WASH_APP_MODELS", raising=False)
@@ -791,8 +794,8 @@ def test_browser_real_models_paper_preset(browser, tmp_path, monkeypatch, record
                                "document.querySelector('#model-status').innerText)", timeout=600_000)
         ready = page.locator("#model-status").inner_text()
         ready_s = time.monotonic() - t0
-        page.click("#preset-0")
-        page.wait_for_function("() => document.querySelector('#providers').innerText.includes('gemma3')")
+        apply_preset(page, 0)  # its answer sets 200 tokens: it must land before the 6 are set
+        assert "gemma3" in page.locator("#providers").inner_text()
         _set_number(page, "max-new-tokens", tokens)
         page.locator("#compare input[value=single]").check()  # P1 alone runs alongside
         ticks = cpu_ticks()
@@ -800,8 +803,9 @@ def test_browser_real_models_paper_preset(browser, tmp_path, monkeypatch, record
         page.click("#generate-btn")
         page.wait_for_selector("#wash-text .token", timeout=300_000)
         first_token_s = time.monotonic() - started
-        assert _wait_finished(page, timeout_ms=400_000).startswith("Done")
+        status = _wait_finished(page, timeout_ms=400_000)
         done_s = time.monotonic() - started
+        assert status.startswith(f"Done: {tokens} tokens"), status  # the length set, not the preset's
         phases = (f"app served {served_s:.1f} s, page open {opened_s:.1f} s, models ready {ready_s:.1f} s "
                   f"(the page: {ready.strip().rstrip('.')}); after the click: first token {first_token_s:.1f} s, "
                   f"Done {done_s:.1f} s; from the click to Done, "

@@ -78,9 +78,26 @@ def detection_rows(page) -> list[dict]:
     return [dict(zip(head, cells)) for cells in rows]
 
 
-def run_preset(page, index: int, seed: int, timeout_s: float) -> tuple[list[dict], str, float]:
+def apply_preset(page, index: int, timeout_ms: int = 60_000) -> None:
+    """Click preset ``index`` on the Generate tab and return once the page shows its answer.
+
+    Why not a fixed wait: the answer sets the table, mode, rule and length at once, and on a busy
+    machine it can land after a value set just after the click and undo it (a 6-token test run
+    then generated the preset's 200 tokens), or after a click on Generate, which then runs the
+    table that was there before. The length box is first set to a value no preset sets, so
+    seeing the presets' length there means the answer is in."""
+    from wash.presets import DEMO_TOKENS
+
+    box = page.locator("#max-new-tokens input[type=number]")
+    box.fill(str(DEMO_TOKENS - 1))
+    box.press("Enter")
     page.click(f"#preset-{index}")
-    page.wait_for_timeout(500)  # the preset's table, mode and length land before the seed is set
+    page.wait_for_function("(v) => document.querySelector('#max-new-tokens input[type=number]').value === v",
+                           arg=str(DEMO_TOKENS), timeout=timeout_ms)
+
+
+def run_preset(page, index: int, seed: int, timeout_s: float) -> tuple[list[dict], str, float]:
+    apply_preset(page, index, int(timeout_s * 1000))
     box = page.locator("#seed input[type=number]")
     box.fill(str(seed))
     box.press("Enter")

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Callable
 
 from tools.latency import ROOT, stop_app
-from tools.preset_tour import CHROMIUM, open_page, start_app
+from tools.preset_tour import CHROMIUM, apply_preset, open_page, start_app
 
 #: Without the background-networking flags Chromium keeps trying to reach the (closed) internet.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -159,8 +159,7 @@ def run_generate(page, args: argparse.Namespace) -> dict:
     """Generate: preset, prompt, length, seed, profile and comparison set, Generate, a token clicked."""
     from wash.ui.texts import example_prompts
 
-    page.click(f"#preset-{args.preset}")
-    page.wait_for_timeout(800)  # the preset's table, mode and length land before ours are set
+    apply_preset(page, args.preset, args.timeout * 1000)  # its table, mode and length land before ours are set
     prompts = example_prompts(args.prompt + 1)
     if args.prompt >= len(prompts):
         raise RuntimeError(f"--prompt {args.prompt}: the page offers {len(prompts)} example prompts")
