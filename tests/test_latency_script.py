@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -32,3 +34,36 @@ def test_latency_script_times_a_click_and_the_identify_tab_on_the_tiny_models():
     systems = [row[0] for row in identify["tables"][0]]
     assert systems == ["provider 1 alone", "WASH ensemble", "unwatermarked models"]
     assert report["start_to_ready_s"] >= report["server_answering_s"] > 0
+
+
+class _ScriptedStatus:
+    """A stand-in for gradio_client.Client's ``predict`` on ``/status``: it answers from a script,
+    where an exception is raised as the client would raise it (a busy app that answers late cannot
+    be made to time out on cue)."""
+
+    def __init__(self, script: list) -> None:
+        self.script, self.calls = list(script), 0
+
+    def predict(self, api_name: str) -> dict:
+        assert api_name == "/status"
+        self.calls += 1
+        answer = self.script.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def test_waiting_for_the_models_asks_again_after_a_poll_times_out():
+    import time
+
+    import httpx
+
+    from tools.latency import wait_ready
+
+    loading, ready = {"done": False, "messages": ["loading"]}, {"done": True, "ready": True}
+    client = _ScriptedStatus([loading, httpx.ReadTimeout("timed out"), loading, ready])
+    assert wait_ready(client, time.monotonic() + 60, poll_s=0) is ready and client.calls == 4
+    late = _ScriptedStatus([httpx.ReadTimeout("timed out")])
+    with pytest.raises(httpx.ReadTimeout):  # past the deadline a timeout ends the wait
+        wait_ready(late, time.monotonic() - 1, poll_s=0)
+    assert late.calls == 1

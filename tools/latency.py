@@ -66,9 +66,20 @@ def _tail(log: Path, n: int = 30) -> str:
 
 
 def wait_ready(client, deadline: float, poll_s: float = 0.25) -> dict:
-    """Poll ``/status`` until the preload has ended; its last answer."""
+    """Poll ``/status`` until the preload has ended; its last answer.
+
+    A poll the app does not answer within the client's timeout (5 s) is sent again until
+    ``deadline``: a process loading its models on a busy machine can be that slow to answer
+    (the soak script's test, in a fresh-clone CI run on 2026-11-28)."""
+    import httpx
+
     while True:
-        status = client.predict(api_name="/status")
+        try:
+            status = client.predict(api_name="/status")
+        except httpx.TimeoutException:
+            if time.monotonic() > deadline:
+                raise
+            continue
         if status["done"]:
             return status
         if time.monotonic() > deadline:
