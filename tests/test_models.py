@@ -92,11 +92,17 @@ def _logits(loaded, text="Hello there"):
         return loaded.model(torch.tensor([loaded.encode_prompt(text)])).logits
 
 
+#: Entries of SmolLM2's vocabulary the tiny GGUF keeps: its special tokens, its 256 byte tokens and
+#: the first merges, enough to encode any text.
+TINY_VOCAB = 1024
+
+
 def _tiny_gguf(folder) -> str:
-    """A one-layer, 16-wide llama GGUF with SmolLM2's real tokenizer: the packaged file's metadata
-    (tokenizer included) with tiny dimensions and seeded F32 weights. It goes through the same
-    dequantise, save, mark and rebuild code as the packaged model in a few seconds, where the
-    135M-parameter file takes about a minute a build."""
+    """A one-layer, 16-wide llama GGUF with SmolLM2's real tokenizer cut to its first ``TINY_VOCAB``
+    entries: the packaged file's metadata with tiny dimensions, the merges among the kept
+    entries, and seeded F32 weights. It goes through the same dequantise, save, mark and rebuild
+    code as the packaged model in about a second a build, where the 135M-parameter file takes
+    about a minute, and the whole vocabulary's metadata about 4 s to parse."""
     import numpy as np
     from gguf import GGUFReader, GGUFValueType, GGUFWriter
 
@@ -104,10 +110,16 @@ def _tiny_gguf(folder) -> str:
 
     src_dir, src_file = cache.gguf_file("smollm2", lambda _m: None)
     reader = GGUFReader(f"{src_dir}/{src_file}")
-    hidden, ff, heads, kv, vocab = 16, 32, 2, 1, 49152
+    hidden, ff, heads, kv, vocab = 16, 32, 2, 1, TINY_VOCAB
+    tokens = reader.fields["tokenizer.ggml.tokens"].contents()[:vocab]
+    kept = set(tokens)
+    merges = [m for m in reader.fields["tokenizer.ggml.merges"].contents()
+              if set(m.split(" ")) <= kept and m.replace(" ", "") in kept]
     tiny = {"llama.block_count": 1, "llama.embedding_length": hidden, "llama.feed_forward_length": ff,
             "llama.attention.head_count": heads, "llama.attention.head_count_kv": kv,
-            "llama.rope.dimension_count": hidden // heads, "general.file_type": 0}  # 0: all F32
+            "llama.rope.dimension_count": hidden // heads, "general.file_type": 0,  # 0: all F32
+            "llama.vocab_size": vocab, "tokenizer.ggml.tokens": tokens, "tokenizer.ggml.merges": merges,
+            "tokenizer.ggml.token_type": reader.fields["tokenizer.ggml.token_type"].contents()[:vocab]}
     writer = GGUFWriter(folder / "tiny.gguf", "llama")
     for key, field in reader.fields.items():
         if not key.startswith("GGUF.") and key != "general.architecture":
@@ -174,7 +186,7 @@ def test_corrupt_or_partial_cache_is_rebuilt(tmp_path, monkeypatch):
     monkeypatch.setenv("WASH_CACHE_DIR", str(tmp_path / "cache"))
     messages: list[str] = []
     loaded = models._load("smollm2", messages.append, 0)
-    assert loaded.model.config.num_hidden_layers == 1  # the tiny file, not the packaged one
+    assert loaded.model.config.num_hidden_layers == 1 and loaded.vocab_size == TINY_VOCAB  # the tiny file
     reference = _logits(loaded)
     del loaded
     gc.collect()
