@@ -245,8 +245,8 @@ def read_tokenizer(directory: Path) -> object:
     that the first load leaves beside the files.
 
     Why: transformers builds Gemma 3's tokenizer (262,144 entries) from its 33 MB ``tokenizer.json``
-    with a Python JSON parse and a vocabulary rebuild, 2.5 s on a 2-core machine; the pickle of
-    the built object loads in 1.0 s (the Rust tokenizer still parses its JSON), and every process
+    with a Python JSON parse and a vocabulary rebuild, 2.6 s on a 2-core machine; the pickle of
+    the built object loads in 1.1 s (the Rust tokenizer still parses its JSON), and every process
     that loads the model or its tokenizer pays that (the app's start, experiment workers, Ray actors,
     ``docs/BENCHMARKS.md``). The pickle's name carries the transformers and tokenizers versions, so
     an upgrade reads the files again; a pickle that does not load is read past (and rewritten).
