@@ -326,6 +326,7 @@ def cpu_ticks() -> dict[str, int]:
     Why: a test whose time varies between runs can say, from two of these, whether its own
     process computed, waited, or shared the cores with something else (:func:`cpu_census`)."""
     import os
+    import threading
 
     def ticks(stat: Path) -> tuple[str, int] | None:
         try:
@@ -342,8 +343,6 @@ def cpu_ticks() -> dict[str, int]:
     for entry in proc.iterdir():
         if entry.name.isdigit() and (got := ticks(entry / "stat")) is not None:
             out[f"{entry.name} {got[0]}"] = got[1]
-    import threading
-
     named = {t.native_id: t.name for t in threading.enumerate()}  # Python's names; /proc says "python"
     for task in (proc / str(os.getpid()) / "task").iterdir():
         if (got := ticks(task / "stat")) is not None:

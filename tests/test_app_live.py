@@ -36,7 +36,7 @@ import pytest
 from support import cpu_census, cpu_ticks, free_port, served_app, without_modules
 
 from tools.app_client import app_client
-from tools.preset_tour import apply_preset
+from tools.preset_tour import apply_preset, set_number
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_ROWS = [["tiny-smollm2", "kgw", "1", ""], ["tiny-gemma3", "aar", "2", ""],
@@ -452,12 +452,6 @@ def _open(browser, url: str):
     return page
 
 
-def _set_number(page, elem_id: str, value: int) -> None:
-    box = page.locator(f"#{elem_id} input[type=number]")
-    box.fill(str(value))
-    box.press("Enter")
-
-
 def _wait_finished(page, timeout_ms: int = 180_000) -> str:
     page.wait_for_function("() => { const s = document.querySelector('#status');"
                            " return s && /^(Done|Stopped)/.test(s.innerText.trim()); }", timeout=timeout_ms)
@@ -492,7 +486,7 @@ def _tokens(page, elem_id: str) -> list[str]:
 @pytest.mark.browser
 def test_browser_generation_shows_text_z_chart_and_distributions(tiny_app, browser):
     page = _open(browser, tiny_app.url)
-    _set_number(page, "max-new-tokens", 12)
+    set_number(page, "max-new-tokens", 12)
     page.click("#generate-btn")
     status = _wait_finished(page)
     assert status.startswith("Done") and "12 tokens" in status
@@ -531,8 +525,8 @@ def test_browser_two_tabs_generate_at_once_without_cross_talk(tiny_app, browser,
              ["tiny-smollm2", "dipmark", "7", ""]]
     pages = [_open(browser, tiny_app.url) for _ in range(2)]
     for seed, page in zip((11, 12), pages):
-        _set_number(page, "max-new-tokens", 40)
-        _set_number(page, "seed", seed)
+        set_number(page, "max-new-tokens", 40)
+        set_number(page, "seed", seed)
     for page in pages:
         page.click("#generate-btn")
     for seed, page in zip((11, 12), pages):
@@ -549,7 +543,7 @@ def test_browser_profile_sets_serving_and_the_command_line_remakes_the_text(tiny
     from wash.cli import main as cli_main
 
     page = _open(browser, tiny_app.url)
-    _set_number(page, "max-new-tokens", 10)
+    set_number(page, "max-new-tokens", 10)
     page.locator("#profile").get_by_label("paper", exact=True).check()
     page.wait_for_function("() => document.querySelector('#top-k input').value === '10'")
     page.click("#generate-btn")
@@ -565,7 +559,7 @@ def test_browser_profile_sets_serving_and_the_command_line_remakes_the_text(tiny
     result = json.loads(capsys.readouterr().out)
     assert result["text"] == plain and result["settings"]["top_k"] == 10
     # Any serving control moved by hand makes the profile "custom".
-    _set_number(page, "top-k", 7)
+    set_number(page, "top-k", 7)
     page.wait_for_function("() => document.querySelector('#profile input[value=custom]').checked")
     page.close()
 
@@ -573,7 +567,7 @@ def test_browser_profile_sets_serving_and_the_command_line_remakes_the_text(tiny
 @pytest.mark.browser
 def test_browser_compare_switch_shows_both_traces(tiny_app, browser):
     page = _open(browser, tiny_app.url)
-    _set_number(page, "max-new-tokens", 6)
+    set_number(page, "max-new-tokens", 6)
     page.locator("#compare input[value=single]").check()
     page.click("#generate-btn")
     _wait_finished(page)
@@ -610,7 +604,7 @@ def test_browser_presets_show_their_description_and_set_the_rule(tiny_app, brows
     page.click(f"#preset-{trade}")
     page.wait_for_function("(name) => document.querySelector('#preset-info').innerText.includes(name)",
                            arg=PRESETS[trade].name)
-    _set_number(page, "max-new-tokens", 4)
+    set_number(page, "max-new-tokens", 4)
     page.click("#generate-btn")
     assert _wait_finished(page).startswith("Done")
     page.wait_for_function("() => { const t = document.querySelector('#reproduce textarea');"
@@ -622,7 +616,7 @@ def test_browser_presets_show_their_description_and_set_the_rule(tiny_app, brows
 @pytest.mark.browser
 def test_browser_compare_switch_runs_a_baseline_beside_wash(tiny_app, browser):
     page = _open(browser, tiny_app.url)
-    _set_number(page, "max-new-tokens", 5)
+    set_number(page, "max-new-tokens", 5)
     page.locator("#compare input[value=toblend]").check()
     page.click("#generate-btn")
     assert _wait_finished(page).startswith("Done")
@@ -640,7 +634,7 @@ def test_browser_compare_switch_runs_a_baseline_beside_wash(tiny_app, browser):
 @pytest.mark.browser
 def test_browser_stop_ends_a_long_run(tiny_app, browser):
     page = _open(browser, tiny_app.url)
-    _set_number(page, "max-new-tokens", 400)
+    set_number(page, "max-new-tokens", 400)
     page.click("#generate-btn")
     page.wait_for_function("() => document.querySelectorAll('#wash-text .token').length >= 3")
     # The click goes to the button itself, not to screen coordinates: once in a full CI run
@@ -658,7 +652,7 @@ def test_browser_stop_ends_a_long_run(tiny_app, browser):
 @pytest.mark.browser
 def test_browser_send_to_detect_and_score(tiny_app, browser):
     page = _open(browser, tiny_app.url)
-    _set_number(page, "max-new-tokens", 8)
+    set_number(page, "max-new-tokens", 8)
     page.click("#generate-btn")
     _wait_finished(page)
     page.click("#send-to-detect")
@@ -678,7 +672,7 @@ def test_browser_bad_input_shows_an_error_and_the_app_keeps_answering(tiny_app, 
     page.click("#generate-btn")
     page.get_by_text("the prompt is empty").first.wait_for(state="visible")
     page.locator("#prompt textarea").fill("A second try at")
-    _set_number(page, "max-new-tokens", 3)
+    set_number(page, "max-new-tokens", 3)
     page.click("#generate-btn")
     assert _wait_finished(page).startswith("Done")
     assert len(_tokens(page, "wash-text")) == 3
@@ -691,7 +685,7 @@ def test_browser_shows_the_model_load_then_ready_and_a_click_waits(held_app, bro
     page.wait_for_function("() => document.querySelector('#model-status').innerText"
                            ".includes('Loading models')")
     assert "held by the test" in page.locator("#model-status").inner_text()
-    _set_number(page, "max-new-tokens", 5)
+    set_number(page, "max-new-tokens", 5)
     page.click("#generate-btn")
     page.wait_for_function("() => document.querySelector('#status').innerText"
                            ".includes('Waiting for the models')")
@@ -708,7 +702,7 @@ def test_browser_shows_the_model_load_then_ready_and_a_click_waits(held_app, bro
 @pytest.mark.browser
 def test_browser_stop_while_the_models_load_ends_the_wait(held_app, browser):
     page = _open(browser, held_app.url)
-    _set_number(page, "max-new-tokens", 5)
+    set_number(page, "max-new-tokens", 5)
     page.click("#generate-btn")
     page.wait_for_function("() => document.querySelector('#status').innerText.includes('Waiting for the models')")
     page.click("#stop-btn")
@@ -728,7 +722,7 @@ def test_browser_lazy_run_explains_the_missing_distributions(tiny_app, browser):
     page = _open(browser, tiny_app.url)
     page.locator("#forwards label", has_text="lazy").click()
     page.wait_for_function("() => document.querySelector('#mode-info').innerText.includes('never computed')")
-    _set_number(page, "max-new-tokens", 6)
+    set_number(page, "max-new-tokens", 6)
     page.click("#generate-btn")
     assert "6 tokens" in _wait_finished(page)
     assert "lazy forwards" in page.locator("#routing").inner_text()
@@ -800,7 +794,7 @@ def test_browser_real_models_paper_preset(browser, tmp_path, monkeypatch, record
         ready_s = time.monotonic() - t0
         apply_preset(page, 0)  # its answer sets 200 tokens: it must land before the 6 are set
         assert "gemma3" in page.locator("#providers").inner_text()
-        _set_number(page, "max-new-tokens", tokens)
+        set_number(page, "max-new-tokens", tokens)
         page.locator("#compare input[value=single]").check()  # P1 alone runs alongside
         ticks = cpu_ticks()
         started = time.monotonic()

@@ -53,8 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args(argv)
-    report = {"command": command_line(["python", "-m", "tools.load_costs", *sys.argv[1:]]), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-              "cpu": cpu_description(), "load_before": load_average(), "repeats": args.repeats,
+    report = {"command": command_line(["python", "-m", "tools.load_costs", *sys.argv[1:]]),
+              "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cpu": cpu_description(), "load_before": load_average(), "repeats": args.repeats,
               "tokenizer": {name: tokenizer_seconds(name, args.repeats) for name in ("smollm2", "gemma3")},
               "httpx_client_ms": client_ms(max(args.repeats, 20))}
     report["load_after"] = load_average()

@@ -78,6 +78,13 @@ def detection_rows(page) -> list[dict]:
     return [dict(zip(head, cells)) for cells in rows]
 
 
+def set_number(page, elem_id: str, value: int) -> None:
+    """Type ``value`` into the number box of Gradio component ``elem_id`` (a Number or a Slider)."""
+    box = page.locator(f"#{elem_id} input[type=number]")
+    box.fill(str(value))
+    box.press("Enter")
+
+
 def apply_preset(page, index: int, timeout_ms: int = 60_000) -> None:
     """Click preset ``index`` on the Generate tab and return once the page shows its answer.
 
@@ -88,9 +95,7 @@ def apply_preset(page, index: int, timeout_ms: int = 60_000) -> None:
     seeing the presets' length there means the answer is in."""
     from wash.presets import DEMO_TOKENS
 
-    box = page.locator("#max-new-tokens input[type=number]")
-    box.fill(str(DEMO_TOKENS - 1))
-    box.press("Enter")
+    set_number(page, "max-new-tokens", DEMO_TOKENS - 1)
     page.click(f"#preset-{index}")
     page.wait_for_function("(v) => document.querySelector('#max-new-tokens input[type=number]').value === v",
                            arg=str(DEMO_TOKENS), timeout=timeout_ms)
@@ -98,9 +103,7 @@ def apply_preset(page, index: int, timeout_ms: int = 60_000) -> None:
 
 def run_preset(page, index: int, seed: int, timeout_s: float) -> tuple[list[dict], str, float]:
     apply_preset(page, index, int(timeout_s * 1000))
-    box = page.locator("#seed input[type=number]")
-    box.fill(str(seed))
-    box.press("Enter")
+    set_number(page, "seed", seed)
     page.locator("#compare input[value=single]").check()
     before = page.locator("#status").inner_text().strip()
     started = time.monotonic()

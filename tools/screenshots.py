@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Callable
 
 from tools.latency import ROOT, stop_app
-from tools.preset_tour import CHROMIUM, apply_preset, open_page, start_app
+from tools.preset_tour import CHROMIUM, apply_preset, open_page, set_number, start_app
 
 #: Without the background-networking flags Chromium keeps trying to reach the (closed) internet.
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -165,9 +165,7 @@ def run_generate(page, args: argparse.Namespace) -> dict:
         raise RuntimeError(f"--prompt {args.prompt}: the page offers {len(prompts)} example prompts")
     page.locator("#prompt textarea").fill(prompts[args.prompt])
     for elem_id, value in (("max-new-tokens", args.tokens), ("seed", args.seed)):
-        box = page.locator(f"#{elem_id} input[type=number]")
-        box.fill(str(value))
-        box.press("Enter")
+        set_number(page, elem_id, value)
     page.locator(f"#profile input[value={args.profile}]").check()
     page.locator("#compare input[value=single]").check()
     page.wait_for_timeout(300)
