@@ -1,9 +1,9 @@
 """The running app, end to end: its API through gradio_client, its page through Chromium.
 
-The status test starts ``python app.py`` in a subprocess on a free localhost port with
-the tiny models (``WASH_APP_MODELS=tiny-smollm2,tiny-gemma3``): a fresh process preloads them
-in the background and reports it on ``/status``. The other tests use the app this test
-process serves on the tiny models for the whole run (``served_tiny_app``, conftest.py).
+The tests use the app this test process serves on the tiny models for the whole run
+(``served_tiny_app``, conftest.py); what a fresh ``python app.py`` reports on ``/status`` while it
+preloads is checked through the latency script, which starts one (test_latency_script.py), and
+the Space test below starts one without SmolLM2's package.
 API tests check that the app generates exactly what the engine does (eager and
 lazy forwards) and that concurrent sessions do not mix; browser tests
 (``-m browser``) drive the page in Debian's headless Chromium; one more
@@ -101,12 +101,6 @@ def _serve(models: str | None, log_path: Path, extra_env: dict | None = None) ->
 
 
 @pytest.fixture
-def app_process(tmp_path) -> Iterator[AppServer]:
-    """``python app.py`` on the tiny models, started for the test: its preload is the fresh process's."""
-    yield from _serve("tiny-smollm2,tiny-gemma3", tmp_path / "tiny-app.log")
-
-
-@pytest.fixture
 def tiny_app(served_tiny_app) -> SimpleNamespace:
     """The app this test process serves on the tiny models for the whole run (conftest's): starting
     ``python app.py`` costs about 12 CPU-seconds a process, and nothing these tests do changes what
@@ -134,29 +128,6 @@ def _engine_generate(prompt: str, seed: int, max_new: int = 10, rows=TINY_ROWS, 
     specs = [ProviderSpec.parse(f"{m}:{s}:{k}") for m, s, k, _ in rows]
     return generate(GenerationConfig(providers=specs, prompt=prompt, mode=mode, max_new_tokens=max_new,
                                      temperature=1.0, seed=seed, forwards=forwards))
-
-
-def test_api_status_reports_the_preload_until_ready(app_process):
-    client = app_client(app_process.url)
-    deadline = time.monotonic() + 240
-    seen = []
-    while True:
-        try:
-            status = client.predict(api_name="/status")
-        except httpx.TimeoutException:  # a busy machine: the loading process answers late; ask again
-            assert time.monotonic() < deadline, "no answer from /status in time"
-            continue
-        seen.append(status["ready"])
-        if status["done"] or time.monotonic() > deadline:
-            break
-        assert status["error"] is None and status["elapsed_s"] >= 0
-        time.sleep(0.25)
-    assert status["ready"] and status["error"] is None and status["loaded"] == TINY, status
-    messages = status["messages"]
-    assert "tiny-smollm2: loading" in messages
-    assert any(m.startswith("tiny-gemma3: ready in") for m in messages)
-    assert messages[-1] == "warming up: one token of the default preset"
-    assert seen[-1] is True and all(not r for r in seen[:-1])  # loading, then ready, never back
 
 
 def test_api_generation_equals_the_engine(tiny_app, tiny_smollm2, tiny_gemma3):
@@ -252,8 +223,6 @@ def test_api_detect_scores_text(tiny_app):
 
 def _client_when_answering(url: str, deadline: float):
     """A gradio_client.Client, retried while the app is too busy to answer in the client's timeout."""
-    import httpx
-
     while True:
         try:
             return app_client(url)

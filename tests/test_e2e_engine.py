@@ -72,17 +72,27 @@ def test_cli_json_has_the_documented_fields(smollm2, gemma3, capsys):
     assert out["mode"] == "wash" and out["seed"] == 1
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--provider", "nosuch:kgw:1"], "unknown model"),
-    (["--provider", "smollm2:kgw:1.5"], "not an integer"),
-    ([], "no provider"),
-])
-def test_cli_bad_input_exits_2_with_one_line(args, needle):
-    proc = subprocess.run([sys.executable, "-m", "wash", "generate", "--prompt", "hi", *args],
+def test_cli_bad_input_exits_2_with_one_line():
+    """``python -m wash`` itself: the exit status and stderr a shell sees (the other bad inputs
+    go through the same ``main`` in this process, below)."""
+    proc = subprocess.run([sys.executable, "-m", "wash", "generate", "--prompt", "hi", "--provider", "nosuch:kgw:1"],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in proc.stderr
+    assert len(lines) == 1 and "unknown model" in lines[0] and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--provider", "smollm2:kgw:1.5"], "not an integer"),
+    ([], "no provider"),
+])
+def test_cli_main_refuses_bad_input_with_status_2_and_one_line(args, needle, capsys):
+    from wash.cli import main
+
+    assert main(["generate", "--prompt", "hi", *args]) == 2
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0] and "Traceback" not in captured.err and not captured.out
 
 
 def test_chinese_routes_character_by_character_and_contexts_agree(smollm2, gemma3):

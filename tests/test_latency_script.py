@@ -4,28 +4,26 @@
 ``/generate``'s or ``/identify``'s inputs can break it silently (it once sent
 ``False`` for the comparison after the page had stopped accepting booleans). This
 runs it end to end on the tiny models; the real-model figures are in
-docs/BENCHMARKS.md.
+docs/BENCHMARKS.md. The app it starts is also the suite's one fresh ``python app.py`` on the tiny
+models: its report says what ``/status`` answered during the preload, which the test checks.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
 
+def test_latency_script_times_a_click_and_the_identify_tab_on_the_tiny_models(monkeypatch, capsys):
+    """The script's ``main`` in this process; the app it times is a fresh ``python app.py``, so the
+    report also shows that process's preload as ``/status`` told it: loading, then ready, never back."""
+    from tools.latency import main
 
-def test_latency_script_times_a_click_and_the_identify_tab_on_the_tiny_models():
-    env = dict(os.environ, WASH_APP_MODELS="tiny-smollm2,tiny-gemma3")
-    done = subprocess.run([sys.executable, "-m", "tools.latency", "--repeats", "2", "--identify", "1",
-                           "--timeout", "300"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=420)
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout)
+    monkeypatch.setenv("WASH_APP_MODELS", "tiny-smollm2,tiny-gemma3")
+    main(["--repeats", "2", "--identify", "1", "--timeout", "300"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["command"] == "python -m tools.latency --repeats 2 --identify 1 --timeout 300"
     clicks = report["click_to_first_token_s"]
     assert len(clicks["samples"]) == 2 and all(s > 0 for s in clicks["samples"])
     assert "error" not in (report["final_status"] or "").lower(), report["final_status"]
@@ -34,6 +32,15 @@ def test_latency_script_times_a_click_and_the_identify_tab_on_the_tiny_models():
     systems = [row[0] for row in identify["tables"][0]]
     assert systems == ["provider 1 alone", "WASH ensemble", "unwatermarked models"]
     assert report["start_to_ready_s"] >= report["server_answering_s"] > 0
+    # the preload, poll by poll
+    polls = report["status_polls"]
+    assert polls[-1]["ready"] and not any(p["ready"] for p in polls[:-1]), polls
+    assert all(p["error"] is None and p["elapsed_s"] >= 0 for p in polls), polls
+    assert report["app_loaded"] == ["tiny-smollm2", "tiny-gemma3"]
+    messages = report["preload_messages"]
+    assert "tiny-smollm2: loading" in messages
+    assert any(m.startswith("tiny-gemma3: ready in") for m in messages)
+    assert messages[-1] == "warming up: one token of the default preset"
 
 
 class _ScriptedStatus:

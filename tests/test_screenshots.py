@@ -2,17 +2,15 @@
 
 The script writes the README's screenshot and one picture per tab of the page (docs/SCREENSHOTS.md).
 The fast tests pin how a tab's label becomes a file name and what the arguments default to; the
-browser test runs the script end to end on the tiny models into a temporary folder and checks that
-every tab the page offers got a non-empty PNG of the viewport's width, and nothing else did.
+browser test runs the script's ``main`` end to end, in the test's process, on the tiny models into a
+temporary folder and checks that every tab the page offers got a non-empty PNG of the viewport's
+width, and nothing else did.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -64,14 +62,15 @@ def _png_size(path: Path) -> tuple[int, int]:
 
 
 @pytest.mark.browser
-def test_a_run_on_the_tiny_models_writes_one_png_per_tab(tmp_path, served_tiny_app):
-    # the app this test process serves on the tiny models (``--url``): starting one is test_app_live's
-    env = dict(os.environ, HF_HUB_OFFLINE="1")
-    command = [sys.executable, "-m", "tools.screenshots", "--url", served_tiny_app[0],
-               "--out-dir", str(tmp_path), "--tokens", "8", "--skip", "Identify", "--timeout", "240"]
-    done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=400)
-    assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout)
+def test_a_run_on_the_tiny_models_writes_one_png_per_tab(tmp_path, served_tiny_app, capsys):
+    # the script's main, in this process, against the app this test process serves on the tiny models
+    # (``--url``): starting one is test_app_live's
+    from tools.screenshots import main
+
+    main(["--url", served_tiny_app[0], "--out-dir", str(tmp_path), "--tokens", "8", "--skip", "Identify",
+          "--timeout", "240"])
+    report = json.loads(capsys.readouterr().out)
+    assert report["command"].startswith("python -m tools.screenshots --url ")  # this run's arguments, not pytest's
     assert KNOWN_TABS <= set(report["tabs"]), report["tabs"]
     assert report["generate"]["status"].startswith("Done: 8 tokens")
     written = sorted(p.name for p in (tmp_path / FIGURES).iterdir())

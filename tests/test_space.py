@@ -1,13 +1,14 @@
 """The Hugging Face Space build (``python -m wash space``) and the split of the requirements.
 
-The Space folder is built once per module by the real command into a temporary folder,
-then checked against the Hub's rules with tools of their own (git's attribute matcher for
-LFS, a content test for binary files), not with the builder's own helpers: no file over
-10 MB, every binary file in LFS, run-time requirements only, and an app whose every
-``wash`` module and data file comes from the folder (the Results tab included, from the
-summaries and metas and the compressed runs CSV it ships). The rest: ``--backend ray``
-without Ray is one line naming what to install, the repository's requirements files hold
-what each is for, and the ``Spacefile`` agrees with the README's front matter.
+The Space folder is built once per module by the real command (``wash.cli.main``, in the
+test's process) into a temporary folder, then checked against the Hub's rules with tools of
+their own (git's attribute matcher for LFS, a content test for binary files), not with the
+builder's own helpers: no file over 10 MB, every binary file in LFS, run-time requirements
+only, and an app whose every ``wash`` module and data file comes from the folder (the Results
+tab included, from the summaries and metas and the compressed runs CSV it ships). The rest:
+``--backend ray`` without Ray is one line naming what to install, the repository's
+requirements files hold what each is for, and the ``Spacefile`` agrees with the README's
+front matter.
 """
 
 from __future__ import annotations
@@ -55,11 +56,18 @@ def _files(folder: Path) -> list[Path]:
 
 @pytest.fixture(scope="module")
 def space(tmp_path_factory) -> Path:
+    """``python -m wash space`` as the command line runs it, through ``wash.cli.main`` in this process."""
+    import contextlib
+    import io
+
+    from wash.cli import main
+
     out = tmp_path_factory.mktemp("space") / "build"
-    done = subprocess.run([sys.executable, "-m", "wash", "space", "--out", str(out)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    assert "Space written to" in done.stdout
+    said, errors = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(said), contextlib.redirect_stderr(errors):
+        code = main(["space", "--out", str(out)])
+    assert code == 0, errors.getvalue()
+    assert "Space written to" in said.getvalue()
     return out
 
 
@@ -139,18 +147,17 @@ print(json.dumps({"files": sorted(m.__file__ for n, m in sys.modules.items()
     assert seen["lesson"] == lesson.measured(3) and seen["lesson"].startswith("Measured")  # the cards' numbers
 
 
-def test_a_rebuild_replaces_its_build_and_other_folders_are_refused(space, tmp_path):
+def test_a_rebuild_replaces_its_build_and_other_folders_are_refused(space, tmp_path, capsys):
+    from wash.cli import main
+
     stray = tmp_path / "notes"
     stray.mkdir()
     (stray / "mine.txt").write_text("keep me")
-    done = subprocess.run([sys.executable, "-m", "wash", "space", "--out", str(stray)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2 and (stray / "mine.txt").read_text() == "keep me"
-    assert done.stderr.count("\n") == 1 and "holds no earlier Space build" in done.stderr
+    assert main(["space", "--out", str(stray)]) == 2 and (stray / "mine.txt").read_text() == "keep me"
+    errors = capsys.readouterr().err
+    assert errors.count("\n") == 1 and "holds no earlier Space build" in errors
     (space / "left-over.txt").write_text("from an earlier build")
-    done = subprocess.run([sys.executable, "-m", "wash", "space", "--out", str(space)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
+    assert main(["space", "--out", str(space)]) == 0, capsys.readouterr().err
     assert not (space / "left-over.txt").exists() and (space / "app.py").is_file()
 
 

@@ -35,6 +35,12 @@ def tracked_mb(root: Path = ROOT) -> float:
     return sum((root / f.decode()).stat().st_size for f in files if f and (root / f.decode()).is_file()) / 1e6
 
 
+def _without_pickles(member: tarfile.TarInfo) -> tarfile.TarInfo | None:
+    """Leave out the loader's tokenizer pickles: they hold this machine's transformers and
+    tokenizers versions (read past elsewhere), and Gemma 3's is 28 MB of the 60 MB budget."""
+    return None if member.name.endswith(".pickle") else member
+
+
 def pack(folder: Path) -> Path:
     """The tokenizers' cache folders, as one xz archive in ``folder``."""
     from wash.engine import cache_dir, marker_ok, load_tokenizer
@@ -47,7 +53,7 @@ def pack(folder: Path) -> Path:
             source = cache_dir() / "tokenizers" / name
             if not marker_ok(source):
                 raise SystemExit(f"tokenizer cache {source} is incomplete")
-            tar.add(source, arcname=f"tokenizers/{name}")
+            tar.add(source, arcname=f"tokenizers/{name}", filter=_without_pickles)
     return target
 
 

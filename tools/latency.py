@@ -7,7 +7,7 @@
 
 It starts ``app.py`` in a subprocess on a free localhost port, polls the app's
 ``/status`` API endpoint until the model preload reports ready (``start_to_ready_s``
-is measured from the process start), then times ``/generate`` for the default
+is measured from the process start; every answer is kept in ``status_polls``), then times ``/generate`` for the default
 preset (the page's defaults: paper preset, first example prompt, seed 0) through
 ``gradio_client``: the seconds from the submit to the first streamed update whose
 text holds a token (``click_to_first_token_s``), several times. It prints one JSON
@@ -65,8 +65,9 @@ def _tail(log: Path, n: int = 30) -> str:
         return ""
 
 
-def wait_ready(client, deadline: float, poll_s: float = 0.25) -> dict:
-    """Poll ``/status`` until the preload has ended; its last answer.
+def wait_ready(client, deadline: float, poll_s: float = 0.25, answers: list | None = None) -> dict:
+    """Poll ``/status`` until the preload has ended; its last answer (each answer is also appended
+    to ``answers`` when given).
 
     A poll the app does not answer within the client's timeout (5 s) is sent again until
     ``deadline``: a process loading its models on a busy machine can be that slow to answer
@@ -80,6 +81,8 @@ def wait_ready(client, deadline: float, poll_s: float = 0.25) -> dict:
             if time.monotonic() > deadline:
                 raise
             continue
+        if answers is not None:
+            answers.append(status)
         if status["done"]:
             return status
         if time.monotonic() > deadline:
@@ -144,7 +147,8 @@ def stop_app(proc: subprocess.Popen) -> None:
             os.killpg(proc.pid, signal.SIGKILL)
 
 
-def measure(args: argparse.Namespace) -> dict:
+def measure(args: argparse.Namespace, argv: list[str]) -> dict:
+    """The report of one run with ``args`` (parsed from ``argv``, which the report records)."""
     from wash.ui.settings import app_models
 
     models = app_models()
@@ -168,7 +172,8 @@ def measure(args: argparse.Namespace) -> dict:
             deadline = started + args.timeout
             client = _client(url, deadline, proc, log)
             answering_s = time.monotonic() - started
-            status = wait_ready(client, deadline)
+            polls: list[dict] = []
+            status = wait_ready(client, deadline, answers=polls)
             ready_s = time.monotonic() - started
             if not status["ready"]:
                 raise RuntimeError(f"the app's preload failed: {status['error']}")
@@ -189,8 +194,9 @@ def measure(args: argparse.Namespace) -> dict:
             stop_app(proc)
             if cache is not None:
                 cache.cleanup()
+    names = {cache.name: "$WASH_CACHE_DIR"} if cache else {}  # the app's model cache, named as the setting
     return {
-        "command": command_line(["python", "-m", "tools.latency", *sys.argv[1:]]),
+        "command": command_line(["python", "-m", "tools.latency", *argv]),
         "env": {k: os.environ[k] for k in ("WASH_APP_MODELS", "WASH_CACHE_DIR", "WASH_APP_CONCURRENCY")
                 if k in os.environ},
         "app_command": command_line(command),
@@ -202,9 +208,13 @@ def measure(args: argparse.Namespace) -> dict:
         "server_answering_s": round(answering_s, 3),
         "start_to_ready_s": round(ready_s, 3),
         "app_reported_preload_s": status["elapsed_s"],
-        # the app's own log lines, its model cache named as the setting that chose it
-        "preload_messages": [portable_text(m, {cache.name: "$WASH_CACHE_DIR"} if cache else {})
-                             for m in status["messages"]],
+        "app_loaded": status["loaded"],
+        # what /status said at each poll until the preload ended: seconds into it, ready, error, its last line
+        "status_polls": [{"elapsed_s": p["elapsed_s"], "ready": p["ready"], "error": p["error"],
+                          "last_message": portable_text(p["messages"][-1], names) if p["messages"] else None}
+                         for p in polls],
+        # the app's own log lines
+        "preload_messages": [portable_text(m, names) for m in status["messages"]],
         "click_to_first_token_s": ({"median": round(statistics.median(samples), 3), "samples": samples}
                                    if samples else None),
         "identify_fast_s": ({"median": round(statistics.median(identify), 1), "samples": identify,
@@ -230,8 +240,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--vary-seed", action="store_true", help="seed + i for repeat i")
     parser.add_argument("--forwards", choices=("eager", "lazy"), default="eager")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds allowed for start-up")
-    args = parser.parse_args(argv)
-    print(json.dumps(measure(args), ensure_ascii=False, indent=1))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    print(json.dumps(measure(parser.parse_args(argv), argv), ensure_ascii=False, indent=1))
 
 
 if __name__ == "__main__":

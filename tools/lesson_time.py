@@ -166,8 +166,9 @@ def measure(args: argparse.Namespace) -> dict:
     return {"rounds": rounds, "z": z, "api_s": api_s, "verdicts": verdicts, "seeds": seeds, "models": models}
 
 
-def report(args: argparse.Namespace, measured: dict, previous: dict | None) -> dict:
-    """The JSON written: settings, machine, every round's times and uptime, each step's numbers."""
+def report(args: argparse.Namespace, measured: dict, previous: dict | None, argv: list[str]) -> dict:
+    """The JSON written: settings, machine, every round's times and uptime, each step's numbers; the
+    command is ``argv``'s."""
     from wash.lesson import CLICK_BUDGET_S, STEPS
     from wash.ui.texts import example_prompts
 
@@ -187,7 +188,7 @@ def report(args: argparse.Namespace, measured: dict, previous: dict | None) -> d
             entry.update({k: v for k, v in old.get(number, {}).items() if k in ("seeds", "z", "api_s", "identify")})
         steps.append(entry)
     models = measured["models"]
-    run = {"command": command(), "env": {k: os.environ[k] for k in ("WASH_APP_MODELS",) if k in os.environ},
+    run = {"command": command(argv), "env": {k: os.environ[k] for k in ("WASH_APP_MODELS",) if k in os.environ},
            "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "rounds": len(measured["rounds"]),
            "seeds": measured["seeds"], "machine": f"{cpuinfo('model name') or 'unknown CPU'}, {os.cpu_count()} cores"}
     return {
@@ -202,9 +203,9 @@ def report(args: argparse.Namespace, measured: dict, previous: dict | None) -> d
     }
 
 
-def command(argv: list[str] | None = None) -> str:
+def command(argv: list[str]) -> str:
     """This run's command line, without ``--port`` (which changes nothing measured)."""
-    args = list(sys.argv[1:] if argv is None else argv)
+    args = list(argv)
     if "--port" in args:
         at = args.index("--port")
         del args[at:at + 2]
@@ -227,10 +228,11 @@ def main(argv: list[str] | None = None) -> None:
                              "models $WASH_APP_MODELS names)")
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds allowed for start-up")
     parser.add_argument("--step-timeout", type=float, default=300.0, help="seconds allowed for one step")
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     out = Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out
     previous = json.loads(out.read_text()) if args.append and out.exists() else None
-    data = report(args, measure(args), previous)
+    data = report(args, measure(args), previous, argv)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
     print(json.dumps({s["step"]: s["click_s"] for s in data["steps"]}))

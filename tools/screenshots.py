@@ -235,7 +235,8 @@ ACTIONS: dict[str, Callable] = {"Lesson": lesson_step, "Detect": score_in_detect
                                 "Theory": theory_drawn}
 
 
-def take(args: argparse.Namespace) -> dict:
+def take(args: argparse.Namespace, argv: list[str]) -> dict:
+    """Every picture, from the app at ``args.url`` or one started here; the report records ``argv``."""
     from playwright.sync_api import sync_playwright
 
     if args.models:
@@ -283,7 +284,7 @@ def take(args: argparse.Namespace) -> dict:
         if proc is not None:
             stop_app(proc)
     return {
-        "command": shlex.join([Path(sys.executable).name, "-m", "tools.screenshots", *sys.argv[1:]]),
+        "command": shlex.join([Path(sys.executable).name, "-m", "tools.screenshots", *argv]),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "models": os.environ.get("WASH_APP_MODELS", "(the app's default)"),
         "tabs": labels, "files": files, "generate": run, "seconds": seconds,
@@ -292,7 +293,8 @@ def take(args: argparse.Namespace) -> dict:
 
 
 def main(argv: list[str] | None = None) -> None:
-    print(json.dumps(take(parse_args(argv)), indent=1, ensure_ascii=False))
+    argv = list(sys.argv[1:] if argv is None else argv)
+    print(json.dumps(take(parse_args(argv), argv), indent=1, ensure_ascii=False))
 
 
 if __name__ == "__main__":

@@ -209,7 +209,7 @@ def client_loop(url: str, k: int, deadline: float, args: argparse.Namespace, tab
                 tally.failures.append(f"client {k}: {type(err).__name__}: {str(err)[:200]}")
 
 
-def soak(args: argparse.Namespace) -> dict:
+def soak(args: argparse.Namespace, argv: list[str]) -> dict:
     from wash.experiments import machine_description
     from wash.ui.settings import app_models
 
@@ -263,7 +263,7 @@ def soak(args: argparse.Namespace) -> dict:
     print(f"app log: {log}", file=sys.stderr)
     lat = sorted(tally.latencies)
     return {
-        "command": command_line(["python", "-m", "tools.soak", *map(_named_if_outside, sys.argv[1:])]),
+        "command": command_line(["python", "-m", "tools.soak", *map(_named_if_outside, argv)]),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "machine": machine_description(), "uptime_before": uptime_before, "uptime_after": uptime_line(),
         "backend": args.backend, "models": models, "clients": args.clients, "seconds": args.seconds,
@@ -301,8 +301,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bad-every", type=int, default=6, help="every K-th request of a client is bad (0: none)")
     parser.add_argument("--timeout", type=float, default=900, help="seconds allowed for start-up")
     parser.add_argument("--out", type=Path)
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
-    report = soak(args)
+    report = soak(args, argv)
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:
