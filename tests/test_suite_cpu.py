@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tools.suite_cpu import kind, main
+from tools.suite_cpu import kind, main, merge
 
 #: A child that starts a grandchild which burns about 1.5 CPU-seconds, then exits with status 3.
 _FAMILY = ("import subprocess, sys; subprocess.run([sys.executable, '-c', "
@@ -35,3 +35,9 @@ def test_kinds_of_the_suites_processes():
     assert kind("/v/lib/python3.11/site-packages/ray/core/src/ray/raylet/raylet --x") == "ray"
     assert kind("/v/bin/python tools/gpu_bundle.py pack b") == "python gpu_bundle.py"
     assert kind("") == "(no command line)"
+
+
+def test_a_process_read_after_it_exited_keeps_its_command_line():
+    first = merge(None, 999_999_999, (1, 2.0, "/v/bin/python app.py"))  # no such pid: no test read
+    assert first == {"cpu_s": 2.0, "command": "/v/bin/python app.py", "test": ""}
+    assert merge(first, 999_999_999, (1, 3.5, "")) == {"cpu_s": 3.5, "command": "/v/bin/python app.py", "test": ""}

@@ -82,6 +82,14 @@ def kind(cmdline: str) -> str:
     return Path(cmdline.split(" ", 1)[0]).name if cmdline else "(no command line)"
 
 
+def merge(earlier: dict | None, pid: int, reading: tuple[int, float, str]) -> dict:
+    """A process's record after a new reading: its CPU time now; the command line and test of its
+    first reading (an exited process not yet reaped, a zombie, reads with an empty command line)."""
+    if earlier is None:
+        return {"cpu_s": reading[1], "command": reading[2][:300], "test": started_by(pid)}
+    return {**earlier, "cpu_s": reading[1], "command": earlier["command"] or reading[2][:300]}
+
+
 def sample(command: list[str], every_s: float = 1.0) -> tuple[int, dict[int, dict]]:
     """Run ``command``; its exit status and, per descendant pid, its last reading."""
     root = subprocess.Popen(command)
@@ -99,9 +107,7 @@ def sample(command: list[str], every_s: float = 1.0) -> tuple[int, dict[int, dic
         for pid in family:
             entry = table.get(pid)
             if entry:
-                first = seen.get(pid)
-                seen[pid] = {"cpu_s": entry[1], "command": entry[2][:300],
-                             "test": first["test"] if first else started_by(pid)}
+                seen[pid] = merge(seen.get(pid), pid, entry)
         if done:
             return root.returncode, seen
         time.sleep(every_s)
