@@ -118,15 +118,15 @@ def summary(command: list[str], returncode: int, seen: dict[int, dict]) -> dict:
     started them, and every process by kind and test (no command lines: they name this machine's paths)."""
     from wash.provenance import command_line, cpu_description, load_average
 
+    processes = sorted(({"kind": kind(e["command"]), "test": e["test"], "cpu_s": e["cpu_s"]} for e in seen.values()),
+                       key=lambda e: -e["cpu_s"])
     by_kind, count, by_test = Counter(), Counter(), Counter()
-    for entry in seen.values():
-        what = kind(entry["command"])
-        by_kind[what] += entry["cpu_s"]
-        count[what] += 1
-        if what != "pytest worker" and entry["test"]:
-            by_test[entry["test"]] += entry["cpu_s"]
-    processes = sorted(({"kind": kind(e["command"]), "test": e["test"], "cpu_s": round(e["cpu_s"], 2)}
-                        for e in seen.values()), key=lambda e: -e["cpu_s"])
+    for p in processes:
+        by_kind[p["kind"]] += p["cpu_s"]
+        count[p["kind"]] += 1
+        if p["kind"] != "pytest worker" and p["test"]:
+            by_test[p["test"]] += p["cpu_s"]
+        p["cpu_s"] = round(p["cpu_s"], 2)
     return {"command": command_line(["python", "-m", "tools.suite_cpu", "--", *command]), "returncode": returncode,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": cpu_description(),
             "load_average_end": load_average(), "total_cpu_s": round(sum(by_kind.values()), 1),
