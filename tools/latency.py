@@ -6,16 +6,15 @@
     python -m tools.latency --repeats 0 --identify 3   # the Identify tab's "fast" probe, 3 times
 
 It starts ``app.py`` in a subprocess on a free localhost port, polls the app's
-``/status`` API endpoint until the model preload reports ready (``start_to_ready_s``
-is measured from the process start; every answer is kept in ``status_polls``), then
-times ``/generate`` for the default preset (the page's defaults: paper preset, first
-example prompt, seed 0) through ``gradio_client``: the seconds from the submit to the
-first streamed update whose text holds a token (``click_to_first_token_s``), several
-times. It prints one JSON object and stops the app. With ``--identify K`` it also times ``/identify`` K times
-(the Identify tab as it opens: the default preset's providers, all three systems,
-the ``fast`` probe), from the submit to the answer. Numbers depend on the machine
-and its load.
-"""
+``/status`` API endpoint until the model preload reports ready (``start_to_ready_s`` is
+measured from the process start; every answer is kept in ``status_polls``), then times
+``/generate`` for the default preset (the page's defaults: paper preset, first example
+prompt, seed 0) through ``gradio_client``: the seconds from the submit to the first
+streamed update whose text holds a token (``click_to_first_token_s``), several times. It
+prints one JSON object and stops the app. With ``--identify K`` it also times
+``/identify`` K times (the Identify tab as it opens: the default preset's providers, all
+three systems, the ``fast`` probe), from the submit to the answer. Numbers depend on the
+machine and its load. """
 
 from __future__ import annotations
 
