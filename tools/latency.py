@@ -14,7 +14,8 @@ streamed update whose text holds a token (``click_to_first_token_s``), several t
 prints one JSON object and stops the app. With ``--identify K`` it also times
 ``/identify`` K times (the Identify tab as it opens: the default preset's providers, all
 three systems, the ``fast`` probe), from the submit to the answer. Numbers depend on the
-machine and its load. """
+machine and its load.
+"""
 
 from __future__ import annotations
 
