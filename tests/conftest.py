@@ -147,6 +147,27 @@ def pytest_configure(config):
             sys.modules["torch"].set_num_threads(1)
 
 
+def pytest_sessionstart(session):
+    """On a new machine, the main process builds the real models' cache before any worker starts
+    (``wash.engine.models.prepare_cache``: both models at once, one process each).
+
+    Why: otherwise the first test to load a real model pays the dequantising inside its own time
+    (the README example took 53 s in a fresh-clone run on an empty cache, 9 s on a built one,
+    2026-11-29) while the other worker's tests wait on the build lock. With the cache built, this
+    reads file sizes and imports neither torch nor transformers. It runs before xdist starts its
+    workers (xdist's own ``pytest_sessionstart`` is ``trylast``); in a worker it does nothing."""
+    if hasattr(session.config, "workerinput"):
+        return
+    from wash.engine.cache import PACKAGES, complete, package_present
+
+    names = [name for name in PACKAGES if package_present(name) and not complete(name)]
+    if names:
+        from wash.engine.models import prepare_cache
+
+        reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+        prepare_cache(names, say=lambda message: reporter.write_line(f"[model cache] {message}"))
+
+
 def pytest_terminal_summary(terminalreporter):
     """Print the phase timings tests recorded (``record_property("phases", ...)``), passed or failed.
 

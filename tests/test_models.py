@@ -7,6 +7,7 @@ import threading
 import pytest
 
 from wash.engine import catalog, models
+from wash.engine.cache import complete, tokenizer_pickle
 from wash.errors import WashInputError
 
 
@@ -143,7 +144,8 @@ def _tiny_gguf(folder) -> str:
 
 
 def test_a_build_parses_each_gguf_file_once(tmp_path):
-    """Inside ``gguf_parsed_once`` every open of one file is the first parse; outside it, each open parses."""
+    """Inside ``gguf_parsed_once`` (nested blocks included) every open of one file is the first parse;
+    outside it, each open parses."""
     import numpy as np
     import gguf
 
@@ -160,10 +162,12 @@ def test_a_build_parses_each_gguf_file_once(tmp_path):
     with gguf_parsed_once():
         first = gguf.GGUFReader(str(path))
         assert gguf.GGUFReader(path) is first and first.fields["llama.block_count"].contents() == 1
-        with gguf_parsed_once():  # a nested block keeps its own readers
-            assert gguf.GGUFReader(path) is not first
-        assert gguf.GGUFReader(path) is first
+        with gguf_parsed_once():  # a nested block reads the outer block's readers
+            assert gguf.GGUFReader(path) is first
+        assert gguf.GGUFReader(path) is first  # and the nested block's end keeps them
     assert gguf.GGUFReader(path) is not gguf.GGUFReader(path)
+    with gguf_parsed_once():
+        assert gguf.GGUFReader(path) is not first  # a new block parses again
 
 
 def test_corrupt_or_partial_cache_is_rebuilt(tmp_path, monkeypatch):
@@ -215,7 +219,7 @@ def test_a_cached_tokenizer_is_read_again_from_its_pickle_and_a_broken_pickle_is
     directory = tmp_path / "tokenizers" / "smollm2"
     models.load_tokenizer("smollm2").save_pretrained(directory)
     from_files = AutoTokenizer.from_pretrained(directory)
-    pickled = models._pickle_path(directory)
+    pickled = tokenizer_pickle(directory)
     assert not pickled.exists()
     first = models.read_tokenizer(directory)
     assert pickled.exists() and pickled.stat().st_size > 100_000
@@ -233,3 +237,32 @@ def test_a_cached_tokenizer_is_read_again_from_its_pickle_and_a_broken_pickle_is
     assert read_past(text).input_ids == from_files(text).input_ids
     assert pickled.stat().st_size > 100_000  # written again, whole
     assert not list(directory.glob("*.partial"))
+
+
+def test_prepare_cache_builds_what_is_missing_in_a_process_of_its_own_then_nothing(tmp_path, monkeypatch):
+    """``complete`` asks for the weights' copy, the tokenizer's files and the pickles of both;
+    ``prepare_cache`` builds what is missing in a spawned process (here the pickle of SmolLM2's
+    tokenizer files, copied without it; its weights are linked from the suite's cache, which the
+    session's start completed) and, once the cache is complete, starts nothing."""
+    import shutil
+
+    from wash.engine.cache import cache_dir
+
+    real = cache_dir()
+    assert complete("smollm2")
+    monkeypatch.setenv("WASH_CACHE_DIR", str(tmp_path))
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "smollm2").symlink_to(real / "models" / "smollm2")
+    tokenizer = tmp_path / "tokenizers" / "smollm2"
+    shutil.copytree(real / "tokenizers" / "smollm2", tokenizer,
+                    ignore=shutil.ignore_patterns("*.pickle", "*.partial"))
+    assert not complete("smollm2")
+    messages: list[str] = []
+    took = models.prepare_cache(["smollm2"], messages.append)
+    assert list(took) == ["smollm2"] and took["smollm2"] > 0
+    assert complete("smollm2") and tokenizer_pickle(tokenizer).stat().st_size > 100_000
+    assert messages[0].startswith("building the model cache for smollm2") and "cached in" in messages[-1]
+    assert not any("dequantising" in m for m in messages)  # the weights' copy was there
+    assert models.prepare_cache(["smollm2"], messages.append) == {}
+    (tokenizer / "tokenizer.json").write_text("{}")  # a size its marker does not list
+    assert not complete("smollm2")

@@ -44,6 +44,7 @@ _EXPORTS = {
                      "shape_names"),
                     "catalog"),
     **dict.fromkeys(("Progress", "cache_dir", "gguf_file", "gguf_parsed_once", "marker_ok", "missing_reason"), "cache"),
-    **dict.fromkeys(("load_model", "load_tokenizer", "read_tokenizer", "parse_dtype", "is_loaded"), "models"),
+    **dict.fromkeys(("load_model", "load_tokenizer", "read_tokenizer", "parse_dtype", "is_loaded", "prepare_cache"),
+                    "models"),
 }
 __all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import importlib.metadata
 import importlib.util
 import json
 import shutil
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Callable, Iterator
-
-import torch
 
 from wash import env
 from wash.engine.catalog import CATALOG
@@ -107,6 +106,26 @@ def marker_ok(directory: Path) -> bool:
         return False
 
 
+def tokenizer_pickle(directory: Path) -> Path:
+    """Where the pickle of the tokenizer cached in ``directory`` lives (``models.read_tokenizer``).
+
+    Its name carries the installed transformers and tokenizers versions, read from the packages'
+    metadata (importing transformers to ask costs a second), so an upgrade reads the files again."""
+    versions = f"transformers-{importlib.metadata.version('transformers')}" \
+               f".tokenizers-{importlib.metadata.version('tokenizers')}"
+    return directory / f"tokenizer.{versions}.pickle"
+
+
+def complete(name: str) -> bool:
+    """Whether everything a first load of catalog model ``name`` would build is in the cache: its
+    weights' dequantised copy, its tokenizer's files, and the pickles of both tokenizers.
+
+    It reads file sizes only (no torch, no transformers), so a process can ask it before it
+    decides to import them (the test suite's start, ``models.prepare_cache``)."""
+    directories = (cache_dir() / "models" / name, cache_dir() / "tokenizers" / name)
+    return all(marker_ok(d) and tokenizer_pickle(d).is_file() for d in directories)
+
+
 def write_marker(directory: Path) -> None:
     files = {p.name: p.stat().st_size for p in directory.iterdir() if p.is_file()}
     (directory / "complete.json").write_text(json.dumps({"format": CACHE_FORMAT, "files": files}))
@@ -151,7 +170,8 @@ def gguf_parsed_once() -> Iterator[None]:
     parses are repeats. A reader is read-only
     (memory-mapped), so one serves every open. ``gguf.GGUFReader`` is wrapped once per
     process; outside a block the wrapper is the plain class, and the readers live only
-    as long as the block (a context variable: a build in another thread keeps its own)."""
+    as long as the outermost block (a context variable: a build in another thread keeps its own;
+    ``models.prepare_cache`` builds a model's weights and its tokenizer's files in one block)."""
     import gguf
 
     if not getattr(gguf.GGUFReader, "wash_parsed_once", False):
@@ -168,6 +188,9 @@ def gguf_parsed_once() -> Iterator[None]:
 
         reader.wash_parsed_once = True
         gguf.GGUFReader = reader
+    if _READERS.get() is not None:  # nested: the outer block's readers serve this one too
+        yield
+        return
     token = _READERS.set({})
     try:
         yield
@@ -176,6 +199,7 @@ def gguf_parsed_once() -> Iterator[None]:
 
 
 def build_cached_copy(name: str, directory: Path, say: Progress) -> Path:
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if directory.exists():

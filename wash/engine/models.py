@@ -16,11 +16,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 import torch
 
-from wash.engine.cache import (INSTALL, Progress, build_lock, cache_dir, cached_copy, gguf_file, hub_allowed,
-                               marker_ok, package_present, write_marker)
+from wash.engine.cache import (INSTALL, Progress, build_lock, cache_dir, cached_copy, complete, gguf_file,
+                               gguf_parsed_once, hub_allowed, marker_ok, package_present, tokenizer_pickle, write_marker)
 from wash.engine.catalog import CATALOG, check_model_name, parse_dummy, read_shape, tokenizer_family
 from wash.errors import WashInputError
 
@@ -233,13 +234,6 @@ def load_tokenizer(name: str, progress: Progress | None = None) -> object:
     return tokenizer
 
 
-def _pickle_path(directory: Path) -> Path:
-    import tokenizers
-    import transformers
-
-    return directory / f"tokenizer.transformers-{transformers.__version__}.tokenizers-{tokenizers.__version__}.pickle"
-
-
 def read_tokenizer(directory: Path) -> object:
     """``AutoTokenizer.from_pretrained(directory)`` for a cached (trusted) directory, through a pickle of it
     that the first load leaves beside the files.
@@ -248,8 +242,9 @@ def read_tokenizer(directory: Path) -> object:
     with a Python JSON parse and a vocabulary rebuild, 2.6 s on a 2-core machine; the pickle of
     the built object loads in 1.1 s (the Rust tokenizer still parses its JSON), and every process
     that loads the model or its tokenizer pays that (the app's start, experiment workers, Ray actors,
-    ``docs/BENCHMARKS.md``). The pickle's name carries the transformers and tokenizers versions, so
-    an upgrade reads the files again; a pickle that does not load is read past (and rewritten).
+    ``docs/BENCHMARKS.md``). The pickle's name carries the transformers and tokenizers versions
+    (``cache.tokenizer_pickle``), so an upgrade reads the files again; a pickle that does not load
+    is read past (and rewritten).
     It lives in the cache directory this process writes (``$WASH_CACHE_DIR``), beside the
     weights it also trusts; it is never listed in the directory's ``complete.json`` marker, and
     a rebuilt directory loses it.
@@ -258,7 +253,7 @@ def read_tokenizer(directory: Path) -> object:
 
     from transformers import AutoTokenizer
 
-    path = _pickle_path(directory)
+    path = tokenizer_pickle(directory)
     try:
         with open(path, "rb") as handle:
             return pickle.load(handle)
@@ -273,6 +268,49 @@ def read_tokenizer(directory: Path) -> object:
     except (OSError, pickle.PicklingError, TypeError, AttributeError):
         tmp.unlink(missing_ok=True)  # a read-only cache, a full disk: the files still serve
     return tokenizer
+
+
+def prepare_cache(names: Sequence[str], say: Progress | None = None) -> dict[str, float]:
+    """Build ahead what the first load of each catalog model in ``names`` would build (the cache's
+    ``complete``), one spawned process per model at once; returns the seconds each took (none when
+    all were complete).
+
+    Why: on a new machine the first load dequantises the weights and parses the GGUF tokenizer,
+    about 28 s for Gemma-3 and 14 s for SmolLM2 when both run at once on a 2-core machine
+    (2026-11-29). Done inside a run, the first test or request that loads a model pays it while
+    every other process that needs the model waits on the build lock; done here, the two builds
+    share the cores and nothing waits. A model whose package is missing raises its ``WashInputError``.
+    """
+    todo = [name for name in names if not complete(name)]
+    if not todo:
+        return {}
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    say = say or (lambda _msg: None)
+    say(f"building the model cache for {', '.join(todo)} in {cache_dir()}, one process each")
+    took: dict[str, float] = {}
+    with ProcessPoolExecutor(len(todo), mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {name: pool.submit(_prepare_one, name) for name in todo}
+        for name, future in futures.items():
+            messages, took[name] = future.result()
+            for message in messages:
+                say(message)
+            say(f"{name}: cached in {took[name]:.1f} s")
+    return took
+
+
+def _prepare_one(name: str) -> tuple[list[str], float]:
+    """``prepare_cache``'s work for one model, in its own process: its progress lines and seconds."""
+    start = time.perf_counter()
+    messages: list[str] = []
+    with gguf_parsed_once():  # the weights' copy and the tokenizer's files read one parse of the GGUF
+        read_tokenizer(cached_copy(name, messages.append))  # the weights' copy, then its tokenizer's pickle
+        load_tokenizer(name, messages.append)  # the tokenizer's own files
+    directory = cache_dir() / "tokenizers" / name
+    if not tokenizer_pickle(directory).is_file():
+        read_tokenizer(directory)
+    return messages, time.perf_counter() - start
 
 
 #: Every random model is built from this seed: two builds of one shape on one device are identical.
