@@ -81,6 +81,15 @@ def test_the_tests_block_quotes_the_newest_codes_runs(tmp_path):
         facts.tests(record)
 
 
+def test_the_runs_table_lists_every_recorded_run_newest_first(tmp_path):
+    record = tmp_path / "suite.json"
+    record.write_text(json.dumps({"runs": [_run(900, code="old0000", load="busy"),
+                                           _run(8, failed=2, total_s=None, code="new1111")]}))
+    rows = facts.suite_runs(record).splitlines()[2:]
+    assert rows == ["| 2026-11-27 10:00 | new1111 | 2 | not recorded | 600 s | 8 passed, 2 failed | 0.5 |",
+                    "| 2026-11-27 10:00 | old0000 | 2 | 12.0 min (720 s) | 600 s | 900 passed | busy |"]
+
+
 def test_a_run_of_the_suite_appends_its_count_to_the_record(tmp_path):
     """``tools.suite_record`` on a small suite of its own: the record's counts are pytest's."""
     (tmp_path / "test_small.py").write_text(

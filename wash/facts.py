@@ -12,6 +12,7 @@ is written and checked too, so a page can quote a fact by adding the two markers
 * ``tests`` (docs/BENCHMARKS.md): how many tests the suite has and how long a
   fresh-clone CI run takes, from the committed record ``docs/test-suite.json``
   (``tools/suite_record.py`` appends a run to it);
+* ``suite-runs`` (docs/BENCHMARKS.md): every run in that record, newest first, as a table;
 * ``app-memory`` (docs/APP.md): the app's resident memory, ready and under load,
   from the committed soak reports ``docs/soak-*.json`` (``tools/soak.py``);
 * ``environment`` (docs/USAGE.md, docs/APP.md): every environment variable the package
@@ -110,6 +111,22 @@ def tests(record: Path | None = None) -> str:
             f"{_and(machines)}; load: {_and(loads)}; {_and(dates)}. Record: `{SUITE_RECORD}`.")
 
 
+def suite_runs(record: Path | None = None) -> str:
+    """Every run of ``SUITE_RECORD``, newest first: when, which code, how long, what passed, and
+    the conditions the record gives (load, machine, cache)."""
+    path = record or ROOT / SUITE_RECORD
+    runs = json.loads(path.read_text(encoding="utf-8"))["runs"]
+    rows = ["| started (UTC) | code | workers | whole run | pytest | outcome | conditions |",
+            "|---|---|---|---|---|---|---|"]
+    for r in reversed(runs):
+        whole = f"{_minutes(r['total_s'])} ({r['total_s']:,.0f} s)" if r.get("total_s") else "not recorded"
+        outcome = ", ".join([f"{r['passed']:,} passed"] + ([f"{r['failed']:,} failed"] if r.get("failed") else [])
+                            + ([f"{r['skipped']:,} skipped"] if r.get("skipped") else []))
+        rows.append(f"| {r['date'].removesuffix(' UTC')} | {r['code']} | {r['workers']} | {whole} | "
+                    f"{r['pytest_s']:,.0f} s | {outcome} | {r['load']} |")
+    return "\n".join(rows)
+
+
 def _range(values: list[float], unit: str = "MB") -> str:
     lo, hi = min(values), max(values)
     return f"{lo:,.0f} {unit}" if round(lo) == round(hi) else f"{lo:,.0f} to {hi:,.0f} {unit}"
@@ -145,10 +162,12 @@ def environment() -> str:
 
 
 BLOCKS: dict[str, Callable[[], str]] = {"schemes": schemes, "modes": modes, "tests": tests,
-                                        "app-memory": app_memory, "environment": environment}
+                                        "suite-runs": suite_runs, "app-memory": app_memory,
+                                        "environment": environment}
 #: The files that must hold each block.
 FILES: dict[str, tuple[str, ...]] = {"schemes": ("docs/SCHEMES.md",), "modes": ("docs/USAGE.md",),
-                                     "tests": ("docs/BENCHMARKS.md",), "app-memory": ("docs/APP.md",),
+                                     "tests": ("docs/BENCHMARKS.md",), "suite-runs": ("docs/BENCHMARKS.md",),
+                                     "app-memory": ("docs/APP.md",),
                                      "environment": ("docs/USAGE.md", "docs/APP.md")}
 
 
