@@ -118,8 +118,8 @@ def summary(command: list[str], returncode: int, seen: dict[int, dict]) -> dict:
     started them, and every process by kind and test (no command lines: they name this machine's paths)."""
     from wash.provenance import command_line, cpu_description, load_average
 
-    processes = sorted(({"kind": kind(e["command"]), "test": e["test"], "cpu_s": e["cpu_s"]} for e in seen.values()),
-                       key=lambda e: -e["cpu_s"])
+    processes = sorted(({"kind": kind(e["command"]), "test": e["test"], "cpu_s": e["cpu_s"]}
+                        for e in seen.values()), key=lambda e: -e["cpu_s"])
     by_kind, count, by_test = Counter(), Counter(), Counter()
     for p in processes:
         by_kind[p["kind"]] += p["cpu_s"]

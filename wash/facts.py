@@ -86,10 +86,15 @@ def _minutes(seconds: float) -> str:
     return f"{seconds / 60:.1f} min"
 
 
+def _suite_runs(record: Path | None) -> tuple[Path, list[dict]]:
+    """The record's path and its runs, oldest first."""
+    path = record or ROOT / SUITE_RECORD
+    return path, json.loads(path.read_text(encoding="utf-8"))["runs"]
+
+
 def tests(record: Path | None = None) -> str:
     """The suite's size and CI time: the runs of ``SUITE_RECORD`` at the newest recorded code."""
-    path = record or ROOT / SUITE_RECORD
-    runs = json.loads(path.read_text(encoding="utf-8"))["runs"]
+    path, runs = _suite_runs(record)
     if not runs:
         raise ValueError(f"{path}: no run recorded")
     code = runs[-1]["code"]
@@ -114,13 +119,13 @@ def tests(record: Path | None = None) -> str:
 def suite_runs(record: Path | None = None) -> str:
     """Every run of ``SUITE_RECORD``, newest first: when, which code, how long, what passed, and
     the conditions the record gives (load, machine, cache)."""
-    path = record or ROOT / SUITE_RECORD
-    runs = json.loads(path.read_text(encoding="utf-8"))["runs"]
+    _, runs = _suite_runs(record)
     rows = ["| started (UTC) | code | workers | whole run | pytest | outcome | conditions |",
             "|---|---|---|---|---|---|---|"]
     for r in reversed(runs):
         whole = f"{_minutes(r['total_s'])} ({r['total_s']:,.0f} s)" if r.get("total_s") else "not recorded"
-        outcome = ", ".join([f"{r['passed']:,} passed"] + ([f"{r['failed']:,} failed"] if r.get("failed") else [])
+        outcome = ", ".join([f"{r['passed']:,} passed"]
+                            + ([f"{r['failed']:,} failed"] if r.get("failed") else [])
                             + ([f"{r['skipped']:,} skipped"] if r.get("skipped") else []))
         rows.append(f"| {r['date'].removesuffix(' UTC')} | {r['code']} | {r['workers']} | {whole} | "
                     f"{r['pytest_s']:,.0f} s | {outcome} | {r['load']} |")

@@ -21,7 +21,8 @@ from typing import Sequence
 import torch
 
 from wash.engine.cache import (INSTALL, Progress, build_lock, cache_dir, cached_copy, complete, gguf_file,
-                               gguf_parsed_once, hub_allowed, marker_ok, package_present, tokenizer_pickle, write_marker)
+                               gguf_parsed_once, hub_allowed, marker_ok, package_present, tokenizer_pickle,
+                               write_marker)
 from wash.engine.catalog import CATALOG, check_model_name, parse_dummy, read_shape, tokenizer_family
 from wash.errors import WashInputError
 
@@ -275,9 +276,9 @@ def prepare_cache(names: Sequence[str], say: Progress | None = None) -> dict[str
     ``complete``), one spawned process per model at once; returns the seconds each took (none when
     all were complete).
 
-    Why: on a new machine the first load dequantises the weights and parses the GGUF tokenizer,
-    about 28 s for Gemma-3 and 14 s for SmolLM2 when both run at once on a 2-core machine
-    (2026-11-29). Done inside a run, the first test or request that loads a model pays it while
+    Why: on a new machine the first load dequantises the weights and parses the GGUF tokenizer:
+    34.8 s for Gemma-3 and 16.5 s for SmolLM2, both at once, in a fresh-clone CI run on a 2-core
+    machine (2026-11-29, ``docs/test-suite.json``). Done inside a run, the first test or request that loads a model pays it while
     every other process that needs the model waits on the build lock; done here, the two builds
     share the cores and nothing waits. A model whose package is missing raises its ``WashInputError``.
     """
