@@ -83,13 +83,13 @@ def accuracy(spec: str, h: int, delta_hat: float, per_query_draw: bool = False, 
     p.start_generation(0)
     cfg = GenerationConfig(providers=[p.spec], prompt=PROMPT, mode="demark")
     prober = Prober(p, cfg, DeMark(per_query_draw=per_query_draw), seed=0)
-    other = build_scheme("kgw", 999, p.lm.vocab_size)
+    other = build_scheme("kgw", 999, p.member.vocab_size)
     gen = torch.Generator()
     gen.manual_seed(1)
     right = other_right = total = 0
     for _ in range(trials):
-        words, random_ids = calibration_words(p.lm, 16, 6, gen)
-        context = p.lm.encode_prompt(PROMPT) + random_ids
+        words, random_ids = calibration_words(p.member, 16, 6, gen)
+        context = p.member.encode_prompt(PROMPT) + random_ids
         truth = p.scheme.green_mask(context, p.state)
         estimate = estimate_green(prober.ratios(context[-h:], words, ProbeCosts()), delta_hat)
         right += sum(e == bool(truth[w]) for e, w in zip(estimate, words))

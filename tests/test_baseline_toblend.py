@@ -87,7 +87,7 @@ def test_the_text_is_what_every_model_and_the_final_detection_see(round_robin):
         assert b"".join(vocab.token_bytes[i] for i in ids) == result.text.encode("utf-8")
     pset = build_providers([ProviderSpec.parse(s) for s in TWO])
     for p, d in zip(pset.providers, result.detection):
-        ids = p.lm.encode(result.text)
+        ids = p.member.encode(result.text)
         assert d.tokens_scored > 0
         assert d.z == pytest.approx(p.scheme.detect(p.scheme_ids(ids)).z)
 
@@ -108,7 +108,7 @@ def test_events_carry_what_the_app_needs(round_robin):
     assert all(z is not None for z in steps[-1].live_z)
     # Live detectors follow each model's ids, also across the re-encodings that restart them.
     for i, p in enumerate(pset.providers):
-        prompt_ids = p.lm.encode_prompt(PROMPT)
+        prompt_ids = p.member.encode_prompt(PROMPT)
         z = p.make_detector(prompt_ids).extend(p.scheme_ids(result.model_ids[p.model])).result().z
         assert result.settings["live_z_final"][i] == pytest.approx(z)
         assert steps[-1].live_z[i] == pytest.approx(z)

@@ -284,7 +284,7 @@ def _green_by_text(provider) -> dict[bytes, bool]:
     """Each token string the provider's model spells -> whether the provider's list promotes it."""
     from wash.engine.vocab import model_vocab
 
-    vocab = model_vocab(provider.lm)
+    vocab = provider.member.vocab
     ids = list(range(vocab.size))
     mask = provider.scheme.green_mask([], None)  # context-free: one list
     scheme_ids = provider.scheme_ids(ids)
@@ -310,10 +310,10 @@ def test_biased_experiment_providers_share_one_list(tiny_smollm2, tiny_gemma3) -
     agree, shared = _agreement(providers)
     assert shared > 10_000 and agree == 1.0
     # the list is promoted: " the" gets the same +bias (or none) under both models
-    logits = {p.model: torch.zeros(p.lm.vocab_size) for p in providers}
+    logits = {p.model: torch.zeros(p.member.vocab_size) for p in providers}
     boosted = []
     for p in providers:
-        the = p.lm.tokenizer.encode(" the", add_special_tokens=False)
+        the = p.member.tokenizer.encode(" the", add_special_tokens=False)
         assert len(the) == 1
         ratio = p.distribution(logits[p.model], [], 0) / torch.softmax(logits[p.model].double(), -1)
         boosted.append(bool(ratio[the[0]] > 2 * ratio[ratio > 0].min()))  # green: e^4 over red

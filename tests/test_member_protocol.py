@@ -27,19 +27,13 @@ def _sources() -> list[tuple[str, ast.Module]]:
     return [(str(f.relative_to(ROOT)), ast.parse(f.read_text(), str(f))) for f in files if f.exists()]
 
 
-def _member_lm_reads(tree: ast.Module, path: str = "") -> list[str]:
-    """``X.lm`` where ``X`` is not a provider: a member's (or anything else's) model description.
+def _member_lm_reads(tree: ast.Module) -> list[str]:
+    """Every ``X.lm`` read, whatever ``X`` is called: a model description above the members.
 
-    A provider keeps its model's description (``Provider.lm``: tokenizer and sizes, without
-    weights on a remote backend); every other ``.lm`` above the members is a member's.
-    """
-    def a_provider(value: ast.expr) -> bool:
-        text = ast.unparse(value)
-        return (text in ("p", "provider", "self.provider") or text.startswith("providers[")
-                or (text == "self" and path == "wash/engine/providers.py"))
-
-    return [ast.unparse(node) for node in ast.walk(tree)
-            if isinstance(node, ast.Attribute) and node.attr == "lm" and not a_provider(node.value)]
+    Decided by the attribute alone: providers hold a member (``Provider.member``), so no
+    ``.lm`` is needed above the members, and a rule by variable name would let a renamed
+    variable through."""
+    return [ast.unparse(node) for node in ast.walk(tree) if isinstance(node, ast.Attribute) and node.attr == "lm"]
 
 
 def _model_uses(tree: ast.Module) -> list[str]:
@@ -54,7 +48,7 @@ def leaks() -> list[str]:
     for path, tree in _sources():
         if path in MEMBER_MODULES:
             continue
-        found += [f"{path}: {text}" for text in _member_lm_reads(tree, path)]
+        found += [f"{path}: {text}" for text in _member_lm_reads(tree)]
         if path not in WEIGHTS_ON_PURPOSE:
             found += [f"{path}: {text}" for text in _model_uses(tree)]
     return found
@@ -68,23 +62,30 @@ def test_the_check_finds_a_leak():
     """The rule bites: the two spellings it guards are found in a module's source."""
     tree = ast.parse("lms = {n: remote[n].lm for n in names}\nout = self.judge.lm.model(input_ids=x)\n"
                      "ids = provider.lm.encode(text)\n")
-    assert _member_lm_reads(tree) == ["remote[n].lm", "self.judge.lm"]
+    assert _member_lm_reads(tree) == ["remote[n].lm", "self.judge.lm", "provider.lm"]
     assert _model_uses(tree) == ["self.judge.lm.model"]
 
 
+def _declared(protocol: type) -> set[str]:
+    return {n for n in dir(protocol) if not n.startswith("_")} | set(protocol.__annotations__)
+
+
 def test_the_protocol_declares_what_its_implementations_offer():
-    """Every public capability of the two members is declared on ``Member`` (callers type against it)."""
-    from wash.engine.members import LocalMember, Member
+    """What every member gives is declared on ``Member``, each optional computation on its own protocol,
+    and a member offers the optional ones it lists in ``capabilities`` (callers type against these)."""
+    from wash.engine.members import CAPABILITIES, LocalMember, Member
     from wash.engine.ray_members import RayMember
 
-    declared = {n for n in dir(Member) if not n.startswith("_")} | set(Member.__annotations__)
+    core = _declared(Member)
+    assert core >= {"context", "submit", "run", "encode", "encode_prompt", "decode_id", "vocab", "vocab_size",
+                    "bos_id", "eos_ids", "tokenizer", "max_context", "name", "capabilities", "backend"}
+    assert not core & set(CAPABILITIES)  # the optional computations are not asked of every member
+    for capability, protocol in CAPABILITIES.items():
+        assert _declared(protocol) - core == {capability}
     for cls in (LocalMember, RayMember):
         offered = {n for n in dir(cls) if not n.startswith("_")}
-        assert declared <= offered, f"{cls.__name__} lacks {sorted(declared - offered)}"
-    for capability in ("context", "submit", "run", "prefix_tree_logits", "token_nll", "position_logits",
-                       "encode", "encode_prompt",
-                       "decode_id", "vocab", "vocab_size", "bos_id", "eos_ids", "tokenizer", "max_context", "name"):
-        assert capability in declared, capability
+        assert core <= offered, f"{cls.__name__} lacks {sorted(core - offered)}"
+        assert set(cls.capabilities) <= offered, f"{cls.__name__} lists a capability it does not offer"
 
 
 if __name__ == "__main__":

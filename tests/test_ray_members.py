@@ -105,15 +105,34 @@ def test_randomwalk_takes_its_rewriter_and_judge_from_the_providers_backend():
     assert isinstance(pset.members["tiny-gemma3"], RayMember)
 
 
+@pytest.mark.parametrize("statistic", ["sum", "lr-mix"])
+def test_detection_with_any_statistic_runs_on_ray_and_gives_the_local_verdict(statistic):
+    """The CLI's and the app's per-text detection reads each provider's model through its member,
+    so a model-aware statistic (one re-reading forward per text) runs in the actors too."""
+    from wash.detection.per_text import detect_text
+    from wash.engine.providers import build_providers
+    from wash.engine.ray_members import RayMember
+
+    specs = [ProviderSpec.parse(s) for s in ("tiny-smollm2:kgw:1", "tiny-gemma3:synthid:2")]
+    text = " The cat sat by the window and watched the rain fall on the old stone wall."
+    remote_set = build_providers(specs, backend="ray")
+    assert all(isinstance(p.member, RayMember) for p in remote_set.providers)
+    remote = detect_text(remote_set.providers, text, statistic=statistic)
+    local = detect_text(build_providers(specs, backend="local").providers, text, statistic=statistic)
+    for r, lo in zip(remote, local):
+        assert (r.tokens, r.tokens_scored, r.detected) == (lo.tokens, lo.tokens_scored, lo.detected)
+        assert math.isclose(r.z, lo.z, rel_tol=1e-6, abs_tol=1e-6)
+
+
 def test_a_texts_read_for_the_model_aware_statistics_in_an_actor_equals_local():
     import numpy as np
 
     from wash.detection.statistics.served_text import read_text
-    from wash.engine.models import load_model
+    from wash.engine.providers import member_of
     from wash.engine.ray_members import ray_member
 
     text = " The cat sat by the window and watched the rain."
-    local, remote = read_text(load_model("tiny-smollm2"), text), read_text(ray_member("tiny-smollm2"), text)
+    local, remote = read_text(member_of("tiny-smollm2", "local"), text), read_text(ray_member("tiny-smollm2"), text)
     assert remote.ids == local.ids and np.array_equal(remote.rows, local.rows)
     # the same forward on the actor's lane (one thread here) and in this thread: float tolerance
     assert np.allclose(remote.logits, local.logits, rtol=1e-5, atol=1e-5)
@@ -209,10 +228,10 @@ def test_a_silent_actor_times_out_naming_it(monkeypatch):
 
 
 def test_an_unreachable_address_fails_at_start_with_one_line_and_exit_2():
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "WASH_BACKEND": "ray"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "WASH_BACKEND": "local"}
     env.pop("RAY_ADDRESS", None)
     out = subprocess.run([sys.executable, "-m", "wash", "generate", "--provider", "tiny-smollm2:kgw:1",
-                          "--prompt", "hello", "--max-new-tokens", "2", "--ray-address", "127.0.0.1:9"],
+                          "--prompt", "hello", "--max-new-tokens", "2", "--backend", "ray:address=127.0.0.1:9"],
                          capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
     assert out.returncode == 2
     errors = [line for line in out.stderr.splitlines() if not line.startswith("[wash]")]
@@ -241,7 +260,7 @@ def test_readme_paper_size_command_is_a_valid_ray_config(monkeypatch):
     monkeypatch.setenv("WASH_ALLOW_EXTERNAL_MODELS", "1")
     config = from_command_line(build_parser().parse_args(shlex.split(command)))
     config.validate()
-    assert config.backend.value == "ray" and config.ray_address == "auto"
+    assert config.backend.name == "ray" and config.backend.address == "auto"
     assert [p.model for p in config.providers] == ["Qwen/Qwen3-8B", "meta-llama/Llama-3.1-8B",
                                                   "/models/Ministral3-8B"]
     monkeypatch.delenv("WASH_ALLOW_EXTERNAL_MODELS")

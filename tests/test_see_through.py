@@ -18,6 +18,7 @@ import torch
 from wash.detection.statistics import STATISTICS, score_ids, statistic
 from wash.detection.statistics.keyed import reweight_rows
 from wash.detection.statistics.served_text import read_ids, serve_rows
+from wash.engine.members import LocalMember
 from wash.engine.sampling import process_logits
 from wash.engine.settings import profile
 from wash.watermarks import build_scheme
@@ -129,7 +130,7 @@ def test_point_mass_sums_are_the_log_ratio_sums_of_their_rho() -> None:
 def null_text(smollm2):
     """A committed held-out unwatermarked text, read once by the real smollm2."""
     ids = smollm2.encode(_committed("negative", "unwatermarked", "kgw", 1, 1)[0])[:CAL_TOKENS]
-    return ids, read_ids(smollm2, ids)
+    return ids, read_ids(LocalMember(smollm2), ids)
 
 
 CALIBRATED = [("lr", "aar"), ("lr", "kgw"), ("lr-mix", "kgw"), ("lr-mix", "aar"), ("lr", "unigram"), ("lr", "dipmark"), ("lr", "synthid"),
@@ -203,7 +204,8 @@ def test_power_on_single_provider_text(scheme: str, smollm2) -> None:
     for _, r in rows.iterrows():
         prov = build_providers([ProviderSpec.parse(r.providers)]).providers[0]
         ids = smollm2.encode(r.text)
-        scores = score_ids(prov.scheme, ids, list(flags), read_ids(smollm2, ids), n_null=_n_null(scheme))
+        served = read_ids(LocalMember(smollm2), ids)
+        scores = score_ids(prov.scheme, ids, list(flags), served, n_null=_n_null(scheme))
         for k in flags:
             flags[k] += int(scores[k].p[-1] < 0.05)
     print(scheme, flags, "of", len(rows))
@@ -223,7 +225,7 @@ def looping_ps(tiny_smollm2):
     from wash.detection.null import Loop, english_ids, looping_texts
 
     texts = looping_texts(english_ids("smollm2"), Loop(20, 4), LOOPING_KEYS)
-    cases = [(7_000_001 + i, ids, read_ids(tiny_smollm2, ids)) for i, ids in enumerate(texts)]
+    cases = [(7_000_001 + i, ids, read_ids(LocalMember(tiny_smollm2), ids)) for i, ids in enumerate(texts)]
     done: dict[str, dict[str, np.ndarray]] = {}
 
     def get(spec: str) -> dict[str, np.ndarray]:

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
               "experiment_range": [KEY_BASE + 5000 + i for i in range(args.keys)]}
     z: dict[str, list[float]] = {name: [] for name in ranges}
     for text in cell.drop_duplicates("job")["text"].tolist()[:args.texts]:
-        ids = provider.scheme_ids(provider.lm.encode(text))
+        ids = provider.scheme_ids(provider.member.encode(text))
         for name, keys in ranges.items():
             schemes = [build_scheme(provider.spec.scheme, int(k), provider.scheme.vocab_size,
                                     dict(provider.spec.params)) for k in keys]

@@ -101,14 +101,18 @@ def stream(prompt: str | GenerationConfig, providers: Sequence[ProviderLike] | P
 
 
 def detect(text: "str | RunResult", providers: Sequence[ProviderLike] | ProviderLike = (), *,
-           models: Sequence[str] | None = None, threshold: float = Z_THRESHOLD) -> list["ProviderDetection"]:
+           models: Sequence[str] | None = None, threshold: float = Z_THRESHOLD, statistic: str = "sum",
+           backend: str | None = None) -> list["ProviderDetection"]:
     """Each provider's own detector on ``text`` (re-tokenised by that provider's tokenizer).
 
     ``text`` may be a ``RunResult``: its text, its providers (unless ``providers``
     names others) and its model set. ``models`` is the generation's model set, the
     union vocabulary a coordinated provider hashes in (default: the providers' own
     models). Returns one ``ProviderDetection`` per provider: ``z``, ``p``,
-    ``tokens_scored`` and ``detected`` (z above ``threshold``).
+    ``tokens_scored`` and ``detected`` (z above ``threshold``; for a ``statistic`` other than the
+    scheme's own ``sum``, its calibrated p). ``backend`` says where the providers' models run
+    (``local``, ``ray[:address=HOST:PORT]``; default ``WASH_BACKEND``): a model-aware statistic
+    re-reads the text there.
     """
     from wash.detection.per_text import detect_text, recorded_run
     from wash.engine.events import RunResult
@@ -122,7 +126,8 @@ def detect(text: "str | RunResult", providers: Sequence[ProviderLike] | Provider
         specs = providers_of(providers)
     if not specs:
         raise WashInputError("no provider given")
-    return detect_text(build_providers(specs, union_models=models).providers, text, threshold)
+    return detect_text(build_providers(specs, union_models=models, backend=backend).providers, text, threshold,
+                       statistic=statistic)
 
 
 def identify(providers: Sequence[ProviderLike] | ProviderLike, mode: str = "wash",

@@ -74,21 +74,18 @@ def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int, rounds
     model's speed drifts by 10-15% within minutes, and interleaving spreads that drift over
     every number alike, so the ratios are taken between numbers measured side by side.
 
-    ``backend="ray"`` runs every member in its Ray actor (plain decodes too); the memory
-    comparison is left out there, since the models' memory is the actors', not this process's."""
-    if backend == "ray":
-        from wash.engine.ray_members import ray_members
+    ``backend`` (``NAME[:param=value,...]``, ``backends.py``): ``ray`` runs every member in its Ray
+    actor (plain decodes too); the memory comparison is measured only where the models are in this
+    process (``Backend.in_process``)."""
+    from wash.engine.backends import parse_backend
 
-        ray_members(list(models))
-    else:
-        from wash.engine.models import load_model
-
-        for m in models:
-            load_model(m)
+    parsed = parse_backend(backend)
+    parsed.members(list(models))  # loaded (or their actors started) before any timing
+    name = parsed.name
     report: dict = {"command": command_line(["python", "-m", "wash", *sys.argv[1:]]),
                     "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                     "machine": _machine(),
-                    "models": list(models), "tokens": tokens, "rounds": rounds, "backend": backend,
+                    "models": list(models), "tokens": tokens, "rounds": rounds, "backend": name,
                     # Quote only runs that started on an idle machine (load average well below 1).
                     "load_average_at_start": load_average(),
                     "forwards": forward_settings()}
@@ -138,7 +135,7 @@ def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int, rounds
     report["reencode"] = {"tokens": reencode_tokens, "kv_cache_mean_ms": cached["mean_token_ms"],
                           "reencode_mean_ms": slow["mean_token_ms"],
                           "speedup": slow["mean_token_ms"] / cached["mean_token_ms"]}
-    report["memory"] = peak_rss_mb(models, min(tokens, 32)) if backend == "local" else None
+    report["memory"] = peak_rss_mb(models, min(tokens, 32)) if parsed.in_process else None
     report["targets"] = {
         "eager_n3_median_vs_slowest<=1.15": report["wash"]["3"]["median_vs_slowest"] <= 1.15,
         "lazy_n3_mean_vs_slowest<=0.9": report["lazy"]["3"]["mean_vs_slowest"] <= 0.9,
@@ -157,7 +154,7 @@ def _median_diff(local: list[float], ray: list[float]) -> float:
     return statistics.median(b - a for a, b in zip(local, ray))
 
 
-def compare_backends(models: tuple[str, str], tokens: int, rounds: int = 3, address: str = "") -> dict:
+def compare_backends(models: tuple[str, str], tokens: int, rounds: int = 3, ray: str = "ray") -> dict:
     """Local and Ray members side by side in one process, interleaved per measurement.
 
     Each round measures every model's plain decode and WASH at N = 2, 3, 5, eager and
@@ -170,14 +167,13 @@ def compare_backends(models: tuple[str, str], tokens: int, rounds: int = 3, addr
     (``sampling.ServedRows``), so the difference to the whole-row numbers is what
     shipping the full 49k-262k row cost.
     """
-    from wash.engine.models import load_model
-    from wash.engine.ray_members import connect, ray_members
+    from wash.engine.backends import parse_backend
 
-    connect(address)
-    for m in models:
-        load_model(m)
-    ray_members(list(models))
-    backends = ("local", "ray")
+    #: Each side's name in the report, and the backend it runs on (``ray``: the given spelling).
+    spelt = {"local": "local", "ray": ray}
+    for spec in spelt.values():
+        parse_backend(spec).members(list(models))
+    backends = tuple(spelt)
     plain: dict = {b: {m: [] for m in models} for b in backends}
     steps: dict = {b: {f: {str(n): [] for n in (2, 3, 5)} for f in ("eager", "lazy")} for b in backends}
     plain_k: dict = {b: {m: [] for m in models} for b in backends}
@@ -186,18 +182,19 @@ def compare_backends(models: tuple[str, str], tokens: int, rounds: int = 3, addr
     for r in range(rounds):
         for m in models:
             for b in backends:
-                plain[b][m].append(plain_decode_ms(m, tokens, b))
+                plain[b][m].append(plain_decode_ms(m, tokens, spelt[b]))
             for b in backends:
-                plain_k[b][m].append(plain_decode_ms(m, tokens, b, top_k=TOP_K))
+                plain_k[b][m].append(plain_decode_ms(m, tokens, spelt[b], top_k=TOP_K))
         for n in (2, 3, 5):
             specs = providers_for(n, models)
             for forwards in ("eager", "lazy"):
                 for b in backends:
-                    steps[b][forwards][str(n)].append(wash_ms(specs, tokens, forwards=forwards, seed=r, backend=b))
+                    steps[b][forwards][str(n)].append(wash_ms(specs, tokens, forwards=forwards, seed=r,
+                                                                   backend=spelt[b]))
         for forwards in ("eager", "lazy"):
             for b in backends:
                 steps_k[b][forwards].append(wash_ms(providers_for(3, models), tokens, forwards=forwards, seed=r,
-                                                    backend=b, top_k=TOP_K))
+                                                    backend=spelt[b], top_k=TOP_K))
         print(f"[bench] round {r + 1}/{rounds}: " + "; ".join(
             f"N={n} eager local {steps['local']['eager'][str(n)][-1]['median_token_ms']:.1f} "
             f"ray {steps['ray']['eager'][str(n)][-1]['median_token_ms']:.1f}" for n in (2, 3, 5)), file=sys.stderr)
@@ -239,10 +236,9 @@ def compare_backends(models: tuple[str, str], tokens: int, rounds: int = 3, addr
 def cmd_bench(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
-    from wash.engine.config import backend_settings
-    from wash.engine.settings import Backend, default_backend, parse_backend
+    from wash.engine.backends import backend_text, parse_backend
 
-    settings = backend_settings(args)
+    backend = parse_backend(args.backend)  # a bad --backend or $WASH_BACKEND: one line, exit 2
     if args.dummy:
         from wash.engine.models import parse_dtype
         from wash.shape_bench import run_shape_bench
@@ -252,14 +248,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return 0
     if args.compare_backends:
-        report = compare_backends(tuple(args.models), args.tokens, args.rounds, settings["ray_address"])
+        # --backend names the Ray cluster to compare with (e.g. ray:address=HOST:PORT)
+        report = compare_backends(tuple(args.models), args.tokens, args.rounds,
+                                  backend_text(backend) if args.backend else "ray")
     else:
-        backend = parse_backend(settings.get("backend", default_backend()))  # a bad $WASH_BACKEND: exit 2
-        if backend == Backend.RAY:
-            from wash.engine.ray_members import connect
-
-            connect(settings["ray_address"])
-        report = run_bench(tuple(args.models), args.tokens, args.reencode_tokens, args.rounds, str(backend))
+        report = run_bench(tuple(args.models), args.tokens, args.reencode_tokens, args.rounds,
+                           backend_text(backend))
     text = json.dumps(report, indent=2)
     print(text)
     if args.out:
@@ -279,7 +273,8 @@ def add_parser(sub) -> None:
     add_backend_arguments(b)
     b.add_argument("--compare-backends", action="store_true",
                    help="local and ray members side by side in one run, interleaved: ms/token of WASH at "
-                        "N = 2, 3, 5 (eager and lazy) on each and Ray's overhead per step")
+                        "N = 2, 3, 5 (eager and lazy) on each and Ray's overhead per step (--backend "
+                        "ray:address=HOST:PORT names the cluster)")
     b.add_argument("--dummy", nargs="+", metavar="SHAPE@TOKENIZER",
                    help="measure dummy members instead (random weights at a published shape, e.g. "
                         "llama-3.1-8b@smollm2 mistral-7b@gemma3 qwen2.5-7b@smollm2; wash/shape_bench.py): "

@@ -14,7 +14,7 @@ import sys
 from typing import Sequence
 
 import wash.baselines  # noqa: F401  (registers the baseline modes)
-from wash.engine import ProviderSpec, add_generate_arguments, command_line, from_command_line
+from wash.engine import ProviderSpec, add_backend_arguments, add_generate_arguments, command_line, from_command_line
 # command_line is re-exported: callers of the CLI have always found it here
 from wash.errors import MemberError, WashInputError
 from wash.detection import DEFAULT_STATISTIC, STATISTICS, FPR_CALIBRATED, Z_THRESHOLD
@@ -103,7 +103,7 @@ def cmd_detect(args: argparse.Namespace) -> int:
         _progress(f"coordinated providers hash in the union vocabulary of: {', '.join(union)}"
                   + ("" if models else " (the providers' own models; pass --models or --run for the "
                                        "generation's model set)"))
-    providers = build_providers(specs, union_models=models, progress=_progress).providers
+    providers = build_providers(specs, union_models=models, progress=_progress, backend=args.backend).providers
     if args.statistic != "sum":
         _progress(f"statistic {args.statistic}: each provider's model re-reads the text (one forward per "
                   f"text and model); p from its null draws, flagged at p < {FPR_CALIBRATED:g}")
@@ -145,6 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "forward per text and model), get p from 1,000 simulated null draws and flag at "
                           f"p < {FPR_CALIBRATED:g}; a scheme a statistic does not cover keeps its sum")
     d.add_argument("--json", action="store_true")
+    add_backend_arguments(d)
     d.set_defaults(func=cmd_detect)
 
     try:

@@ -82,7 +82,7 @@ PARALLEL_FORWARDS = Variable(
 GPU_RUN_CPU = Variable(
     "WASH_GPU_RUN_CPU", "off", "`1` runs every step of `tools/gpu_run.py` on the CPU with tiny shapes")
 RAY_ADDRESS = Variable(
-    "RAY_ADDRESS", "unset", "the Ray cluster `--backend ray` joins when `--ray-address` is not given "
+    "RAY_ADDRESS", "unset", "the Ray cluster `--backend ray` joins when no `ray:address=HOST:PORT` is given "
                             "(unset: a local cluster on this machine's cores)")
 HF_HUB_OFFLINE = Variable(
     "HF_HUB_OFFLINE", "off", "`1`: no model is fetched from the hub (a missing package is then named on the "

@@ -137,6 +137,13 @@ def _range(values: list[float], unit: str = "MB") -> str:
     return f"{lo:,.0f} {unit}" if round(lo) == round(hi) else f"{lo:,.0f} to {hi:,.0f} {unit}"
 
 
+def _registry_order(backend: str) -> tuple[int, str]:
+    """Backends in the registry's order (the default first), any other after them."""
+    from wash.engine import BACKENDS
+
+    return (BACKENDS.index(backend) if backend in BACKENDS else len(BACKENDS), backend)
+
+
 def app_memory(root: Path | None = None) -> str:
     """The app's resident memory (its process and every child) in the committed soaks that served
     every request: once ready (the first sample) and at the end, per backend."""
@@ -146,7 +153,7 @@ def app_memory(root: Path | None = None) -> str:
     if not soaks:
         raise ValueError(f"no soak report without failures in {base / SOAKS}")
     lines = []
-    for backend in sorted({s["backend"] for _, s in soaks}, key=lambda b: (b != "local", b)):
+    for backend in sorted({s["backend"] for _, s in soaks}, key=_registry_order):
         mine = [(p, s) for p, s in soaks if s["backend"] == backend]
         ready = [s["rss_mb"]["samples_every_30s"][0][1] for _, s in mine]
         end = [s["rss_mb"]["end"] for _, s in mine]

@@ -15,7 +15,7 @@ import dataclasses
 import math
 import typing
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from wash.errors import WashInputError
 
@@ -112,12 +112,14 @@ def parse_params(cls: type, what: str, items: str | Mapping[str, str],
     return values
 
 
-def params_text(obj: Any) -> str:
-    """Every field of dataclass instance ``obj`` as ``param=value,...`` (numbers as ``repr``: 1.0 stays 1.0)."""
+def params_text(obj: Any, names: Sequence[str] | None = None) -> str:
+    """Every field of dataclass instance ``obj`` (or those in ``names``) as ``param=value,...``
+    (numbers as ``repr``: 1.0 stays 1.0)."""
     def text(value: Any) -> str:
         return value if isinstance(value, str) else repr(value)
 
-    return ",".join(f"{f.name}={text(getattr(obj, f.name))}" for f in dataclasses.fields(obj))
+    return ",".join(f"{f.name}={text(getattr(obj, f.name))}" for f in dataclasses.fields(obj)
+                    if names is None or f.name in names)
 
 
 def check_range(what: str, param: str, value: float, lo: float, hi: float, whole: bool = True,

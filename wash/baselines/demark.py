@@ -145,13 +145,11 @@ import torch
 from wash.engine.decode import Generation, Stepper, Strategy
 from wash.errors import WashInputError
 from wash.engine.events import LoadEvent, RunResult, StepEvent
-from wash.engine.members import FeedCost, LocalMember, Member, side_by_side
-from wash.engine.models import LoadedModel
+from wash.engine.members import FeedCost, Member, require, side_by_side
 from wash.engine.modes import register
 from wash.options import check_range
 from wash.engine.averaging import candidates, probs_at
 from wash.engine.sampling import entropy, process_logits, sample
-from wash.engine.vocab import model_vocab
 from wash.watermarks import SCHEMES
 from wash.watermarks.dipmark import DiPMark
 from wash.watermarks.greenlist import GreenListScheme
@@ -310,7 +308,7 @@ class ProbeTemplate:
         return self.t1 + c + [first] + self.t2 + c + [second] + self.t3 + c
 
 
-def probe_template(lm: "Member | LoadedModel") -> ProbeTemplate:
+def probe_template(lm: Member) -> ProbeTemplate:
     """De-mark's message in the model's chat template (an instruction model), else as plain text.
 
     The template is rendered with markers where the phrases go and split there, so
@@ -357,10 +355,9 @@ class Prober:
     answers' probabilities (gray-box) or sampled answers (black-box).
     """
 
-    def __init__(self, provider: "Provider", config: "GenerationConfig", method: DeMark, seed: int,
-                 member: "Member | None" = None) -> None:
+    def __init__(self, provider: "Provider", config: "GenerationConfig", method: DeMark, seed: int) -> None:
         self.provider = provider
-        self.member = member if member is not None else LocalMember(provider.lm)
+        self.member = require(provider.member, "prefix_tree_logits", "mode 'demark'")
         self.method = method
         self.serving = (config.temperature, config.top_p, config.top_k)
         self.template = probe_template(self.member)
@@ -498,15 +495,14 @@ class Calibration:
 _CALIBRATIONS: dict[tuple, Calibration] = {}
 
 
-def calibration_words(lm: "LoadedModel | Member", count: int, context: int,
+def calibration_words(lm: Member, count: int, context: int,
                       gen: torch.Generator) -> tuple[list[int], list[int]]:
     """``count`` random word tokens to probe and ``context`` more as a random context, all distinct.
 
     De-mark draws English words from a corpus; offline, the model's own word-start
     tokens (a space and three or more lower-case letters) stand in for them.
     """
-    vocab = model_vocab(lm) if isinstance(lm, LoadedModel) else lm.vocab
-    pool = [i for i, b in enumerate(vocab.token_bytes) if b is not None and _WORD.match(b)]
+    pool = [i for i, b in enumerate(lm.vocab.token_bytes) if b is not None and _WORD.match(b)]
     if len(pool) < count + context:
         raise WashInputError(f"mode 'demark': model {lm.name} has only {len(pool)} word tokens; "
                              f"words + max_h must not exceed that")
@@ -524,7 +520,7 @@ class _DeMarkSteps(Stepper):
         self.config = run.config
         self.m = run.prov_model[0]
         self.member = run.members[self.m]
-        self.prober = Prober(run.providers[0], run.config, method, seed=run.config.seed, member=self.member)
+        self.prober = Prober(run.providers[0], run.config, method, seed=run.config.seed)
         self.costs = ProbeCosts()
         self.calibration: Calibration | None = None
         self.candidate_counts: list[int] = []
@@ -554,7 +550,7 @@ class _DeMarkSteps(Stepper):
             self.calibration = dataclasses.replace(_CALIBRATIONS[key], cached=True)
             return
         seed = derive_seed("demark-calibration", self.m)
-        prober = Prober(self.run.providers[0], self.config, method, seed=seed, member=self.member)
+        prober = Prober(self.run.providers[0], self.config, method, seed=seed)
         gen = torch.Generator()
         gen.manual_seed(seed)
         words, context = calibration_words(self.member, method.words, method.h or method.max_h, gen)

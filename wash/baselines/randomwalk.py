@@ -132,7 +132,7 @@ from wash.detection.per_text import detect_text
 from wash.engine.ensemble import EagerSteps, LazySteps
 from wash.errors import WashInputError
 from wash.engine.events import LoadEvent, RewriteEvent, RoutingSummary, RunResult, StepEvent, Timing, TokenRecord
-from wash.engine.members import Member, side_by_side
+from wash.engine.members import Member, require, side_by_side
 from wash.engine.modes import register
 from wash.engine.catalog import check_model_name
 from wash.engine.providers import member_of
@@ -200,7 +200,7 @@ class RandomWalk(Strategy, name="randomwalk", scope="first", routing=False, base
         for role in ("rewriter", "judge"):  # on the providers' backend, so the walk runs where they do
             if getattr(self, role) not in pset.members:
                 pset.members[getattr(self, role)] = member_of(getattr(self, role), config.backend,
-                                                              config.ray_address, progress=messages.append)
+                                                              progress=messages.append)
         pset.members[self.rewriter].vocab  # its token bytes, read once per process
         yield from (LoadEvent(m) for m in messages)
 
@@ -287,7 +287,7 @@ class _Walk:
         self.config = config
         self.text = text
         self.rewriter = rewriter
-        self.judge = judge
+        self.judge = require(judge, "token_nll", "mode 'randomwalk' (its judge)")
         self.token_bytes = rewriter.vocab.token_bytes
         self.non_text = _non_text_rows(rewriter)
         self.context = rewriter.context(rewriter.encode_prompt(config.prompt))

@@ -58,7 +58,7 @@ from wash.detection.identify_stats import (NULL_MEAN, TOP, TokenCounts, band, co
 from wash.engine.members import Member
 from wash.engine.providers import Provider, ProviderSet, build_providers
 from wash.engine.served import ServedSystem
-from wash.engine.settings import Backend, default_backend
+from wash.engine.backends import Backend
 from wash.watermarks.hashing import derive_seed
 from wash.watermarks.keyseq import EditScheme
 
@@ -617,8 +617,7 @@ def _by_run(children: dict[int, Counter], size: int) -> dict[int, TokenCounts]:
 
 def identify(specs: Sequence[ProviderSpec], mode: str, probe: Probe = Probe(),
              progress: Callable[[int, int], None] | None = None,
-             pset: ProviderSet | None = None, backend: Backend | str | None = None,
-             ray_address: str = "") -> Identification:
+             pset: ProviderSet | None = None, backend: Backend | str | None = None) -> Identification:
     """Probe the system made of ``specs`` under ``mode`` and score it.
 
     ``progress(done, total)`` is called after every (prompt, context) (v1) or prompt
@@ -634,7 +633,7 @@ def identify(specs: Sequence[ProviderSpec], mode: str, probe: Probe = Probe(),
     probe.validate()
     t0, forwards0 = time.perf_counter(), SERVED_ROWS.forwards
     if pset is None:
-        pset = build_providers(specs, backend=backend or default_backend(), ray_address=ray_address)
+        pset = build_providers(specs, backend=backend)
     system = _System(pset, mode, profile(probe.serving), probe.rule)
     contexts = forced_contexts(probe.contexts) if probe.version == "v1" else []
     total, done = len(PROMPTS) * max(len(contexts), 1), 0

@@ -112,7 +112,7 @@ def score_under_keys(provider, text: str, keys: Sequence[int]) -> list[tuple[flo
     the provider's name and parameters and each key (``build_scheme``), so the
     detector, its repeat rule and its statistic are the provider's own
     (``detect_under_keys``: the Edit schemes' keys share their random-key null)."""
-    ids = provider.scheme_ids(provider.lm.encode(text))
+    ids = provider.scheme_ids(provider.member.encode(text))
     spec = provider.spec
     schemes = [build_scheme(spec.scheme, int(key), provider.scheme.vocab_size, dict(spec.params)) for key in keys]
     if not schemes:

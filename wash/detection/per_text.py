@@ -53,12 +53,12 @@ def detect_text(providers: Sequence[Provider], text: str, threshold: float = Z_T
     stat = statistics.statistic(statistic)
     out = []
     for p in providers:
-        ids = p.lm.encode(text)
+        ids = p.member.encode(text)
         if not stat.applies(p.scheme) or p.space is not None:
             out.append(detect_ids(p, ids, threshold))
             continue
         detection = statistics.detect_text(p, text, statistic)
-        tokens = [p.lm.tokenizer.decode([i]) for i in ids]
+        tokens = [p.member.decode_id(i) for i in ids]
         out.append(detectors.verdict(p, detection, threshold, tokens,
                                      detected=detection.tokens_scored > 0 and detection.p < FPR_CALIBRATED))
     return out

@@ -29,14 +29,17 @@ _EXPORTS = {
     **dict.fromkeys(("GenerationConfig", "ProviderSpec", "ServingProfile", "DEFAULT_PROFILE", "PROFILES",
                      "FORWARDS", "MODE_TABLE", "MAX_NEW_TOKENS_CAP", "MAX_PROVIDERS", "MAX_TOP_K",
                      "mode_names", "profile", "profile_name", "add_generate_arguments", "command_line",
-                     "from_command_line"), "config"),
+                     "from_command_line", "add_backend_arguments"), "config"),
     "RULES": "aggregation", "Rule": "aggregation",
     "describe_rules": "aggregation:describe", "parse_mode": "modes:parse", "STRATEGIES": "modes",
     # running a generation and what it streams
     "generate": "ensemble", "generate_stream": "ensemble", "Generation": "decode",
     **dict.fromkeys(("StepEvent", "ResyncEvent", "LoadEvent", "FinishedEvent", "RunResult",
                      "ProviderDetection"), "events"),
-    "build_providers": "providers", "member_of": "providers", "default_backend": "settings", "LocalMember": "members", "align": "vocab", "model_vocab": "vocab",
+    "build_providers": "providers", "member_of": "providers", "LocalMember": "members", "require": "members",
+    "align": "vocab", "model_vocab": "vocab",
+    # where the members run: the backend registry
+    **dict.fromkeys(("BACKENDS", "default_backend", "parse_backend", "backend_text", "backend_name"), "backends"),
     "parallel_enabled": "parallel", "parallel_settings": "parallel:settings",
     "caller_on_one_thread": "parallel",
     # the models: catalog, packaged files, one loaded copy per process

@@ -24,10 +24,10 @@ from wash.engine.decode import Strategy
 from wash import env
 from wash.errors import WashInputError
 from wash.engine.modes import MODE_TABLE, STRATEGIES, Mode, baseline_names, mode_names, parse as parse_mode, unknown_mode
-from wash.engine.settings import (BACKENDS, DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MAX_ROUTED_SPAN,
-                           MAX_TOP_K, PROFILES, PROVIDER_OPTIONS, SEED_MAX, SEED_MIN, Backend, Forwards,
-                           ProviderSpec, ServingProfile, check_text, default_backend, parse_backend, profile,
-                           profile_name)
+from wash.engine.backends import BACKENDS, Backend, default_backend, parse_backend
+from wash.engine.settings import (DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MAX_ROUTED_SPAN,
+                           MAX_TOP_K, PROFILES, PROVIDER_OPTIONS, SEED_MAX, SEED_MIN, Forwards,
+                           ProviderSpec, ServingProfile, check_text, profile, profile_name)
 from wash.watermarks.scoring import Z_THRESHOLD
 
 __all__ = ["GenerationConfig", "rule_of", "command_line", "add_generate_arguments", "from_command_line", "Mode",
@@ -95,12 +95,10 @@ class GenerationConfig:
     aggregate: str | Rule = "mean"
     #: A baseline mode's parameters, ``param=value,...`` (``wash.baselines``; empty: its paper's defaults).
     baseline_options: str = ""
-    #: Where the members' models run: ``local`` or ``ray`` (``settings.Backend``; default ``WASH_BACKEND``,
-    #: else ``local``). Never changes the text, so neither ``command_line`` nor a store key carries it.
+    #: Where the members' models run, ``NAME[:param=value,...]`` (``backends.py``: ``local``, or ``ray`` with
+    #: ``address=HOST:PORT``; default ``WASH_BACKEND``, else ``local``; a parsed ``Backend`` is taken as it
+    #: is). Never changes the text, so neither ``command_line`` nor a store key carries it.
     backend: Backend | str = field(default_factory=default_backend)
-    #: The Ray cluster to join (``host:port``, ``auto``, ``ray://...``); empty: ``RAY_ADDRESS``, else a
-    #: local cluster on this machine's cores. Read only by the ``ray`` backend.
-    ray_address: str = ""
     #: Whether the models compute side by side, each on its own thread, or one after the other on
     #: one shared thread (``parallel.py``; default ``WASH_PARALLEL_FORWARDS``, else on). The same
     #: eager text either way; lazy runs chunk their feeds differently (``ensemble.LazySteps``).
@@ -134,8 +132,8 @@ class GenerationConfig:
         except ValueError:
             pass
         try:
-            set_(self, "backend", Backend(self.backend))
-        except ValueError:
+            set_(self, "backend", parse_backend(self.backend))
+        except WashInputError:
             pass
         try:
             typed["rule"] = rule = rule_of(self.aggregate)
@@ -208,8 +206,7 @@ class GenerationConfig:
             raise unknown_mode(self.mode)
         if not isinstance(self.forwards, Forwards):
             raise WashInputError(f"unknown forwards '{self.forwards}' (accepted: {', '.join(FORWARDS)})")
-        if not isinstance(self.backend, Backend):
-            parse_backend(self.backend)  # raises: the text is no backend
+        parse_backend(self.backend)  # raises: the text is no backend, or an option is not its
         self.check_forwards()
         rule = self.rule
         if self.spec.baseline:
@@ -315,22 +312,17 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--backend`` and ``--ray-address`` (``generate`` and ``bench``): where the models run, not what they say."""
-    parser.add_argument("--backend", choices=BACKENDS, default=None,
-                        help="where the base models run: local (this process, one thread per model) or ray "
-                             "(one Ray actor per model, one GPU each where the cluster has GPUs); the text is "
-                             "the same (default: $WASH_BACKEND, else local)")
-    parser.add_argument("--ray-address", default="", metavar="HOST:PORT",
-                        help="the Ray cluster to join with --backend ray (default: $RAY_ADDRESS, else a local "
-                             "cluster on this machine's cores)")
+    """``--backend`` (``generate``, ``detect`` and ``bench``): where the models run, not what they say."""
+    parser.add_argument("--backend", default=None, metavar="NAME[:param=value,...]",
+                        help=f"where the base models run ({', '.join(BACKENDS)}): local (this process, one "
+                             "thread per model) or ray (one Ray actor per model, one GPU each where the cluster "
+                             "has GPUs; ray:address=HOST:PORT joins a cluster, default $RAY_ADDRESS, else a local "
+                             "one); the text is the same (default: $WASH_BACKEND, else local)")
 
 
 def backend_settings(args: argparse.Namespace) -> dict[str, str]:
-    """``backend`` and ``ray_address`` from ``add_backend_arguments``' options (the default left to the config)."""
-    out = {"ray_address": args.ray_address or ""}
-    if args.backend is not None:
-        out["backend"] = args.backend
-    return out
+    """``backend`` from ``add_backend_arguments``' option, when given (else the default is the config's)."""
+    return {} if args.backend is None else {"backend": args.backend}
 
 
 def from_command_line(args: argparse.Namespace) -> GenerationConfig:

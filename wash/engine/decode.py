@@ -55,6 +55,7 @@ import torch
 
 from wash.engine import parallel
 from wash.engine.averaging import candidates, linf, probs_at
+from wash.engine.backends import backend_name
 from wash.engine.detectors import LiveDetector, detect_text
 from wash.errors import WashInputError
 from wash.engine.events import (FinishedEvent, LoadEvent, ResyncEvent, RewriteEvent, RoutingSummary, RunResult,
@@ -71,7 +72,8 @@ from wash.engine.vocab import encode_bytes
 if TYPE_CHECKING:
     from wash.engine.aggregation import Rule
     from wash.engine.providers import ProviderSet
-    from wash.engine.settings import Backend, Forwards, ProviderSpec
+    from wash.engine.backends import Backend
+    from wash.engine.settings import Forwards, ProviderSpec
 
 Event = LoadEvent | StepEvent | ResyncEvent | RewriteEvent | FinishedEvent
 ShouldStop = Callable[[], bool]
@@ -103,7 +105,6 @@ class RunSettings(Protocol):
     live_detection: bool
     forwards: "Forwards"
     backend: "Backend"
-    ray_address: str
     parallel_forwards: bool
 
     @property
@@ -478,7 +479,7 @@ class Generation:
                           forward_calls={m: c.forward_calls for m, c in self.contexts.items()},
                           ids_fed={m: c.ids_fed for m, c in self.contexts.items()},
                           forward_s={m: c.forward_s for m, c in self.contexts.items()},
-                          backend=str(cfg.backend)),
+                          backend=backend_name(cfg.backend)),
             model_ids={m: c.generated_ids() for m, c in self.contexts.items()},
             finish_reason=self.finish,
             settings={"max_new_tokens": cfg.max_new_tokens, "min_new_tokens": cfg.min_new_tokens,

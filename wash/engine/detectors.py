@@ -35,14 +35,14 @@ def verdict(provider: Provider, detection, threshold: float, tokens: list[str],
 
 def detect_ids(provider: Provider, ids: Sequence[int], threshold: float = Z_THRESHOLD) -> ProviderDetection:
     detection = provider.scheme.detect(provider.scheme_ids(ids))
-    tokens = [provider.lm.tokenizer.decode([i]) for i in ids]
+    tokens = [provider.member.decode_id(i) for i in ids]
     return verdict(provider, detection, threshold, tokens)
 
 
 def detect_text(providers: Sequence[Provider], text: str, threshold: float = Z_THRESHOLD) -> list[ProviderDetection]:
     """Each provider's detector on ``text`` tokenised by that provider's own tokenizer."""
     check_text(text, "the text to score")
-    return [detect_ids(p, p.lm.encode(text), threshold) for p in providers]
+    return [detect_ids(p, p.member.encode(text), threshold) for p in providers]
 
 
 class LiveDetector:

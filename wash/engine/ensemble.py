@@ -77,7 +77,7 @@ def generate_stream(config: RunSettings, should_stop: Callable[[], bool] | None 
     report = on_load or buffered.append
     t_load = time.perf_counter()
     pset = build_providers(config.active_providers(), progress=lambda m: report(LoadEvent(m)),
-                           backend=config.backend, ray_address=config.ray_address,
+                           backend=config.backend,
                            parallel_forwards=config.parallel_forwards)
     yield from buffered
     yield from strategy.load(config, pset)

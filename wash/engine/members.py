@@ -37,15 +37,16 @@ from __future__ import annotations
 import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol, Sequence, TypeVar
+from typing import Any, Callable, ClassVar, Protocol, Sequence, TypeVar
 
 import torch
 
 from wash import env
 from wash.engine import parallel
-from wash.engine.models import LoadedModel
+from wash.engine.models import LoadedModel, load_model
 from wash.engine.sampling import ServedRows
 from wash.engine.vocab import ModelVocab, model_vocab
+from wash.errors import WashInputError
 
 T = TypeVar("T")
 
@@ -72,8 +73,10 @@ class MemberContext(Protocol):
 
 
 class Member(Protocol):
-    """A base model: its tokenizer's facts, contexts, whole-sequence computations, and its calls
-    kept in submission order."""
+    """A base model: what EVERY member gives. Its tokenizer's facts, contexts (the next-token logits
+    in context) and its calls kept in submission order; ``capabilities`` names which of the
+    optional whole-sequence computations (``TokenNLL``, ``PositionLogits``, ``PrefixTreeLogits``)
+    it gives as well. A feature that needs one asks ``require`` first."""
 
     name: str
     max_context: int
@@ -83,6 +86,10 @@ class Member(Protocol):
     eos_ids: frozenset[int]
     #: The transformers tokenizer, for what the methods below do not cover (its special tokens).
     tokenizer: Any
+    #: Which optional computations this member gives (names in ``CAPABILITIES``).
+    capabilities: frozenset[str]
+    #: Where its model runs, as the backend registry names it (``backends.py``): messages say it.
+    backend: str
 
     def encode(self, text: str) -> list[int]: ...
     def encode_prompt(self, text: str) -> list[int]: ...
@@ -93,14 +100,49 @@ class Member(Protocol):
         as -inf (a remote member sends only them; a local one has the whole row at no cost)."""
     def submit(self, task: Callable[[], T]) -> Future: ...
     def run(self, task: Callable[[], T]) -> T: ...
+
+
+class TokenNLL(Member, Protocol):
+    """A member that scores a continuation: perplexity, RandomWalk's judge."""
+
+    def token_nll(self, prompt_ids: Sequence[int], ids: Sequence[int]) -> torch.Tensor:
+        """Each of ``ids``' negative log-likelihoods (nats, float32, CPU) after ``prompt_ids``, raw distribution."""
+
+
+class PositionLogits(Member, Protocol):
+    """A member that re-reads a whole text in one forward: the model-aware detection statistics."""
+
+    def position_logits(self, ids: Sequence[int]) -> torch.Tensor:
+        """The logits after every prefix of ``ids`` (``(len(ids), V)``, float32, CPU): one forward, no cache."""
+
+
+class PrefixTreeLogits(Member, Protocol):
+    """A member that batches many continuations of one prefix over a shared KV cache: De-mark's probes."""
+
     def prefix_tree_logits(self, head: Sequence[int], branches: Sequence[Sequence[int]],
                            leaves: Sequence[tuple[int, Sequence[int]]], batch: int,
                            cost: "FeedCost") -> list[torch.Tensor]:
         """The last logits (float32, CPU) of every ``head + branches[b] + leaf`` for ``(b, leaf)`` in ``leaves``."""
-    def token_nll(self, prompt_ids: Sequence[int], ids: Sequence[int]) -> torch.Tensor:
-        """Each of ``ids``' negative log-likelihoods (nats, float32, CPU) after ``prompt_ids``, raw distribution."""
-    def position_logits(self, ids: Sequence[int]) -> torch.Tensor:
-        """The logits after every prefix of ``ids`` (``(len(ids), V)``, float32, CPU): one forward, no cache."""
+
+
+#: The optional capabilities, by the method each names.
+CAPABILITIES: dict[str, type] = {"token_nll": TokenNLL, "position_logits": PositionLogits,
+                                 "prefix_tree_logits": PrefixTreeLogits}
+#: What the members of this package's two backends give: all of them.
+ALL_CAPABILITIES = frozenset(CAPABILITIES)
+
+
+def require(member: Member, capability: str, feature: str) -> Any:
+    """``member`` if it gives ``capability``; else one line naming the feature, the capability and the member.
+
+    Why a check, not an ``AttributeError`` later: a backend that cannot give a whole-sequence
+    computation (a server that streams one token at a time) must say so before any work starts."""
+    if capability not in CAPABILITIES:
+        raise ValueError(f"unknown capability '{capability}' (known: {', '.join(CAPABILITIES)})")
+    if capability not in member.capabilities:
+        raise WashInputError(f"{feature} needs '{capability}', which model '{member.name}' on backend "
+                             f"'{member.backend}' does not give")
+    return member
 
 
 def side_by_side(tasks: Sequence[tuple[Member, Callable[[], T]]]) -> list[T]:
@@ -172,6 +214,9 @@ class TokenizerSide:
 @dataclass(eq=False)
 class LocalMember(TokenizerSide):
     """A model loaded in this process, its forwards on its own executor thread (``parallel.py``)."""
+
+    capabilities: ClassVar[frozenset[str]] = ALL_CAPABILITIES
+    backend: ClassVar[str] = "local"
 
     #: The run's choice: this model's forwards on a thread of its own (side by side with the other
     #: models) or on the one thread all models share (``parallel.py``; default ``WASH_PARALLEL_FORWARDS``).
@@ -248,6 +293,22 @@ class LocalMember(TokenizerSide):
         """The logits after every prefix of ``ids`` (``(len(ids), V)``, float32, CPU): one forward, no cache."""
         x = torch.tensor([list(ids)], device=self.lm.device)
         return self.lm.model(input_ids=x).logits[0].float().cpu()
+
+
+@dataclass(frozen=True)
+class LocalBackend:
+    """``local``: every model loaded in this process, one executor thread per model (``parallel.py``)."""
+
+    name: ClassVar[str] = "local"
+    in_process: ClassVar[bool] = True
+
+    def members(self, names: Sequence[str], progress: Callable[[str], None] | None = None,
+                parallel_forwards: bool | None = None) -> dict[str, LocalMember]:
+        lanes = parallel.parallel_enabled(parallel_forwards)
+        return {n: LocalMember(load_model(n, progress=progress), parallel_forwards=lanes) for n in names}
+
+    def member(self, name: str, progress: Callable[[str], None] | None = None) -> LocalMember:
+        return self.members([name], progress)[name]
 
 
 def _branch(cache: Any, rows: torch.Tensor) -> Any:

@@ -3,21 +3,23 @@
 Providers on the same base model share that model's forward pass: the base logits
 are computed once per step and each provider perturbs its own copy, so the cost
 per token grows with the number of distinct base models, not with N.
+
+A provider holds its model as a member (``members.Member``), never the model itself:
+whatever reads a provider's model (detection, the statistics, the baselines) goes
+through the member's protocol, so it runs on every backend.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import torch
 
-from wash import env
-from wash.engine.members import LocalMember, Member
-from wash.engine.parallel import parallel_enabled
-from wash.engine.models import LoadedModel, load_model
-from wash.engine.settings import Backend, ProviderSpec
-from wash.engine.vocab import VocabAlignment, align, model_vocab
+from wash.engine.backends import Backend, parse_backend
+from wash.engine.members import Member
+from wash.engine.settings import ProviderSpec
+from wash.engine.vocab import VocabAlignment, align
 from wash.watermarks import build_scheme
 from wash.watermarks.base import Detector, WatermarkScheme
 from wash.watermarks.coordinated import UnionSpace
@@ -31,7 +33,7 @@ OWN_STATE: Any = object()
 class Provider:
     index: int
     spec: ProviderSpec
-    lm: LoadedModel
+    member: Member
     scheme: WatermarkScheme
     #: Set for coordinated providers: the scheme runs on union-vocabulary ids.
     space: UnionSpace | None
@@ -39,7 +41,7 @@ class Provider:
 
     @property
     def model(self) -> str:
-        return self.lm.name
+        return self.member.name
 
     @property
     def label(self) -> str:
@@ -67,52 +69,40 @@ class Provider:
         self.state = self.scheme.new_state(derive_seed("generation", seed, self.index))
 
 
-def build_provider(index: int, spec: ProviderSpec, lm: LoadedModel, alignment: VocabAlignment) -> Provider:
+def build_provider(index: int, spec: ProviderSpec, member: Member, alignment: VocabAlignment) -> Provider:
     """Instantiate one provider (use ``build_providers``, which loads and aligns, instead)."""
     space = None
-    size = lm.vocab_size
+    size = member.vocab_size
     if spec.coordinated:
-        space = UnionSpace(alignment.union_map(lm.name))
+        space = UnionSpace(alignment.union_map(member.name))
         size = alignment.size
     scheme = build_scheme(spec.scheme, spec.key, size, dict(spec.params))
-    return Provider(index=index, spec=spec, lm=lm, scheme=scheme, space=space)
+    return Provider(index=index, spec=spec, member=member, scheme=scheme, space=space)
 
 
 @dataclass
 class ProviderSet:
-    """Providers with their loaded base models and the union of those models' vocabularies."""
+    """Providers with their base models' members and the union of those models' vocabularies."""
 
     providers: list[Provider]
-    models: dict[str, LoadedModel]
+    #: The base models as the engine uses them, by name: the providers' models first, in the
+    #: union's order, then any model a mode loads beside them (RandomWalk's rewriter and judge).
+    members: dict[str, Member]
     alignment: VocabAlignment
-    #: The base models as the engine uses them (``members.py``), by name, in ``models``' order;
-    #: a model without one here is served in this process (``LocalMember``).
-    members: dict[str, Member] = field(default_factory=dict)
-    #: Whether this set's local members compute side by side (``LocalMember.parallel_forwards``).
-    parallel_forwards: bool = field(default_factory=env.parallel_forwards)
-
-    def __post_init__(self) -> None:
-        for name, lm in self.models.items():
-            if name not in self.members:
-                self.members[name] = LocalMember(lm, parallel_forwards=self.parallel_forwards)
 
 
-def member_of(name: str, backend: Backend | str = Backend.LOCAL, ray_address: str = "",
+def member_of(name: str, backend: Backend | str | None = None,
               progress: Callable[[str], None] | None = None) -> Member:
-    """The base model ``name`` as a member on ``backend``: loaded here, or the process's Ray actor for it.
+    """The base model ``name`` as a member on ``backend`` (default ``WASH_BACKEND``, else ``local``).
 
     For a model a caller needs beside the providers (RandomWalk's rewriter and judge,
     perplexity scorers, the plain-decode bench), so it runs where the providers run."""
-    if Backend(backend) == Backend.RAY:
-        from wash.engine.ray_members import ray_members
-
-        return ray_members([name], ray_address, progress=progress)[name]
-    return LocalMember(load_model(name, progress=progress))
+    return parse_backend(backend).member(name, progress=progress)
 
 
 def build_providers(specs: Sequence[ProviderSpec], union_models: Sequence[str] | None = None,
-                    progress: Callable[[str], None] | None = None, backend: Backend | str = Backend.LOCAL,
-                    ray_address: str = "", parallel_forwards: bool | None = None) -> ProviderSet:
+                    progress: Callable[[str], None] | None = None, backend: Backend | str | None = None,
+                    parallel_forwards: bool | None = None) -> ProviderSet:
     """The one place providers are built: for generation, for the CLI's and the app's
     detection, and for the experiments.
 
@@ -121,27 +111,16 @@ def build_providers(specs: Sequence[ProviderSpec], union_models: Sequence[str] |
     detector of a coordinated provider must use the same set as the generation,
     or its token space differs from the one the text was watermarked in.
 
-    ``backend="ray"`` puts every model in a Ray actor of its own (``ray_members``, joining
-    the cluster at ``ray_address``); this process then holds the tokenizers only, and
-    ``models`` are their weightless descriptions.
-
-    ``parallel_forwards``: the run's choice of lanes for its members (``parallel.py``; ``None``:
-    ``WASH_PARALLEL_FORWARDS``).
+    ``backend`` (``NAME[:param=value,...]`` or a parsed one; default ``WASH_BACKEND``, else
+    ``local``) says where the models run (``backends.py``); this process reads them through
+    their members either way. ``parallel_forwards``: the run's choice of lanes for its members
+    (``parallel.py``; ``None``: ``WASH_PARALLEL_FORWARDS``).
     """
-    parallel_forwards = parallel_enabled(parallel_forwards)
     say = progress or (lambda _m: None)
     names = list(dict.fromkeys(list(union_models or []) + [s.model for s in specs]))
-    members: dict[str, Member] = {}
-    if Backend(backend) == Backend.RAY:
-        from wash.engine.ray_members import ray_models
-
-        remote, lms = ray_models(names, ray_address, progress=say, parallel_forwards=parallel_forwards)
-        members.update(remote)
-    else:
-        lms = {n: load_model(n, progress=say) for n in names}
+    members = parse_backend(backend).members(names, progress=say, parallel_forwards=parallel_forwards)
     if len(names) > 1:
         say("aligning vocabularies")
-    alignment = align([model_vocab(lms[n]) for n in names])
-    providers = [build_provider(i, s, lms[s.model], alignment) for i, s in enumerate(specs)]
-    return ProviderSet(providers=providers, models=lms, alignment=alignment, members=members,
-                       parallel_forwards=parallel_forwards)
+    alignment = align([members[n].vocab for n in names])
+    providers = [build_provider(i, s, members[s.model], alignment) for i, s in enumerate(specs)]
+    return ProviderSet(providers=providers, members=members, alignment=alignment)

@@ -52,14 +52,14 @@ import threading
 import weakref
 from concurrent.futures import Future
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, NoReturn, Sequence, TypeVar
+from typing import Any, Callable, ClassVar, Iterator, NoReturn, Sequence, TypeVar
 from urllib.parse import urlparse
 
 import torch
 
 from wash import env
 from wash.engine import parallel
-from wash.engine.members import ContextIds, FeedCost, LocalMember, ModelContext, TokenizerSide
+from wash.engine.members import ALL_CAPABILITIES, ContextIds, FeedCost, LocalMember, ModelContext, TokenizerSide
 from wash.engine.models import LoadedModel
 from wash.engine.sampling import ServedRows
 from wash.errors import MemberError, WashInputError
@@ -174,6 +174,9 @@ def _counters(ctx: ModelContext) -> Counters:
 @dataclass(eq=False)
 class RayMember(TokenizerSide):
     """A base model in a Ray actor; its tokenizer (``lm``, without weights) and its lane here."""
+
+    capabilities: ClassVar[frozenset[str]] = ALL_CAPABILITIES
+    backend: ClassVar[str] = "ray"
 
     actor: Any = None
     #: The actor's process id (tests and fault reports name it).
@@ -582,12 +585,27 @@ def ray_members(names: Sequence[str], address: str = "", progress: Callable[[str
     return members
 
 
-def ray_models(names: Sequence[str], address: str = "", progress: Callable[[str], None] | None = None,
-               parallel_forwards: bool | None = None) -> tuple[dict[str, RayMember], dict[str, LoadedModel]]:
-    """``ray_members``, and each model's description as this process holds it: tokenizer and sizes,
-    no weights (``model`` is None), which is what providers and the vocabulary alignment read."""
-    members = ray_members(names, address, progress, parallel_forwards)
-    return members, {n: m.lm for n, m in members.items()}
+@dataclass(frozen=True)
+class RayBackend:
+    """``ray[:address=HOST:PORT]``: one Ray actor per model, on a GPU of its own where the cluster has GPUs.
+
+    ``address``: the cluster to join (``HOST:PORT``, ``auto``, ``ray://...``); empty: ``RAY_ADDRESS``,
+    else a local cluster on this machine's cores."""
+
+    name: ClassVar[str] = "ray"
+    in_process: ClassVar[bool] = False
+    address: str = ""
+
+    def members(self, names: Sequence[str], progress: Callable[[str], None] | None = None,
+                parallel_forwards: bool | None = None) -> dict[str, RayMember]:
+        return ray_members(names, self.address, progress, parallel_forwards)
+
+    def member(self, name: str, progress: Callable[[str], None] | None = None) -> RayMember:
+        return self.members([name], progress)[name]
+
+    def connect(self) -> None:
+        """Join (or start) the cluster before any model is asked for (the bench times members alone)."""
+        connect(self.address)
 
 
 def shutdown() -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 
-from wash import env
 from wash.errors import WashInputError
 
 
@@ -34,36 +33,6 @@ class Forwards(StrEnum):
 FORWARDS = tuple(f.value for f in Forwards)
 
 
-class Backend(StrEnum):
-    """Where the members' models run (equal to its text: ``Backend.RAY == "ray"``).
-
-    ``local``: in this process, one executor thread per model (``members.LocalMember``).
-    ``ray``: one Ray actor per model, on a GPU of its own where the cluster has GPUs
-    (``ray_members.RayMember``). The orchestrator (serving, watermarks, averaging,
-    routing, re-synchronisation, detection) runs in the calling process either way,
-    and the actor runs the same model code on the same calls in the same order, so
-    the backend changes where the forwards run, never the text: it is a machine
-    setting, like ``WASH_PARALLEL_FORWARDS``, and stays out of the texts' store keys.
-    """
-
-    LOCAL = "local"
-    RAY = "ray"
-
-
-BACKENDS = tuple(b.value for b in Backend)
-
-
-def parse_backend(text: str) -> Backend:
-    """``text`` as a ``Backend``, or a one-line error listing the backends."""
-    try:
-        return Backend(text)
-    except ValueError:
-        raise WashInputError(f"unknown backend '{text}' (accepted: {', '.join(BACKENDS)})") from None
-
-
-def default_backend() -> str:
-    """``WASH_BACKEND`` or ``local``: read when a config is made, the edge where settings are parsed."""
-    return env.backend() or Backend.LOCAL.value
 MAX_PROVIDERS = 8
 #: Longest generation accepted: keeps a CPU demo responsive. (Contexts longer than a
 #: sliding-window model's window stay correct: re-synchronisation then re-encodes

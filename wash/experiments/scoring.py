@@ -50,9 +50,9 @@ def continuation_nll(model: str, prompt: str, text: str, backend: str | None = N
     then the continuation tokenised by its own tokenizer; only continuation tokens count.
     It runs as a member on ``backend`` (default ``WASH_BACKEND``, where the generations ran).
     """
-    from wash.engine import default_backend, member_of
+    from wash.engine import member_of, require
 
-    member = member_of(model, backend or default_backend())
+    member = require(member_of(model, backend), "token_nll", "perplexity")
     prompt_ids = member.encode_prompt(prompt)
     cont = member.encode(text)
     if not cont:

@@ -85,10 +85,10 @@ def cells(sources: tuple[str, ...] = ("paper", "anchor"), models: tuple[str, ...
                     yield source, scheme, n, sub
 
 
-def _lm(model: str):
-    from wash.engine import load_model
+def _member(model: str):
+    from wash.engine import member_of
 
-    return load_model(model)
+    return member_of(model)
 
 
 def read(sources: tuple[str, ...], n_values: tuple[int, ...] = N_ORDER,
@@ -106,7 +106,7 @@ def read(sources: tuple[str, ...], n_values: tuple[int, ...] = N_ORDER,
         for model, text in todo:
             if (SERVED / f"{text_key(model, PROFILE, text)}.npz").exists():  # another reader got there first
                 continue
-            served_text(_lm(model), text, PROFILE, SERVED)
+            served_text(_member(model), text, PROFILE, SERVED)
             done += 1
         print(f"[read] {source} {scheme} N={n}: {len(todo)} forwards ({done} in {time.time() - t0:.0f} s)",
               flush=True)

@@ -308,10 +308,10 @@ def detect_text(provider: Any, text: str, name: str = DEFAULT_STATISTIC, cache_d
         from wash.errors import WashInputError
 
         raise WashInputError(f"statistic '{name}' does not apply to scheme '{provider.scheme.name}'")
-    ids = provider.scheme_ids(provider.lm.encode(text))
+    ids = provider.scheme_ids(provider.member.encode(text))
     if name == "sum":
         return provider.scheme.detect(ids)
-    served = served_text(provider.lm, text, profile, cache_dir)
+    served = served_text(provider.member, text, profile, cache_dir)
     result = score_ids(provider.scheme, ids, [name], served)[name]
     return result.detection(provider.scheme.name)
 

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from wash.engine.members import Member, require
 from wash.engine.sampling import ServedRows, process_logits
 from wash.engine.settings import profile as serving_profile
 
@@ -105,14 +106,6 @@ def _invalid_rows(member: Any) -> torch.Tensor:
     return align([member.vocab]).to_union[member.name] < 0
 
 
-def _member(lm: Any) -> Any:
-    """``lm`` as a member (``wash.engine.members``): a loaded model is read here, a member where it runs."""
-    from wash.engine.members import LocalMember
-    from wash.engine.models import LoadedModel
-
-    return LocalMember(lm) if isinstance(lm, LoadedModel) else lm
-
-
 def serve_rows(logits: torch.Tensor, invalid: torch.Tensor, prof: Any) -> torch.Tensor:
     """``process_logits`` on every row of a (T, V) matrix (float64 out).
 
@@ -129,14 +122,15 @@ def serve_rows(logits: torch.Tensor, invalid: torch.Tensor, prof: Any) -> torch.
     return torch.stack([process_logits(row, invalid, prof.temperature, prof.top_p, prof.top_k) for row in logits])
 
 
-def read_text(lm: Any, text: str, profile: str = "paper") -> ServedText:
-    """One forward of ``lm`` over ``text`` (after its BOS): the served rows and logits at every position."""
-    return read_ids(lm, lm.encode(text), profile)
+def read_text(member: Member, text: str, profile: str = "paper") -> ServedText:
+    """One forward of ``member``'s model over ``text`` (after its BOS): the served rows and logits at every
+    position."""
+    return read_ids(member, member.encode(text), profile)
 
 
-def read_ids(lm: Any, ids: list[int], profile: str = "paper") -> ServedText:
-    """``read_text`` of ids already in ``lm``'s vocabulary (``lm``: a loaded model or a member)."""
-    lm = _member(lm)
+def read_ids(member: Member, ids: list[int], profile: str = "paper") -> ServedText:
+    """``read_text`` of ids already in ``member``'s vocabulary; the member must give ``position_logits``."""
+    lm = require(member, "position_logits", "a model-aware statistic")
     prof = serving_profile(profile)
     ids = [int(i) for i in ids]
     lead = [lm.bos_id] if lm.bos_id is not None else []
@@ -170,7 +164,7 @@ def stored_text(model: str, text: str, profile: str, cache_dir: str | Path) -> S
     return ServedText.from_npz(Path(cache_dir) / f"{text_key(model, profile, text)}.npz", model, profile)
 
 
-def served_text(lm: Any, text: str, profile: str = "paper", cache_dir: str | Path | None = None) -> ServedText:
+def served_text(lm: Member, text: str, profile: str = "paper", cache_dir: str | Path | None = None) -> ServedText:
     """``read_text`` cached in memory and, given ``cache_dir``, on disk: one forward per (text, model, profile)."""
     key = (lm.name, profile, text)
     if key in _MEMORY:
