@@ -12,6 +12,8 @@ import shlex
 import pytest
 import torch
 
+from wash.baselines.demark import DeMark, Prober
+from wash.baselines.randomwalk import RandomWalk, _Walk
 from wash.cli import build_parser, command_line
 from wash.detection.statistics.served_text import read_ids
 from wash.engine.aggregation import Mean
@@ -229,6 +231,23 @@ def test_a_models_mask_is_the_same_alone_and_in_a_line_up(tiny_smollm2, tiny_gem
             assert torch.equal(lineup.served_mask(v.name, end_of_text), served_mask(v, end_of_text))
         assert torch.equal(served_mask(v, end_of_text=False), no_text)
         assert not served_mask(v)[sorted(v.eos_ids)].any()
+
+
+@pytest.mark.parametrize("temperature,top_k,top_p", SITE_PROFILES)
+def test_the_baselines_serve_as_the_served_system(tiny_smollm2, temperature, top_k, top_p):
+    """De-mark's prober and RandomWalk's rewriter serve a row exactly as ``ServedSystem.serve`` does
+    before the end of text may come."""
+    spec = ProviderSpec.parse("tiny-smollm2:kgw:1")
+    pset = build_providers([spec])
+    member = pset.members["tiny-smollm2"]
+    system = ServedSystem(pset, pset.providers, True, Mean(), temperature, top_p, top_k)
+    cfg = GenerationConfig(providers=[spec], prompt=PROMPT, temperature=temperature, top_p=top_p, top_k=top_k)
+    prober = Prober(pset.providers[0], cfg, DeMark(), seed=0, member=member)
+    walk = _Walk(RandomWalk(rewriter="tiny-smollm2", judge="tiny-smollm2"), cfg, "A text.", member, member)
+    for x in _logits(4, member.vocab.size, sorted(member.vocab.eos_ids), seed=11):
+        want = system.serve("tiny-smollm2", x, end_of_text=False)
+        assert torch.equal(prober.serve(x), want)
+        assert torch.equal(walk.serve(x), want)
 
 
 @pytest.mark.parametrize("name", ["paper", "open"])
