@@ -17,10 +17,8 @@ import torch
 
 from wash.detection.statistics import STATISTICS, score_ids, statistic
 from wash.detection.statistics.keyed import reweight_rows
-from wash.detection.statistics.served_text import read_ids, serve_rows
+from wash.detection.statistics.served_text import read_ids
 from wash.engine.members import LocalMember
-from wash.engine.sampling import process_logits
-from wash.engine.settings import profile
 from wash.watermarks import build_scheme
 from wash.watermarks.dipmark import alpha_reweight
 
@@ -49,18 +47,6 @@ def _committed(role: str, mode: str, scheme: str, n: int, k: int) -> list[str]:
     sub = df[(df.role == role) & (df["mode"] == mode) & (df.scheme == scheme) & (df.n == n)
              & (df.provider_model == "smollm2")]
     return list(dict.fromkeys(sub["text"]))[:k]
-
-
-def test_serve_rows_is_process_logits_row_by_row() -> None:
-    gen = torch.Generator().manual_seed(0)
-    logits = torch.randn(7, 500, generator=gen)
-    logits[3, 10] = logits[3, 11] = 9.0  # a tie at the top
-    invalid = torch.zeros(500, dtype=torch.bool)
-    invalid[:5] = True
-    for name in ("paper", "open"):
-        prof = profile(name)
-        want = torch.stack([process_logits(r, invalid, prof.temperature, prof.top_p, prof.top_k) for r in logits])
-        assert torch.equal(serve_rows(logits, invalid, prof), want)
 
 
 def test_batched_reweight_is_dipmarks_alpha_reweight() -> None:

@@ -12,12 +12,19 @@ import shlex
 import pytest
 import torch
 
+from wash.baselines.demark import DeMark, Prober
+from wash.baselines.randomwalk import RandomWalk, _Walk
 from wash.cli import build_parser, command_line
+from wash.detection.statistics.served_text import read_ids
+from wash.engine.aggregation import Mean
 from wash.engine.config import PROFILES, GenerationConfig, ProviderSpec, profile_name
 from wash.engine.ensemble import generate, generate_stream
+from wash.engine.providers import build_providers
+from wash.engine.served import ServedSystem
 from wash.errors import WashInputError
 from wash.engine.events import StepEvent
 from wash.engine.sampling import ServedRows, process_logits
+from wash.engine.vocab import align, model_vocab, served_mask
 
 PROMPT = "The committee met on Tuesday to discuss"
 
@@ -182,3 +189,77 @@ def test_watermark_only_reorders_the_served_top_k(tiny_smollm2):
     for e in events:
         assert sum(1 for p in e.provider_probs[0] if p > 0) <= 3
         assert e.candidate_ids.index(e.union_id) < 3
+
+
+# -- one serving function, every site ---------------------------------------------------
+#: (temperature, top_k, top_p): the two named profiles, greedy with and without top-k, and top-p
+#: alone and after top-k.
+SITE_PROFILES = [(1.0, 10, 1.0), (1.0, 0, 1.0), (0.0, 0, 1.0), (0.0, 10, 1.0), (0.7, 50, 0.9), (1.3, 0, 0.5)]
+
+
+def _logits(rows: int, size: int, eos: list[int], seed: int) -> torch.Tensor:
+    """float32 logits as a model gives them, rounded to force ties, an end-of-text row on top of some rows."""
+    g = torch.Generator().manual_seed(seed)
+    x = (torch.randn(rows, size, generator=g) * 3).round(decimals=1).to(torch.float32)
+    x[::2, eos] = x.max() + 1
+    return x
+
+
+@pytest.mark.parametrize("temperature,top_k,top_p", SITE_PROFILES)
+def test_a_batch_serves_as_its_rows_under_real_masks(tiny_smollm2, tiny_gemma3, temperature, top_k, top_p):
+    """The statistics serve a text's positions in one batch, generation one row at a time: both
+    must be bit for bit the same law, under either mask of a real tokenizer."""
+    for lm in (tiny_smollm2, tiny_gemma3):
+        vocab = model_vocab(lm)
+        x = _logits(5, vocab.size, sorted(vocab.eos_ids), seed=len(vocab.token_bytes))
+        for end_of_text in (True, False):
+            mask = served_mask(vocab, end_of_text)
+            batch = process_logits(x, mask, temperature, top_p, top_k)
+            assert batch.dtype == torch.float64
+            assert torch.equal(batch, torch.stack([process_logits(r, mask, temperature, top_p, top_k) for r in x]))
+            assert not torch.isfinite(batch[:, mask]).any()
+
+
+def test_a_models_mask_is_the_same_alone_and_in_a_line_up(tiny_smollm2, tiny_gemma3):
+    """Rows served alone (the baselines, the statistics) are the rows served in a line-up; before the
+    end of text may come, every row that spells no text is masked."""
+    vocabs = [model_vocab(lm) for lm in (tiny_smollm2, tiny_gemma3)]
+    lineup = align(vocabs)
+    for v in vocabs:
+        no_text = torch.tensor([b is None for b in v.token_bytes])
+        for end_of_text in (True, False):
+            assert torch.equal(lineup.served_mask(v.name, end_of_text), served_mask(v, end_of_text))
+        assert torch.equal(served_mask(v, end_of_text=False), no_text)
+        assert not served_mask(v)[sorted(v.eos_ids)].any()
+
+
+@pytest.mark.parametrize("temperature,top_k,top_p", SITE_PROFILES)
+def test_the_baselines_serve_as_the_served_system(tiny_smollm2, temperature, top_k, top_p):
+    """De-mark's prober and RandomWalk's rewriter serve a row exactly as ``ServedSystem.serve`` does
+    before the end of text may come."""
+    spec = ProviderSpec.parse("tiny-smollm2:kgw:1")
+    pset = build_providers([spec])
+    member = pset.members["tiny-smollm2"]
+    system = ServedSystem(pset, pset.providers, True, Mean(), temperature, top_p, top_k)
+    cfg = GenerationConfig(providers=[spec], prompt=PROMPT, temperature=temperature, top_p=top_p, top_k=top_k)
+    prober = Prober(pset.providers[0], cfg, DeMark(), seed=0)
+    walk = _Walk(RandomWalk(rewriter="tiny-smollm2", judge="tiny-smollm2"), cfg, "A text.", member, member)
+    for x in _logits(4, member.vocab.size, sorted(member.vocab.eos_ids), seed=11):
+        want = system.serve("tiny-smollm2", x, end_of_text=False)
+        assert torch.equal(prober.serve(x), want)
+        assert torch.equal(walk.serve(x), want)
+
+
+@pytest.mark.parametrize("name", ["paper", "open"])
+def test_the_statistics_read_a_text_as_the_served_system_serves_it(tiny_smollm2, name):
+    """Re-reading a text, the statistics keep at each position the law generation drew from."""
+    pset = build_providers([ProviderSpec.parse("tiny-smollm2:kgw:1")])
+    member = pset.members["tiny-smollm2"]
+    prof = PROFILES[name]
+    system = ServedSystem(pset, pset.providers, True, Mean(), prof.temperature, prof.top_p, prof.top_k)
+    ids = member.encode(PROMPT)
+    st = read_ids(member, ids, name)
+    lead = [] if member.bos_id is None else [member.bos_id]
+    logits = member.position_logits((lead + ids)[:-1])  # logits[j] is the law of (lead + ids)[j + 1]
+    for t in range(1 - len(lead), len(ids)):
+        assert torch.equal(st.full_row(t), system.serve("tiny-smollm2", logits[len(lead) - 1 + t]))

@@ -150,6 +150,7 @@ from wash.engine.modes import register
 from wash.options import check_range
 from wash.engine.averaging import candidates, probs_at
 from wash.engine.sampling import entropy, process_logits, sample
+from wash.engine.vocab import served_mask
 from wash.watermarks import SCHEMES
 from wash.watermarks.dipmark import DiPMark
 from wash.watermarks.greenlist import GreenListScheme
@@ -361,7 +362,8 @@ class Prober:
         self.method = method
         self.serving = (config.temperature, config.top_p, config.top_k)
         self.template = probe_template(self.member)
-        self.invalid = torch.tensor([b is None for b in self.member.vocab.token_bytes], dtype=torch.bool)
+        # A probe is answered by its first token: end of text masked, as before min_new_tokens.
+        self.invalid = served_mask(self.member.vocab, end_of_text=False)
         #: Seeds the per-query draws and the black-box answers (the generation's, or calibration's own).
         self.seed = seed
         self.requests = 0  # served so far: numbers the fresh per-query draws
@@ -425,19 +427,22 @@ class Prober:
         return math.inf if a > 0 else -math.inf  # one answer never served: no finite ratio
 
     # -- provider side -----------------------------------------------------------------
+    def serve(self, logits: torch.Tensor) -> torch.Tensor:
+        """A probe's raw last logits as provider 1 serves them, before its watermark (float64)."""
+        return process_logits(logits, self.invalid, *self.serving)
+
     def _answers(self, query: list[int], logits: torch.Tensor, a: int, b: int,
                  requests: int) -> tuple[float, float]:
         """What the API gives back for ``requests`` identical queries: P(a), P(b) or answer counts."""
-        temperature, top_p, top_k = self.serving
-        served = process_logits(logits, self.invalid, temperature, top_p, top_k)
+        served = self.serve(logits)
         if self.method.access == "gray":
-            dist = self._serve(served, query)
+            dist = self._watermarked(served, query)
             return float(dist[a]), float(dist[b])
         hits = misses = 0
         dist = None
         for _ in range(requests):
             if dist is None or self.method.per_query_draw:
-                dist = self._serve(served, query)
+                dist = self._watermarked(served, query)
             pa, pb = float(dist[a]), float(dist[b])
             # An answer starting with neither phrase is asked again: the draw is between the two.
             share = pa / (pa + pb) if pa + pb > 0 else 0.5
@@ -447,7 +452,7 @@ class Prober:
                 misses += 1
         return float(hits), float(misses)
 
-    def _serve(self, served: torch.Tensor, query: list[int]) -> torch.Tensor:
+    def _watermarked(self, served: torch.Tensor, query: list[int]) -> torch.Tensor:
         """Provider 1's watermarked distribution after ``query`` (a whole prompt: prompt_len = its length)."""
         p = self.provider
         state = p.state

@@ -139,6 +139,7 @@ from wash.engine.providers import member_of
 from wash.options import check_range
 from wash.engine.sampling import process_logits, sample
 from wash.engine.settings import Forwards
+from wash.engine.vocab import served_mask
 from wash.watermarks.base import softmax
 from wash.watermarks.hashing import derive_seed
 
@@ -268,16 +269,6 @@ class _Kept:
     score_before: float
 
 
-_NON_TEXT: dict[str, torch.Tensor] = {}
-
-
-def _non_text_rows(member: Member) -> torch.Tensor:
-    """Rows of ``member``'s logits that are no text (end-of-text, special, padding): a rewrite never draws them."""
-    if member.name not in _NON_TEXT:
-        _NON_TEXT[member.name] = torch.tensor([b is None for b in member.vocab.token_bytes])
-    return _NON_TEXT[member.name]
-
-
 class _Walk:
     """The random walk over the text: spans, rewrites, the judge's verdicts, backtracking."""
 
@@ -289,7 +280,8 @@ class _Walk:
         self.rewriter = rewriter
         self.judge = require(judge, "token_nll", "mode 'randomwalk' (its judge)")
         self.token_bytes = rewriter.vocab.token_bytes
-        self.non_text = _non_text_rows(rewriter)
+        # A rewrite fills a span inside the text: it never ends the text.
+        self.non_text = served_mask(rewriter.vocab, end_of_text=False)
         self.context = rewriter.context(rewriter.encode_prompt(config.prompt))
         self.judge_prompt = judge.encode_prompt(config.prompt)
         self.spans = torch.Generator()
@@ -379,14 +371,12 @@ class _Walk:
         ctx = self.context
         ctx.sync_to(ctx.ids[:ctx.prompt_len] + self.rewriter.encode(before))
         calls, fed, seconds = ctx.forward_calls, ctx.ids_fed, ctx.forward_s
-        c = self.config
         written = bytearray()
         text = ""
         try:
             for _ in range(TOKENS_PER_WORD_CAP * words):
                 def draw() -> int:
-                    logits = process_logits(ctx.next_logits(), self.non_text, c.temperature, c.top_p, c.top_k)
-                    return sample(softmax(logits), self.draws)
+                    return sample(softmax(self.serve(ctx.next_logits())), self.draws)
 
                 row = side_by_side([(self.rewriter, draw)])[0]
                 self.costs.rewriter_tokens += 1
@@ -401,6 +391,11 @@ class _Walk:
             self.costs.rewriter_forwards += ctx.forward_calls - calls
             self.costs.rewriter_ids_fed += ctx.ids_fed - fed
             self.costs.rewriter_s += ctx.forward_s - seconds
+
+    def serve(self, logits: torch.Tensor) -> torch.Tensor:
+        """The rewriter's raw next-token logits as the config's profile serves them (float64)."""
+        c = self.config
+        return process_logits(logits, self.non_text, c.temperature, c.top_p, c.top_k)
 
     def score(self, text: str) -> float:
         """The judge: mean negative log-likelihood per token (nats) of ``text`` after the prompt."""

@@ -17,31 +17,46 @@ import torch
 
 def process_logits(logits: torch.Tensor, invalid: torch.Tensor, temperature: float, top_p: float,
                    top_k: int = 0) -> torch.Tensor:
-    """Mask non-text rows, then temperature (0 = greedy), top-k (0 = off), top-p; float64 out.
+    """Raw logits as the engine serves them: mask, temperature (0 = greedy), top-k (0 = off), top-p.
 
-    Top-k keeps every row tied with the k-th largest logit, so the kept set never
-    depends on how a sort breaks ties.
+    The one serving function: generation, the baselines and the statistics' re-reading
+    all call it, so a text is read back under exactly the law it was drawn from.
+    ``logits`` is one row (V,) or a batch (T, V) under the same ``invalid`` (V,), as
+    ``vocab.served_mask`` builds it; float64 out. Top-k keeps every row tied with
+    the k-th largest logit, so the kept set never depends on how a sort breaks ties.
+
+    A batch goes through the mask, temperature, greedy and top-k at once: they act
+    element by element or through the k-th largest value, which is the same number
+    however many rows are read together. Top-p's softmax and cumulative sum go row by
+    row, since a batched reduction need not add in the same order.
     """
     # Out of place: ``to`` returns ``logits`` itself when it is already float64, and the
     # caller's cached logits must stay untouched.
     x = logits.to(torch.float64).masked_fill(invalid, float("-inf"))
     if temperature <= 0.0:
-        keep = torch.zeros_like(invalid)
-        keep[int(torch.argmax(x))] = True
-        return x.masked_fill(~keep, float("-inf")).masked_fill(keep, 0.0)
+        # argmax takes the first of tied maxima, a row alone or in a batch
+        return torch.full_like(x, float("-inf")).scatter_(-1, torch.argmax(x, dim=-1, keepdim=True), 0.0)
     if temperature != 1.0:
         x.div_(temperature)
-    if 0 < top_k < x.numel():
-        kth = torch.topk(x, top_k).values[-1]
+    if 0 < top_k < x.shape[-1]:
+        kth = torch.topk(x, top_k, dim=-1).values[..., -1:]
         x = x.masked_fill(x < kth, float("-inf"))
     if top_p < 1.0:
-        probs = torch.softmax(x, dim=-1)
-        sorted_p, order = torch.sort(probs, descending=True)
-        before = torch.cumsum(sorted_p, dim=-1) - sorted_p
-        drop_sorted = before >= top_p  # keep the smallest prefix whose mass reaches top_p
-        drop = torch.zeros_like(drop_sorted).scatter(0, order, drop_sorted)
-        x = x.masked_fill(drop, float("-inf"))
+        if x.dim() == 1:
+            return _nucleus(x, top_p)
+        for t in range(x.shape[0]):
+            x[t] = _nucleus(x[t], top_p)
     return x
+
+
+def _nucleus(x: torch.Tensor, top_p: float) -> torch.Tensor:
+    """One row cut to the smallest prefix, most likely first, whose mass reaches ``top_p``."""
+    probs = torch.softmax(x, dim=-1)
+    sorted_p, order = torch.sort(probs, descending=True)
+    before = torch.cumsum(sorted_p, dim=-1) - sorted_p
+    drop_sorted = before >= top_p
+    drop = torch.zeros_like(drop_sorted).scatter(0, order, drop_sorted)
+    return x.masked_fill(drop, float("-inf"))
 
 
 @dataclass(frozen=True)

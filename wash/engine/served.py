@@ -74,9 +74,9 @@ class ServedSystem:
         self.by_model = {m: [i for i, pm in enumerate(self.prov_model) if pm == m] for m in self.models}
         #: Each model's projection onto the union (``vocab.UnionMap``: every projection goes through it).
         self.maps = {m: a.union_map(m) for m in self.models}
-        self.invalid = {m: a.to_union[m] < 0 for m in self.models}
+        self.invalid = {m: a.served_mask(m) for m in self.models}
         # Until a generation's min_new_tokens exist, end-of-text rows are masked like special tokens.
-        self.no_eos = {m: self.invalid[m] | (a.to_union[m] == a.eos_index) for m in self.models}
+        self.no_eos = {m: a.served_mask(m, end_of_text=False) for m in self.models}
         self.watermark = watermark
         self.rule = rule
         # The mean (and any rule over a single provider, which is that provider) keeps the

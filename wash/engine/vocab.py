@@ -205,6 +205,16 @@ class VocabAlignment:
         return UnionMap(self.to_union[model], self.from_union[model], self.scatter_index[model],
                         self.rows_of[model], self.size, self.eos_index)
 
+    def served_mask(self, model: str, end_of_text: bool = True) -> torch.Tensor:
+        """The rows of ``model``'s logits the engine never serves (True): those that are no text, and
+        with ``end_of_text=False`` its end-of-text rows too (before ``min_new_tokens``).
+
+        The mask ``sampling.process_logits`` serves under, wherever a model is served: a
+        row is served in a line-up exactly when it is served alone (``served_mask``).
+        """
+        t = self.to_union[model]
+        return t < 0 if end_of_text else (t < 0) | (t == self.eos_index)
+
     def contains(self, model: str, union_id: int) -> bool:
         return bool(self.from_union[model][union_id] >= 0)
 
@@ -269,6 +279,11 @@ def _align_cached(vocabs: tuple[ModelVocab, ...]) -> VocabAlignment:
     return VocabAlignment(models=tuple(v.name for v in vocabs), union_bytes=union,
                           to_union=to_union, from_union=from_union, intersection=intersection,
                           scatter_index=scatter, rows_of=rows_of)
+
+
+def served_mask(vocab: ModelVocab, end_of_text: bool = True) -> torch.Tensor:
+    """``VocabAlignment.served_mask`` of one model, read off its one-model alignment (cached)."""
+    return align([vocab]).served_mask(vocab.name, end_of_text)
 
 
 _VOCABS: dict[str, ModelVocab] = {}

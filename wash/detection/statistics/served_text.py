@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -30,6 +29,7 @@ import torch
 from wash.engine.members import Member, require
 from wash.engine.sampling import ServedRows, process_logits
 from wash.engine.settings import profile as serving_profile
+from wash.engine.vocab import served_mask
 
 _MEMORY: dict[tuple[str, str, str], "ServedText"] = {}
 
@@ -99,29 +99,6 @@ def text_key(model: str, profile: str, text: str) -> str:
     return f"{model}-{profile}-{digest}"
 
 
-def _invalid_rows(member: Any) -> torch.Tensor:
-    """Rows the engine never serves for this model (special, non-text): its one-model alignment's -1s."""
-    from wash.engine.vocab import align
-
-    return align([member.vocab]).to_union[member.name] < 0
-
-
-def serve_rows(logits: torch.Tensor, invalid: torch.Tensor, prof: Any) -> torch.Tensor:
-    """``process_logits`` on every row of a (T, V) matrix (float64 out).
-
-    Under a top-k profile without top-p (the paper's) one batched top-k does for
-    all rows what ``process_logits`` does row by row (ties with the k-th kept, as
-    there); any other profile goes row by row. A test checks both agree.
-    """
-    if prof.temperature > 0 and prof.top_p >= 1.0 and 0 < prof.top_k < logits.shape[1]:
-        x = logits.to(torch.float64).masked_fill(invalid[None, :], float("-inf"))
-        if prof.temperature != 1.0:
-            x = x / prof.temperature
-        kth = torch.topk(x, prof.top_k, dim=1).values[:, -1:]
-        return x.masked_fill(x < kth, float("-inf"))
-    return torch.stack([process_logits(row, invalid, prof.temperature, prof.top_p, prof.top_k) for row in logits])
-
-
 def read_text(member: Member, text: str, profile: str = "paper") -> ServedText:
     """One forward of ``member``'s model over ``text`` (after its BOS): the served rows and logits at every
     position."""
@@ -137,14 +114,15 @@ def read_ids(member: Member, ids: list[int], profile: str = "paper") -> ServedTe
     seq = lead + ids
     T = len(ids)
     has_law = np.array([len(lead) + t > 0 for t in range(T)], dtype=bool)
-    invalid = _invalid_rows(lm)
+    invalid = served_mask(lm.vocab)
     rows = np.full((T, 1), -1, dtype=np.int64)
     vals = np.full((T, 1), -np.inf)
     if T and len(seq) > 1:
         logits = lm.position_logits(seq[:-1])
         # logits[j] is the law of seq[j + 1]; the text's token t is seq[len(lead) + t]
         first = int(np.argmax(has_law))
-        served = serve_rows(logits[len(lead) - 1 + first:], invalid, prof)
+        served = process_logits(logits[len(lead) - 1 + first:], invalid, prof.temperature, prof.top_p,
+                                prof.top_k)
         keep = torch.isfinite(served)
         width = max(int(keep.sum(1).max()), 1)
         order = torch.argsort((~keep).to(torch.int8), dim=1, stable=True)[:, :width]
