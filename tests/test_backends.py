@@ -114,8 +114,8 @@ def test_a_model_aware_statistic_refuses_a_member_that_cannot_reread_a_text(tiny
 
     [provider] = build_providers([ProviderSpec.parse("tiny-smollm2:kgw:1")], backend="local").providers
     text = " a text that no cache has read before, for the capability test"
-    assert statistics.detect_text(provider, text, "sum").tokens_scored > 0  # the scheme's own sum needs no model
+    assert statistics.detect_with(provider, text, "sum").tokens_scored > 0  # the scheme's own sum needs no model
     provider.member = _NextTokenOnly(tiny_smollm2)
     with pytest.raises(WashInputError, match="needs 'position_logits', which model 'tiny-smollm2' on backend "
                                              "'next-token-only' does not give"):
-        statistics.detect_text(provider, text, "lr-mix")
+        statistics.detect_with(provider, text, "lr-mix")

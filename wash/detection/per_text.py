@@ -4,10 +4,11 @@ Final verdicts are computed the way a third party would: on the generated text
 alone, re-tokenised by the provider's tokenizer. Live traces during generation use
 the ids each model actually holds (prompt as hashing context), which is what a
 provider watching its own output stream would see. Both are a provider's own
-detector on ids, which the decoding loop records too: ``detect_ids``, ``detect_text``
+detector on ids, which the decoding loop records too: ``detect_ids``, ``own_verdicts``
 and ``LiveDetector`` live with the providers in ``wash.engine.detectors``; this module,
-the detection layer's way in, re-exports them, its ``detect_text`` adding the statistics
-of ``wash.detection.statistics`` (which the engine cannot import).
+the detection layer's way in, re-exports two of them, and its ``detect_text`` adds the
+statistics of ``wash.detection.statistics`` (which the engine cannot import) to
+``own_verdicts``: the one function that scores a text, whatever the statistic.
 
 Coordinated providers hash in the union vocabulary of the *generation's* model
 set, so detecting them later needs that set, not just the models of the
@@ -46,7 +47,7 @@ def detect_text(providers: Sequence[Provider], text: str, threshold: float = Z_T
     so it flags at p < ``FPR_CALIBRATED``.
     """
     if statistic == "sum":
-        return detectors.detect_text(providers, text, threshold)
+        return detectors.own_verdicts(providers, text, threshold)
     check_text(text, "the text to score")
     from wash.detection import statistics
 
@@ -57,7 +58,7 @@ def detect_text(providers: Sequence[Provider], text: str, threshold: float = Z_T
         if not stat.applies(p.scheme) or p.space is not None:
             out.append(detect_ids(p, ids, threshold))
             continue
-        detection = statistics.detect_text(p, text, statistic)
+        detection = statistics.detect_with(p, text, statistic)
         tokens = [p.member.decode_id(i) for i in ids]
         out.append(detectors.verdict(p, detection, threshold, tokens,
                                      detected=detection.tokens_scored > 0 and detection.p < FPR_CALIBRATED))

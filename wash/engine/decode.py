@@ -56,7 +56,7 @@ import torch
 from wash.engine import parallel
 from wash.engine.averaging import candidates, linf, probs_at
 from wash.engine.backends import backend_name
-from wash.engine.detectors import LiveDetector, detect_text
+from wash.engine.detectors import LiveDetector, own_verdicts
 from wash.errors import WashInputError
 from wash.engine.events import (FinishedEvent, LoadEvent, ResyncEvent, RewriteEvent, RoutingSummary, RunResult,
                          SpanRecord, StepEvent, Timing, TokenRecord)
@@ -472,7 +472,7 @@ class Generation:
                 mean_routed_span_length=(sum(s.length for s in self.spans) / len(self.spans)
                                          if self.spans else 0.0),
                 routed_spans=len(self.spans), tokens=len(self.tokens)),
-            detection=detect_text(self.providers, text, cfg.z_threshold) if text else [],
+            detection=own_verdicts(self.providers, text, cfg.z_threshold) if text else [],
             timing=Timing(per_token_ms=sum(ms) / len(ms) if ms else 0.0,
                           median_token_ms=statistics.median(ms) if ms else 0.0,
                           total_s=total_s, load_s=load_s,

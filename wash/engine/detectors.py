@@ -39,8 +39,10 @@ def detect_ids(provider: Provider, ids: Sequence[int], threshold: float = Z_THRE
     return verdict(provider, detection, threshold, tokens)
 
 
-def detect_text(providers: Sequence[Provider], text: str, threshold: float = Z_THRESHOLD) -> list[ProviderDetection]:
-    """Each provider's detector on ``text`` tokenised by that provider's own tokenizer."""
+def own_verdicts(providers: Sequence[Provider], text: str, threshold: float = Z_THRESHOLD) -> list[ProviderDetection]:
+    """Each provider's own detector (its scheme's sum) on ``text`` tokenised by that provider's own tokenizer.
+
+    The engine's part of ``wash.detection.per_text.detect_text``, which adds the model-aware statistics."""
     check_text(text, "the text to score")
     return [detect_ids(p, p.member.encode(text), threshold) for p in providers]
 

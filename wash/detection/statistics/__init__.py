@@ -296,7 +296,7 @@ def score_ids(scheme: WatermarkScheme, ids: Sequence[int], names: Sequence[str],
     return out
 
 
-def detect_text(provider: Any, text: str, name: str = DEFAULT_STATISTIC, cache_dir: str | None = None,
+def detect_with(provider: Any, text: str, name: str = DEFAULT_STATISTIC, cache_dir: str | None = None,
                 profile: str = "paper") -> Detection:
     """``provider``'s verdict on ``text`` under statistic ``name`` (the CLI's and the app's entry point).
 
@@ -317,4 +317,4 @@ def detect_text(provider: Any, text: str, name: str = DEFAULT_STATISTIC, cache_d
 
 
 __all__ = ["DEFAULT_STATISTIC", "N_NULL", "STATISTICS", "Evidence", "ServedText", "Statistic", "StatisticScore",
-           "detect_text", "read_evidence", "score_ids", "served_text", "statistic"]
+           "detect_with", "read_evidence", "score_ids", "served_text", "statistic"]
