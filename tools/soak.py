@@ -289,7 +289,7 @@ def soak(args: argparse.Namespace, argv: list[str]) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.soak", description=__doc__.splitlines()[0])
-    parser.add_argument("--backend", choices=["local", "ray"], default="local")
+    parser.add_argument("--backend", default="local", metavar="NAME[:param=value,...]")
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=600)
     parser.add_argument("--warmup", type=float, default=60, help="seconds before the memory baseline")
