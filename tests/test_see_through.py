@@ -16,7 +16,6 @@ import pytest
 import torch
 
 from wash.detection.statistics import STATISTICS, score_ids, statistic
-from wash.detection.statistics.keyed import reweight_rows
 from wash.detection.statistics.served_text import read_ids
 from wash.engine.members import LocalMember
 from wash.watermarks import build_scheme
@@ -49,13 +48,13 @@ def _committed(role: str, mode: str, scheme: str, n: int, k: int) -> list[str]:
     return list(dict.fromkeys(sub["text"]))[:k]
 
 
-def test_batched_reweight_is_dipmarks_alpha_reweight() -> None:
+def test_batched_reweight_is_dipmarks_alpha_reweight_row_by_row() -> None:
     rng = np.random.default_rng(1)
     probs = torch.as_tensor(rng.dirichlet(np.ones(10), size=6))
     probs[2, 7:] = 0.0
     probs = probs / probs.sum(-1, keepdim=True)
     rank = torch.as_tensor(rng.random((6, 10)))
-    got = reweight_rows(probs, rank, 0.45)
+    got = alpha_reweight(probs, torch.argsort(rank, dim=-1), 0.45)
     for i in range(6):
         assert torch.allclose(got[i], alpha_reweight(probs[i], torch.argsort(rank[i]), 0.45), atol=1e-12)
 
@@ -77,14 +76,19 @@ def _synthetic_served(vocab: int, T: int, K: int, seed: int):
 def test_edit_law_reads_the_element_each_offset_reaches(spec: str) -> None:
     """The batched picks over every (offset, position) equal the scheme's own law, one position at a time:
     rho is 1/p where offset o's element (o + t) puts its mass on the observed token, 0 elsewhere."""
-    from wash.detection.statistics.keyed import EditLaw, KeyedLaw
+    from wash.detection.statistics.keyed import keyed_law
+    from wash.watermarks.keyseq import EditState
 
     st = _synthetic_served(vocab=600, T=30, K=8, seed=2)
     name, _, params = spec.partition(":")
     scheme = build_scheme(name, 17, 600, {"keylen": "24", **dict(kv.split("=") for kv in params.split("+") if kv)})
-    law, scored = EditLaw(), np.ones(len(st), dtype=bool)
-    batched = law.observed(scheme, st, scored)
-    one_by_one = KeyedLaw.observed(law, scheme, st, scored)  # each variant through scheme.distribution
+    batched = keyed_law(scheme).observed(st, np.ones(len(st), dtype=bool))
+    cols, probs = st.observed(), st.probs()
+    one_by_one = np.ones((24, 30))  # each offset through scheme.distribution, one position at a time
+    for o in range(24):
+        for t in np.flatnonzero(cols >= 0):
+            law = scheme.distribution(st.full_row(t), st.ids[:t], 0, EditState(o))
+            one_by_one[o, t] = float(law[st.rows[t][cols[t]]]) / probs[t][cols[t]]
     assert batched.shape == (24, 30)
     np.testing.assert_allclose(batched, one_by_one, rtol=1e-9)
     p = st.probs()[np.arange(30), np.maximum(st.observed(), 0)]

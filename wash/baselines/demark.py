@@ -152,8 +152,6 @@ from wash.engine.averaging import candidates, probs_at
 from wash.engine.sampling import entropy, process_logits, sample
 from wash.engine.vocab import served_mask
 from wash.watermarks import SCHEMES
-from wash.watermarks.dipmark import DiPMark
-from wash.watermarks.greenlist import GreenListScheme
 from wash.watermarks.hashing import derive_seed
 
 if TYPE_CHECKING:
@@ -181,7 +179,7 @@ _WORD = re.compile(rb"^ [a-z]{3,}$")
 
 def attackable() -> list[str]:
     """The schemes De-mark applies to: the green-list family and DiPMark."""
-    return [n for n, cls in SCHEMES.items() if issubclass(cls, (GreenListScheme, DiPMark))]
+    return [n for n, cls in SCHEMES.items() if cls.green_list]
 
 
 #: One line for help texts and the mode table.
@@ -228,7 +226,7 @@ class DeMark(Strategy, name="demark", scope="first", routing=False, baseline=Tru
 
 def check_scheme(provider: "Provider") -> None:
     """De-mark estimates a green list and a logit bias: refuse a provider without them."""
-    if not isinstance(provider.scheme, (GreenListScheme, DiPMark)):
+    if not provider.scheme.green_list:
         raise WashInputError(
             f"mode 'demark' attacks green-list watermarks ({', '.join(attackable())}); provider 1's scheme "
             f"'{provider.spec.scheme}' has no green list and logit bias to estimate")

@@ -60,7 +60,6 @@ from wash.engine.providers import Provider, ProviderSet, build_providers
 from wash.engine.served import ServedSystem
 from wash.engine.backends import Backend
 from wash.watermarks.hashing import derive_seed
-from wash.watermarks.keyseq import EditScheme
 
 LETTERS = tuple(chr(c) for c in range(ord("A"), ord("Z") + 1))
 NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
@@ -314,14 +313,13 @@ class _System:
         # A probe serves hundreds of fresh generations at every node, so a keyed
         # sequence is read at every offset again and again: keep the whole key.
         for p in self.providers:
-            if isinstance(p.scheme, EditScheme):
-                p.scheme.keep_rows(p.scheme.params.keylen)
+            p.scheme.keep_whole_key()
         #: Providers whose law is a keyed point mass (EXP-Edit, ITS-Edit): v2 reads their
         #: token per state (``EditScheme.picks``) instead of building and drawing from a
         #: one-hot law per state, which took most of a stateful ensemble's probe.
         self._keyed_points = {k for k, p in enumerate(self.providers)
                               if self.mode.watermark and p.space is None
-                              and isinstance(p.scheme, EditScheme) and p.scheme.point_mass}
+                              and p.scheme.picks_states and p.scheme.point_mass}
 
     @property
     def distributions(self) -> int:

@@ -39,7 +39,7 @@ so the paper's numbers were measured on it. It matters for WASH: averaged with
 N - 1 others, a point mass keeps 1/N of the mixture on one keyed token at every
 step, while the soft law spreads its keyed preference over the candidates, a
 smaller perturbation that averages out differently. ``soft`` is computed as the
-softmax of log(r)/p (``base.race_law``), the exact law without the release's
+softmax of log(r)/p (``race.race_law``), the exact law without the release's
 float32 underflow. Two properties differ from ``gumbel``: it is not a point mass
 (``point_mass`` is False), and it is *not* unbiased over keys: averaged over keys
 it is flatter than p (p = (0.6, 0.25, 0.1, 0.05) gives (0.562, 0.268, 0.113,
@@ -73,8 +73,10 @@ import torch
 
 from wash.watermarks import hashing
 from wash.watermarks.registry import register
-from wash.watermarks.base import (BOOL, DETECTOR_VARIANTS, RACE_FORMS, Detection, Detector, WatermarkScheme,
-                                  check_choice, check_range, race_law, softmax)
+from wash.watermarks.base import (BOOL, DETECTOR_VARIANTS, Detection, Detector, WatermarkScheme, check_choice,
+                                  check_range, softmax)
+from wash.watermarks.laws import KeyedLaw
+from wash.watermarks.race import RACE_FORMS, ContextRaceLaw, race_law
 from wash.watermarks.scoring import gamma_sum_p, mean_t_z
 
 #: Reduction of the last ``context_width`` ids, as MarkLLM's EXP.
@@ -149,12 +151,16 @@ class AAR(WatermarkScheme):
             return _AARReleaseDetector(self, prefix)
         return _AARDetector(self, prefix)
 
+    def keyed_law(self) -> KeyedLaw:
+        return ContextRaceLaw(self)
+
 
 class _AARDetector(Detector):
     scheme: AAR
 
     #: A token's score -log(1 - r) with r uniform is Exp(1) without the key's influence.
     token_null = (1.0, 1.0)
+    exp_scores = True
 
     def __init__(self, scheme: AAR, prefix: Sequence[int] = ()) -> None:
         super().__init__(scheme, prefix)
@@ -197,6 +203,8 @@ class _AARReleaseDetector(_AARDetector):
     it is scored, repeated (seed, token) pairs included, as the release's detector
     scores them (it has no repeat rule); ``skip_repeated`` does not apply.
     """
+
+    exp_scores = False  # higher criticism is offered beside our test only
 
     def __init__(self, scheme: AAR, prefix: Sequence[int] = ()) -> None:
         super().__init__(scheme, prefix)

@@ -8,7 +8,7 @@ code's processor/detector pairing:
   -> the provider's watermarked next-token distribution p_i (a probability vector).
   Sampling-based schemes (AAR, ITS-Edit, EXP-Edit) return the exact law of the
   token their keyed sampling rule would emit, which is a point mass; AAR and
-  EXP-Edit with ``form=soft`` serve the WASH release's soft law instead (``race_law``).
+  EXP-Edit with ``form=soft`` serve the WASH release's soft law instead (``race.race_law``).
 * ``detector``: an incremental scorer fed one token id at a time, whose ``result``
   is the scheme's own test statistic reported both as a p-value and as a z-score.
 
@@ -31,13 +31,16 @@ import math
 import numbers
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Hashable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Hashable, Sequence
 
 import torch
 
 from wash.errors import WashInputError
 from wash.options import SCHEME_PARAMS, parse_params
 from wash.watermarks.scoring import Z_THRESHOLD, p_from_z, z_from_p
+
+if TYPE_CHECKING:
+    from wash.watermarks.laws import KeyedLaw, KeyedPicks
 
 
 @dataclass
@@ -88,6 +91,12 @@ class Detector(ABC):
     token_null: tuple[float, float] | None = None
     #: True when every token is scored by ``result`` as a whole (an alignment), none on ``push``.
     scores_in_result: ClassVar[bool] = False
+    #: True when the test is a binomial count of green tokens (``per_token`` 1/0, null rate
+    #: ``null_rate``): what an entropy-weighted count (``statistics``' ``entropy``) reweights.
+    counts_green: ClassVar[bool] = False
+    #: True when each ``per_token`` score is Exp(1) without the key, so exp(-score) is a
+    #: uniform pivot (higher criticism, ``statistics``' ``hc``, reads them).
+    exp_scores: ClassVar[bool] = False
 
     def __init__(self, scheme: "WatermarkScheme", prefix: Sequence[int] = ()) -> None:
         self.scheme = scheme
@@ -184,6 +193,14 @@ class WatermarkScheme(ABC):
     #: per-state cost for identification's v2 probe.
     stateful: ClassVar[bool] = False
 
+    # -- what the scheme's law offers its callers (read instead of its class) --------------
+    #: Its perturbation favours a keyed set of tokens per context with a logit-scale bias an
+    #: observer can estimate (a green list; DiPMark's doubled tail): De-mark's target.
+    green_list: ClassVar[bool] = False
+    #: ``picks`` reads the token each per-generation state serves without building a law (a
+    #: keyed point mass indexed by state, when ``point_mass`` holds).
+    picks_states: ClassVar[bool] = False
+
     @dataclass(frozen=True)
     class Params:
         pass
@@ -253,6 +270,22 @@ class WatermarkScheme(ABC):
     @abstractmethod
     def make_detector(self, prefix: Sequence[int] = ()) -> Detector:
         """A fresh incremental detector for this scheme and key."""
+
+    def keyed_law(self) -> "KeyedLaw | KeyedPicks | None":
+        """The scheme's law batched over a re-read text's positions, for the model-aware statistics
+        (``laws``); ``None`` where none is built."""
+        return None
+
+    def picks(self, logits: torch.Tensor, ids: Sequence[int], prompt_len: int,
+              states: Sequence[Any]) -> tuple[list[int], int]:
+        """The token each of ``states`` serves after ``ids`` (where ``picks_states``), and how many
+        distinct keyed draws that read."""
+        raise NotImplementedError(f"{self.name}: no per-state picks")
+
+    def keep_whole_key(self) -> None:
+        """Keep every keyed draw once made: a probe serves hundreds of generations at one context.
+
+        Nothing to keep by default (a context-keyed scheme draws per context)."""
 
     def detect(self, ids: Sequence[int], prefix: Sequence[int] = ()) -> Detection:
         """Score a whole sequence (convenience over the incremental detector)."""
@@ -350,44 +383,6 @@ def softmax(logits: torch.Tensor) -> torch.Tensor:
     return torch.softmax(logits.to(torch.float64), dim=-1)
 
 
-# -- the keyed exponential race (AAR, EXP-Edit) --------------------------------------------
-#: How a keyed exponential race serves its keyed uniforms u over the base law p:
-#: ``gumbel`` the original papers' point mass on argmax u_t ** (1/p_t); ``soft`` the
-#: law proportional to u_t ** (1/p_t), sampled (the WASH release's and Water-Probe's
-#: samplers). A ``form`` parameter of the schemes that race (``aar``, ``exp-edit``).
-RACE_FORMS = ("gumbel", "soft")
 #: Which test a scheme's detector runs, where the WASH release's detector differs
 #: from ours (``aar``, ``exp-edit``, ``its-edit``): a ``detector`` parameter.
 DETECTOR_VARIANTS = ("ours", "release")
-
-
-def _race_scores(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    return torch.log(u.to(torch.float64)) / probs
-
-
-def race_winner(probs: torch.Tensor, u: torch.Tensor) -> int:
-    """The token the ``gumbel`` form of the race puts its mass on (``race_law``'s point)."""
-    return int(torch.argmax(_race_scores(probs, u)))
-
-
-def race_law(probs: torch.Tensor, u: torch.Tensor, form: str) -> torch.Tensor:
-    """The next-token law of a keyed exponential race with uniforms ``u`` over ``probs``.
-
-    Both forms rank tokens by ``log(u_t) / p_t`` in float64 (the same order as
-    ``u_t ** (1/p_t)``, without float32 underflow for small p; p_t = 0 scores
-    ``-inf``). ``gumbel``: a point mass on the top token. ``soft``: the softmax of
-    those scores, i.e. exactly ``u_t ** (1/p_t) / sum_s u_s ** (1/p_s)``, which the
-    WASH release computes as ``F.normalize(u ** (1/p), p=1)`` in float32 (where every
-    term can underflow to 0). If every score is ``-inf`` (the only candidates drew
-    u = 0, a 0/0 law) the soft form falls back to ``probs``.
-    """
-    scores = _race_scores(probs, u)
-    if form == "gumbel":
-        out = torch.zeros_like(probs)
-        out[int(torch.argmax(scores))] = 1.0
-        return out
-    if form != "soft":
-        raise ValueError(f"unknown race form '{form}' (accepted: {', '.join(RACE_FORMS)})")
-    if not bool(torch.isfinite(scores).any()):
-        return probs.clone()
-    return torch.softmax(scores, dim=-1)

@@ -46,17 +46,22 @@ from wash.watermarks import hashing
 from wash.watermarks.registry import register
 from wash.watermarks.base import Detector, WatermarkScheme, check_range, softmax
 from wash.watermarks.greenlist import GreenCountDetector, check_fraction
+from wash.watermarks.laws import KeyedLaw, RereadText, served
 
 
 def alpha_reweight(probs: torch.Tensor, order: torch.Tensor, alpha: float) -> torch.Tensor:
-    """DiPMark's alpha-reweight of ``probs`` (float64) along the permutation ``order``."""
-    in_order = probs[order]
+    """DiPMark's alpha-reweight of ``probs`` (float64) along the permutation ``order``, on the last axis.
+
+    Batched (``probs`` broadcasts against ``order``): rows with probability 0 (padding) add
+    nothing to the cumulative mass wherever they sit, so reweighting a position's served
+    rows equals reweighting the whole vocabulary under the same keyed order.
+    """
+    in_order = torch.gather(probs.expand_as(order), -1, order)
     cdf = torch.cumsum(in_order, dim=-1)
     new_cdf = (cdf - alpha).clamp_min(0.0) + (cdf - (1.0 - alpha)).clamp_min(0.0)
-    increments = torch.diff(new_cdf, prepend=new_cdf.new_zeros(1))
-    out = torch.empty_like(probs)
-    out[order] = increments
-    return out / out.sum()
+    increments = torch.diff(new_cdf, dim=-1, prepend=torch.zeros_like(new_cdf[..., :1]))
+    out = torch.empty_like(increments).scatter_(-1, order, increments)
+    return out / out.sum(-1, keepdim=True)
 
 
 class _DiPMarkDetector(GreenCountDetector):
@@ -83,6 +88,7 @@ class DiPMark(WatermarkScheme):
     title = "DiPMark"
     rank = 2
     paper_columns = {1: 1, 2: 0}
+    green_list = True
     summary = "Wu et al. distribution-preserving alpha-reweight along a keyed permutation"
     description = (
         'Wu et al. DiPMark: a hash of the last {context_width} ids permutes the vocabulary and '
@@ -140,3 +146,27 @@ class DiPMark(WatermarkScheme):
 
     def make_detector(self, prefix: Sequence[int] = ()) -> Detector:
         return _DiPMarkDetector(self, prefix)
+
+    def keyed_law(self) -> KeyedLaw:
+        return DiPMarkLaw(self)
+
+
+class DiPMarkLaw(KeyedLaw):
+    """The alpha-reweight along the keyed permutation, restricted to the served rows (their order in
+    it); a random key orders the rows uniformly at random."""
+
+    scheme: DiPMark
+
+    def compact_laws(self, text: RereadText, t: int, probs: torch.Tensor) -> torch.Tensor:
+        scheme, ids = self.scheme, text.ids[:t]
+        if len(ids) < scheme.context_width or scheme.repeated_context(ids, 0):
+            return probs[None]
+        perm = scheme.order([int(i) for i in ids[len(ids) - scheme.context_width:]])
+        place = torch.empty_like(perm)
+        place[perm] = torch.arange(perm.numel())
+        return alpha_reweight(probs, torch.argsort(place[served(text, t)]), scheme.alpha)[None]
+
+    def simulate_laws(self, text: RereadText, probs: torch.Tensor, rng: np.random.Generator,
+                      n: int) -> torch.Tensor:
+        rank = torch.as_tensor(rng.random((n, *text.rows.shape)))
+        return alpha_reweight(probs[None], torch.argsort(rank, dim=-1), self.scheme.alpha)

@@ -9,7 +9,7 @@ exactly p_t, so the scheme is unbiased over keys. Unlike AAR the randomness is
 indexed by the position in the generation (plus a per-generation offset), not by
 the context; see ``keyseq`` for the key sequence and the alignment test.
 
-Forms (``form``), as AAR's (``base.race_law``): ``gumbel`` (default) is the point
+Forms (``form``), as AAR's (``race.race_law``): ``gumbel`` (default) is the point
 mass above, the paper's and MarkLLM's EXPEdit rule. ``soft`` serves the law
 xi_k[t] ** (1/p_t) / sum_s xi_k[s] ** (1/p_s), sampled: what the WASH release's
 EXP-Edit ("kth": ``xi[(shift + count) % keylen] ** (1/p)``, L1-normalised, a random
@@ -44,8 +44,9 @@ import torch
 
 from wash.watermarks import hashing
 from wash.watermarks.registry import register
-from wash.watermarks.base import RACE_FORMS, check_choice, race_law, race_winner
+from wash.watermarks.base import check_choice
 from wash.watermarks.keyseq import EditScheme
+from wash.watermarks.race import RACE_FORMS, race_law, race_winner
 
 
 @register
@@ -89,7 +90,10 @@ class EXPEdit(EditScheme):
         return race_law(probs, self.row(k), self.params.form)
 
     def _pick(self, probs: torch.Tensor, k: int) -> int:
-        return race_winner(probs, self.row(k))
+        return int(race_winner(probs, self.row(k)))
+
+    def element_picks(self, probs: torch.Tensor, table: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        return race_winner(probs, torch.where(valid, table, 0.0))  # padding draws u = 0: it never wins
 
     def observed_cost(self, unique_tokens: torch.Tensor) -> torch.Tensor:
         return torch.log1p(-self.key_values(unique_tokens.tolist()))

@@ -33,10 +33,12 @@ import math
 from abc import abstractmethod
 from typing import Any, Hashable, Sequence
 
+import numpy as np
 import torch
 
 from wash.watermarks.base import (BOOL, Detection, Detector, WatermarkScheme, check_choice, check_range,
                                   softmax)
+from wash.watermarks.laws import KeyedLaw, RereadText, served
 from wash.watermarks.scoring import binomial_z
 
 
@@ -67,6 +69,8 @@ class GreenCountDetector(Detector):
     Subclasses implement ``_is_green`` (``None`` = not scored). ``null_rate`` is the
     probability that an unwatermarked token is green (gamma for KGW-like lists).
     """
+
+    counts_green = True
 
     def __init__(self, scheme: WatermarkScheme, prefix: Sequence[int], null_rate: float) -> None:
         super().__init__(scheme, prefix)
@@ -128,6 +132,7 @@ class GreenListScheme(WatermarkScheme):
 
     gamma: float
     delta: float
+    green_list = True
 
     @property
     def skip_repeated(self) -> bool:
@@ -164,3 +169,34 @@ class GreenListScheme(WatermarkScheme):
 
     def make_detector(self, prefix: Sequence[int] = ()) -> Detector:
         return _MaskDetector(self, prefix, self.gamma)
+
+    def keyed_law(self) -> KeyedLaw:
+        return GreenListLaw(self)
+
+
+def served_green(mask: torch.Tensor | None, rows: torch.Tensor) -> torch.Tensor:
+    """Which of ``rows`` a list colours green (none where no list applies)."""
+    return torch.zeros(len(rows), dtype=torch.bool) if mask is None else mask[rows]
+
+
+class GreenListLaw(KeyedLaw):
+    """``boost_green`` on the served rows. A random key colours each row green with probability
+    gamma; a context-free scheme (one list per key) colours a token the same at every position."""
+
+    scheme: GreenListScheme
+
+    def compact_laws(self, text: RereadText, t: int, probs: torch.Tensor) -> torch.Tensor:
+        green = served_green(self.scheme.green_mask(text.ids[:t], None), served(text, t))
+        return boost_green(torch.log(probs), green, self.scheme.delta)[None]
+
+    def simulate_laws(self, text: RereadText, probs: torch.Tensor, rng: np.random.Generator,
+                      n: int) -> torch.Tensor:
+        scheme = self.scheme
+        if scheme.list_id([0] * len(text.ids)) == scheme.list_id([1] * len(text.ids)):
+            # one list per key (context-free): a token has one colour at every position
+            ids, inv = np.unique(text.rows, return_inverse=True)
+            colour = rng.random((n, len(ids))) < scheme.gamma
+            green = colour[:, inv.reshape(text.rows.shape)]
+        else:
+            green = rng.random((n, *text.rows.shape)) < scheme.gamma
+        return boost_green(torch.log(probs)[None], torch.as_tensor(green), scheme.delta)

@@ -130,11 +130,12 @@ class ITSEdit(EditScheme):
         return ranks.unsqueeze(0).expand(self.params.keylen, -1)
 
     def _pick(self, probs: torch.Tensor, k: int) -> int:
-        order = self.row(k)
-        cdf = torch.cumsum(probs[order], dim=0)
-        target = float(self.u[k]) * cdf[-1]
-        j = int(torch.searchsorted(cdf, target.reshape(1), right=True))
-        return int(order[min(j, len(order) - 1)])
+        return int(inverse_transform_pick(probs, self.row(k), self.u[k]))
+
+    def element_picks(self, probs: torch.Tensor, table: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        # a position's rows in each element's order (its ranks; padding last)
+        order = torch.argsort(torch.where(valid, table, float("inf")), dim=-1, stable=True)
+        return inverse_transform_pick(probs, order, self.u[:, None])
 
     def _law(self, probs: torch.Tensor, k: int) -> torch.Tensor:
         out = torch.zeros_like(probs)
@@ -214,6 +215,15 @@ class ITSEdit(EditScheme):
             note=(f"release ITS test: min over shifts of sum log(1-|eta-u|) = {obs:.4g} (shift {j}); "
                   f"{as_extreme}/{T} random u at or above; null {float(null.mean()):.4g} +- "
                   f"{float(null.std()):.3g}"))
+
+
+def inverse_transform_pick(probs: torch.Tensor, order: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """ITS's pick on the last axis: in ``order``, the first token whose cumulative mass passes u times
+    the total (``u`` has ``order``'s batch shape, or broadcasts to it)."""
+    cdf = torch.cumsum(torch.gather(probs.expand_as(order), -1, order), dim=-1)
+    target = u.to(torch.float64)[..., None] * cdf[..., -1:]
+    j = torch.searchsorted(cdf, target, right=True).clamp_max(order.shape[-1] - 1)
+    return torch.gather(order, -1, j)[..., 0]
 
 
 def _random_injections(batch: tuple[int, ...], count: int, size: int, gen: torch.Generator) -> torch.Tensor:

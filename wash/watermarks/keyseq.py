@@ -74,11 +74,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
+import numpy as np
 import torch
 
 from wash.watermarks import hashing
 from wash.watermarks.base import (DETECTOR_VARIANTS, Detection, Detector, WatermarkScheme, check_choice,
                                   check_range, softmax)
+from wash.watermarks.laws import KeyedPicks, RereadText
 from wash.watermarks.scoring import z_from_p
 
 #: Rows of the key sequence kept for generation (a step may be evaluated twice).
@@ -113,6 +115,7 @@ class EditScheme(WatermarkScheme):
 
     point_mass = True
     cheap_result = False  # result() runs the permutation test
+    picks_states = True
 
     @dataclass(frozen=True)
     class Params:
@@ -149,6 +152,9 @@ class EditScheme(WatermarkScheme):
     @abstractmethod
     def _row_values(self, row: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
         """What the detector needs of row ``row`` for each of ``tokens`` (float)."""
+
+    def keep_whole_key(self) -> None:
+        self.keep_rows(self.params.keylen)
 
     def keep_rows(self, count: int) -> None:
         """Keep up to ``count`` key elements drawn (default 4).
@@ -220,6 +226,18 @@ class EditScheme(WatermarkScheme):
         """The token a point-mass law (``point_mass``) puts its mass on, with key element k."""
         return int(torch.argmax(self._law(probs, k)))
 
+    @abstractmethod
+    def element_picks(self, probs: torch.Tensor, table: torch.Tensor, valid: torch.Tensor) -> torch.Tensor:
+        """(keylen, T) the column each key element's point mass picks among each position's rows.
+
+        ``probs`` (T, K) is each position's law on its rows (0 on padding), ``table``
+        (keylen, T, K) the rows' values under every element (``key_values``; NaN on
+        padding), ``valid`` (T, K) which rows are not padding: ``_pick`` batched."""
+
+    def keyed_law(self) -> "EditPicks | None":
+        """The point mass per key offset; none for a ``soft`` form (see ``EditPicks``)."""
+        return EditPicks(self) if self.point_mass else None
+
     def picks(self, logits: torch.Tensor, ids: Sequence[int], prompt_len: int,
               states: Sequence[Any]) -> tuple[list[int], int]:
         """The token each of ``states`` serves after ``ids``, for a point-mass law.
@@ -276,6 +294,35 @@ class EditScheme(WatermarkScheme):
         if len(edit) != len(schemes):
             raise TypeError(f"{self.name}: detect_under_keys needs {self.name} schemes")
         return [edit_verdict(s, a) for s, a in zip(edit, align_edit_keys(edit, ids))]
+
+
+class EditPicks(KeyedPicks):
+    """The point mass a generation that started at key offset o serves at its t-th token: key
+    element (o + t) mod keylen's pick (``key_index``), one variant per offset.
+
+    Positions count from the first text token, as the generation counted its own tokens.
+    A soft form has no such law: its law is continuous, so each of the keylen offsets would
+    need a full race per position and null draw (about 3e9 terms per text of 200 tokens at
+    1,000 draws), which the point mass avoids."""
+
+    scheme: EditScheme
+
+    @property
+    def variants(self) -> int:
+        return self.scheme.params.keylen
+
+    def picks(self, text: RereadText) -> np.ndarray:
+        rows, keylen = text.rows, self.scheme.params.keylen
+        valid = rows >= 0
+        unique, inverse = np.unique(rows[valid], return_inverse=True)
+        values = self.scheme.key_values(unique.tolist()).to(torch.float64).numpy()  # (keylen, U)
+        table = np.full((keylen, *rows.shape), np.nan)
+        table[:, valid] = values[:, inverse]
+        element = self.scheme.element_picks(torch.from_numpy(text.probs()), torch.from_numpy(table),
+                                            torch.from_numpy(valid)).numpy()
+        T = len(rows)
+        at = (np.arange(keylen)[:, None] + np.arange(T)[None, :]) % keylen  # the element offset o reads at t
+        return element[at, np.arange(T)[None, :]]
 
 
 class EditDetector(Detector):

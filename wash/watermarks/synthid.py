@@ -49,16 +49,29 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Sequence
 
+import numpy as np
 import torch
 
 from wash.watermarks import hashing
 from wash.watermarks.registry import register
 from wash.watermarks.base import Detection, Detector, WatermarkScheme, check_range, softmax
+from wash.watermarks.laws import KeyedLaw, RereadText, served
 
 #: Most tournament layers accepted: each layer is one pass over the support per step.
 MAX_DEPTH = 256
 #: Largest g-value table accepted (transformers' default is 2**16).
 MAX_TABLE_SIZE = 2**20
+
+
+def tournament_layer(p: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """One tournament layer's law, p * (1 + g - E_p[g]), on the last axis (unnormalised).
+
+    One position's law takes E_p[g] as ``torch.dot``, a batch as a sum over the last axis:
+    the two round differently in the last bits, and the served law keeps the bits it has
+    always had.
+    """
+    mean = torch.dot(g, p) if p.dim() == 1 else (g * p).sum(-1, keepdim=True)
+    return p * (g + (1.0 - mean))
 
 
 @register
@@ -158,15 +171,35 @@ class SynthID(WatermarkScheme):
         support = torch.nonzero(probs > 0).squeeze(1)  # zero-probability tokens stay at zero
         p = probs[support]
         per_layer, per_candidate = self._hash_parts(ids[len(ids) - self.context_len:], support)
-        for layer_part in per_layer:  # one tournament layer: p * (1 + g - E_p[g])
-            g_l = self._lookup(per_candidate + layer_part)
-            p = p * (g_l + (1.0 - torch.dot(g_l, p)))
+        for layer_part in per_layer:
+            p = tournament_layer(p, self._lookup(per_candidate + layer_part))
         out = torch.zeros_like(probs)
         out[support] = p / p.sum()
         return out
 
     def make_detector(self, prefix: Sequence[int] = ()) -> Detector:
         return _SynthIDDetector(self, prefix)
+
+    def keyed_law(self) -> KeyedLaw:
+        return SynthIDLaw(self)
+
+
+class SynthIDLaw(KeyedLaw):
+    """The tournament's closed form layer by layer (``tournament_layer``): the scheme's own law on a
+    position's served rows; a random key draws each layer's g-values Bernoulli(q) per row."""
+
+    scheme: SynthID
+
+    def compact_laws(self, text: RereadText, t: int, probs: torch.Tensor) -> torch.Tensor:
+        return self.scheme.distribution(text.full_row(t), text.ids[:t], 0, None)[served(text, t)][None]
+
+    def simulate_laws(self, text: RereadText, probs: torch.Tensor, rng: np.random.Generator,
+                      n: int) -> torch.Tensor:
+        p = probs[None].expand(n, -1, -1).clone()
+        q = self.scheme.g_mean
+        for _ in range(self.scheme.params.depth):
+            p = tournament_layer(p, torch.as_tensor((rng.random(p.shape) < q).astype(np.float64)))
+        return p / p.sum(-1, keepdim=True).clamp_min(1e-300)
 
 
 class _SynthIDDetector(Detector):

@@ -49,8 +49,10 @@ from scipy import stats
 from wash.watermarks import hashing
 from wash.watermarks.registry import register
 from wash.watermarks.base import Detection, Detector, check_range
-from wash.watermarks.greenlist import GreenListScheme, check_fraction, check_skip_repeated, is_green
+from wash.watermarks.greenlist import (GreenListLaw, GreenListScheme, boost_green, check_fraction, check_skip_repeated,
+                                       is_green, served_green)
 from wash.watermarks.kgw import KGW, check_context
+from wash.watermarks.laws import KeyedLaw, RereadText, served
 
 
 #: Largest bag accepted: each key costs a vocabulary-sized permutation in memory.
@@ -205,3 +207,32 @@ class WaterBag(GreenListScheme):
 
     def make_detector(self, prefix: Sequence[int] = ()) -> Detector:
         return _WaterBagDetector(self, prefix)
+
+    def keyed_law(self) -> KeyedLaw:
+        return WaterBagLaw(self)
+
+
+class WaterBagLaw(GreenListLaw):
+    """A generation is served by one of the bag's KGW lists or that list's complement: 2 x bag_size
+    variants, (bag key b, complement c) in that order. A random key is a bag of bag_size independent
+    random lists, each with its complement, so the simulated variants keep the pairing."""
+
+    scheme: WaterBag
+
+    @property
+    def variants(self) -> int:
+        return 2 * len(self.scheme.bag)
+
+    def compact_laws(self, text: RereadText, t: int, probs: torch.Tensor) -> torch.Tensor:
+        rows = served(text, t)
+        green = []
+        for kgw in self.scheme.bag:  # a bag key's list serves it and its complement
+            mask = served_green(kgw.green_mask(text.ids[:t]), rows)
+            green += [mask, ~mask]
+        return boost_green(torch.log(probs)[None], torch.stack(green), self.scheme.delta)
+
+    def simulate_laws(self, text: RereadText, probs: torch.Tensor, rng: np.random.Generator,
+                      n: int) -> torch.Tensor:
+        colour = torch.as_tensor(rng.random((n, len(self.scheme.bag), *text.rows.shape)) < self.scheme.gamma)
+        green = torch.stack([colour, ~colour], dim=2).flatten(1, 2)  # (n, 2 bag, T, K): (b, c) in order
+        return boost_green(torch.log(probs)[None, None], green, self.scheme.delta)

@@ -166,9 +166,9 @@ def _ratio_sums(ev: Evidence, served: ServedText, cuts: np.ndarray,
     if key not in ev.cache:
         law = keyed_law(ev.scheme)
         own = null_rng(ev.scheme, ev.ids, "rho")  # the same draws whichever LR statistic asks first
-        rho = law.observed(ev.scheme, served, ev.scored)
+        rho = law.observed(served, ev.scored)
         glr, mix = [], []
-        for block in law.null_sums(ev.scheme, served, ev.scored, own, n_null, cuts):
+        for block in law.null_sums(served, ev.scored, own, n_null, cuts):
             glr.append(tests.glr_from(block)[0].max(axis=1))
             mix.append(tests.log_mean_exp(tests.mixture_from(block), 1))
         ev.cache[key] = (rho, tests.log_ratio_sums(rho, cuts), np.concatenate(glr), np.concatenate(mix))
@@ -207,7 +207,8 @@ def _run_lr_mix(ev, served, cuts, rng, n_null):
 
 
 def _aar_pivots(ev: Evidence) -> np.ndarray:
-    """AAR's per-token p-values 1 - r = exp(-score) (uniform without the key)."""
+    """Per-token p-values exp(-score) of Exp(1) scores (``Detector.exp_scores``; AAR's 1 - r), uniform
+    without the key."""
     return np.array([np.exp(-s) if s is not None else 1.0 for s in ev.per_token])
 
 
@@ -239,16 +240,12 @@ def _run_entropy(ev, served, cuts, rng, n_null):
                           note=f"entropy-weighted green z {value[-1]:.3g}; p from {n_null} null draws")
 
 
-def _is_green_count(scheme: WatermarkScheme) -> bool:
-    from wash.watermarks.greenlist import GreenCountDetector
-
-    return isinstance(scheme.make_detector(), GreenCountDetector)
+def _counts_green(scheme: WatermarkScheme) -> bool:
+    return scheme.make_detector().counts_green
 
 
-def _is_aar(scheme: WatermarkScheme) -> bool:
-    from wash.watermarks.aar import AAR
-
-    return isinstance(scheme, AAR) and scheme.params.detector == "ours"
+def _has_exp_scores(scheme: WatermarkScheme) -> bool:
+    return scheme.make_detector().exp_scores
 
 
 STATISTICS: dict[str, Statistic] = {s.name: s for s in (
@@ -257,10 +254,10 @@ STATISTICS: dict[str, Statistic] = {s.name: s for s in (
                     "(one forward per text)", True, lambda s: keyed_law(s) is not None, _run_lr),
     Statistic("lr-mix", "the model-aware likelihood ratio averaged over a uniform prior on w (a Bayes factor; "
                         "one forward per text)", True, lambda s: keyed_law(s) is not None, _run_lr_mix),
-    Statistic("hc", "higher criticism over per-token pivots (model-free sparse-mixture test)", False, _is_aar,
+    Statistic("hc", "higher criticism over per-token pivots (model-free sparse-mixture test)", False, _has_exp_scores,
               _run_hc),
     Statistic("entropy", "green count weighted by the served entropy (SWEET/EWD-style; one forward per text)",
-              True, _is_green_count, _run_entropy),
+              True, _counts_green, _run_entropy),
 )}
 
 
