@@ -170,3 +170,21 @@ def test_an_unregistered_baseline_names_the_import_that_registers_it(monkeypatch
     import wash.baselines  # noqa: F401
 
     assert "wash.baselines" not in str(modes.unknown_mode("nope"))
+
+
+def test_the_loops_view_of_the_settings_is_the_config_itself():
+    """``decode.RunSettings`` names what the decoding loop reads of ``GenerationConfig`` (the loop
+    cannot import the config: the config resolves modes to the strategies that run the loop). It
+    declares nothing of its own: every name is a field or property of the config, with the same
+    annotation where both annotate it, so the two cannot drift apart."""
+    import dataclasses
+
+    from wash.engine.config import GenerationConfig
+    from wash.engine.decode import RunSettings
+
+    fields = {f.name: f.type for f in dataclasses.fields(GenerationConfig)}
+    names = set(RunSettings.__annotations__) | {n for n in vars(RunSettings) if not n.startswith("_")}
+    for name in sorted(names):
+        assert hasattr(GenerationConfig, name) or name in fields, f"RunSettings.{name} is not GenerationConfig's"
+    for name, kind in RunSettings.__annotations__.items():
+        assert str(fields[name]).split(" | ")[0].strip("'\"") == str(kind).strip("'\""), name
