@@ -282,8 +282,6 @@ def test_send_to_detect_passes_the_generations_models(coordinated_result) -> Non
 # -- the biased experiment shares one list -----------------------------------------------------
 def _green_by_text(provider) -> dict[bytes, bool]:
     """Each token string the provider's model spells -> whether the provider's list promotes it."""
-    from wash.engine.vocab import model_vocab
-
     vocab = provider.member.vocab
     ids = list(range(vocab.size))
     mask = provider.scheme.green_mask([], None)  # context-free: one list
