@@ -20,6 +20,7 @@ from typing import Callable
 
 import gradio as gr
 
+from wash.ui import gpu  # first: on ZeroGPU its import imports spaces, before torch (wash/ui/gpu.py)
 from wash import env
 from wash.engine import DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_TOP_K, PROFILES, mode_names, RULES
 from wash.ui.preload import Preload
@@ -36,14 +37,6 @@ from wash.ui.settings import app_models, concurrency_limit, limit_malloc_arenas
 from wash.ui.theory import KINDS, MAX_N, MAX_VOCAB
 from wash.ui.tokens import colour_map
 from wash.watermarks import scheme_names
-
-try:  # on Hugging Face ZeroGPU Spaces a GPU is attached only inside spaces.GPU calls
-    import spaces
-
-    on_gpu: Callable = spaces.GPU(duration=120)
-except ImportError:
-    def on_gpu(fn: Callable) -> Callable:
-        return fn
 
 #: Generate and the Lesson's steps share one concurrency limit: both are generations.
 GENERATION = "generation"
@@ -342,7 +335,8 @@ def _wire_generate(demo: gr.Blocks, g: dict, d: dict, tabs: gr.Tabs, models: lis
     # last, so API callers' positional order from before they existed still holds.
     inputs = [g["table"], g["prompt"], g["max_new"], g["temperature"], g["seed"], g["mode"],
               g["compare"], g["forwards"], g["top_k"], g["top_p"], g["aggregate"]]
-    g["go"].click(on_gpu(_by_component(handlers.make_generate(preload), g, demo)), inputs, outputs, api_name="generate",
+    generate = gpu.on_gpu(handlers.make_generate(preload), gpu.generate_seconds, preload)
+    g["go"].click(_by_component(generate, g, demo), inputs, outputs, api_name="generate",
                   concurrency_id=GENERATION,  # shared with the Lesson's runs: one limit on generations
                   # the queue position and elapsed time show on the status line only, so a user
                   # waiting behind others sees where they stand without the page greying out
@@ -374,13 +368,14 @@ def _wire_lesson(demo: gr.Blocks, les: dict, g: dict, i: dict, tabs: gr.Tabs, mo
     for number, button in enumerate(les["steps"], start=1):
         load = button.click(lesson_ui.make_load(number, models), None, [les[n] for n in lesson_ui.LOAD_OUTPUTS],
                             queue=False, api_name=f"lesson_load_{number}", api_visibility="undocumented")
-        run = lesson_ui.make_run(number, models, preload)
+        run = gpu.on_gpu(lesson_ui.make_run(number, models, preload), lesson_ui.run_seconds(number, models),
+                         preload)
         if LESSON_STEPS[number - 1].identify:
             runs.append(load.then(run, None, [les[n] for n in lesson_ui.IDENTIFY_OUTPUTS],
                                   show_progress_on=[les["identify_summary"]], api_name=f"lesson_run_{number}",
                                   api_visibility="undocumented"))
         else:
-            runs.append(load.then(on_gpu(_by_component(run, les, demo)), None, [les[n] for n in lesson_ui.OUTPUTS],
+            runs.append(load.then(_by_component(run, les, demo), None, [les[n] for n in lesson_ui.OUTPUTS],
                                   show_progress="minimal", show_progress_on=[les["status"]],
                                   concurrency_id=GENERATION, api_name=f"lesson_run_{number}",
                                   api_visibility="undocumented"))
@@ -392,9 +387,10 @@ def _wire_lesson(demo: gr.Blocks, les: dict, g: dict, i: dict, tabs: gr.Tabs, mo
                    api_visibility="undocumented")
 
 
-def _wire_detect(d: dict) -> None:
+def _wire_detect(d: dict, preload: Preload | None) -> None:
     # models comes last so API callers' positional order from before it existed still holds.
-    d["go"].click(handlers.run_detect, [d["text"], d["table"], d["threshold"], d["models"], d["statistic"]],
+    inputs = [d["text"], d["table"], d["threshold"], d["models"], d["statistic"]]
+    d["go"].click(gpu.on_gpu(handlers.run_detect, gpu.detect_seconds, preload), inputs,
                   [d["result"], d["provider"], d["tokens"], d["rows"]], api_name="detect")
     d["provider"].input(handlers.choose_detect_provider, [d["rows"], d["provider"]], d["tokens"],
                         api_visibility="undocumented")
@@ -404,7 +400,7 @@ def build_demo(preload: Preload | None = None) -> gr.Blocks:
     """The app; ``preload`` is the model loading it reports and waits for (started here if None)."""
     models = app_models()
     if preload is None:
-        preload = start_preload(models, echo=_log_preload)
+        preload = start_preload(models, echo=_log_preload, forward=not gpu.zero_gpu())
     # delete_cache: hourly, Gradio deletes the download files it copied that are older than ours
     with gr.Blocks(title="WASH: what averaging watermarked LLMs washes out",
                    delete_cache=(3600, tables.KEEP_DOWNLOADS_S)) as demo:
@@ -431,8 +427,9 @@ def build_demo(preload: Preload | None = None) -> gr.Blocks:
                 with gr.Accordion("Schemes, modes and forwards", open=False):
                     gr.Markdown(texts.reference_markdown())
         _wire_generate(demo, g, d, tabs, models, preload)
-        _wire_detect(d)
-        i["go"].click(handlers.run_identify, [i["table"], i["systems"], i["probe"]],
+        _wire_detect(d, preload)
+        i["go"].click(gpu.on_gpu(handlers.run_identify, gpu.identify_seconds, preload),
+                      [i["table"], i["systems"], i["probe"]],
                       [i["plot"], i["result"], i["summary"]], api_name="identify")
         _wire_lesson(demo, lesson, g, i, tabs, models, preload)
         for name in results.SELECTORS:
@@ -457,7 +454,8 @@ def _log_preload(message: str) -> None:
 
 def main() -> None:
     limit_malloc_arenas()  # opt-in, before any thread allocates (wash/ui/settings.py says why)
-    preload = start_preload(app_models(), echo=_log_preload, start=False)
+    preload = start_preload(app_models(), echo=_log_preload, start=False,
+                            forward=not gpu.zero_gpu())
     demo = build_demo(preload)
     # Loading starts as soon as the server answers, not before: ``launch`` checks that localhost
     # answers with one HEAD request of at most 3 s (gradio.networking.url_ok) and, if not, stops

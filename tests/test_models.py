@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 import pytest
+import torch
 
 from wash.engine import catalog, models
 from wash.engine.cache import complete, tokenizer_pickle
@@ -266,3 +267,25 @@ def test_prepare_cache_builds_what_is_missing_in_a_process_of_its_own_then_nothi
     assert models.prepare_cache(["smollm2"], messages.append) == {}
     (tokenizer / "tokenizer.json").write_text("{}")  # a size its marker does not list
     assert not complete("smollm2")
+
+
+@pytest.mark.parametrize("capability, breaks, dtype", [
+    ((9, 0), True, torch.bfloat16),   # H200 (ZeroGPU): bf16 for every model
+    ((8, 0), False, torch.bfloat16),  # A100
+    ((7, 5), False, torch.float16),   # T4: no bf16 in hardware
+    ((7, 5), True, torch.float32),    # T4 and Gemma-3: fp32, never fp16
+])
+def test_gpu_dtype_is_bf16_where_the_gpu_has_it_else_fp32_for_what_fp16_breaks(capability, breaks, dtype):
+    assert models.gpu_dtype(capability, breaks) == dtype
+
+
+def test_fp16_breaking_is_a_catalog_fact_that_reaches_the_device_choice(monkeypatch):
+    assert [n for n in catalog.CATALOG if catalog.breaks_in_fp16(n)] == ["gemma3", "tiny-gemma3"]
+    assert not catalog.breaks_in_fp16("dummy-gemma-3-270m@gemma3") and not catalog.breaks_in_fp16("org/model")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 5))
+    cuda = torch.device("cuda:0")
+    assert models.resolve_device(0, breaks_in_fp16=catalog.breaks_in_fp16("gemma3")) == (cuda, torch.float32)
+    assert models.resolve_device(0, breaks_in_fp16=catalog.breaks_in_fp16("smollm2")) == (cuda, torch.float16)
+    assert models.resolve_device(0, "cuda:0", breaks_in_fp16=True) == (cuda, torch.float32)

@@ -13,6 +13,7 @@ front matter.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -177,6 +178,7 @@ def test_a_default_model_that_cannot_load_is_named_with_why(tmp_path, hub, offer
     fetched; otherwise the app offers Gemma alone, names SmolLM2 and why, and refuses a request for it
     with the same reason (the app itself: tests/test_app_live.py)."""
     probe = """
+import ast
 import json
 from wash.errors import WashInputError
 from wash.ui.settings import app_models, check_app_model, missing_markdown, missing_models
@@ -225,3 +227,223 @@ def test_spacefile_agrees_with_the_readme_front_matter():
     meta = front_matter((ROOT / "README.md").read_text())
     assert {k: spacefile.get(k) for k in keys} == {k: meta[k] for k in keys}
     assert spacefile["build"] == "python -m wash space --out DIR"
+
+
+# -- hardware targets (--hardware cpu|zero-gpu|gpu) ------------------------------------
+#: What each target's front matter suggests and runs (checked against the Hub's docs: docs/SPACE.md).
+FRONT = {"cpu": ("cpu-upgrade", "3.11"), "zero-gpu": ("zero-a10g", "3.12"), "gpu": ("t4-small", "3.11")}
+#: The handlers of wash/ui that reach a model (directly or through one another); app.py must pass
+#: every one it wires through gpu.on_gpu.
+MODEL_CALLS = {"drive", "detect", "run_identify", "make_generate", "load_model", "generate"}
+
+
+@pytest.fixture(scope="module", params=["zero-gpu", "gpu"])
+def gpu_space(request, tmp_path_factory) -> tuple[str, Path]:
+    """A GPU target's Space, built by the command line."""
+    from wash.cli import main
+
+    out = tmp_path_factory.mktemp(request.param) / "build"
+    assert main(["space", "--hardware", request.param, "--out", str(out)]) == 0
+    return request.param, out
+
+
+def test_a_gpu_target_installs_cuda_torch_from_pypi(gpu_space):
+    target, space = gpu_space
+    text = (space / "requirements.txt").read_text()
+    names = _names(text)
+    assert set(names) == RUNTIME | ({"spaces"} if target == "zero-gpu" else set())
+    repo = _names((ROOT / "requirements.txt").read_text())
+    assert names["torch"] == repo["torch"]  # PyPI's Linux wheel of torch==2.13.0 is its CUDA 13.0 build
+    assert not [line for line in text.splitlines() if line.startswith("-") or "download.pytorch.org" in line]
+    assert {n: line for n, line in names.items() if n not in ("torch", "spaces") and line != repo[n]} == {}
+
+
+def test_each_target_writes_its_front_matter_and_setting(space, gpu_space):
+    from wash.space import front_matter
+
+    for target, folder in (("cpu", space), gpu_space):
+        meta = front_matter((folder / "README.md").read_text())
+        assert (meta["suggested_hardware"], meta["python_version"]) == FRONT[target]
+        assert json.loads((folder / "space_build.json").read_text())["hardware"] == target
+        built, repo = ((f / "README.md").read_text().splitlines() for f in (folder, ROOT))
+        changed = set(built) ^ set(repo)
+        assert {line.split(":")[0] for line in changed} <= {"suggested_hardware", "python_version"}
+    assert "download.pytorch.org/whl/cpu" in (space / "requirements.txt").read_text()
+
+
+def test_zero_gpu_runs_a_python_and_torch_its_docs_list():
+    from wash import space as builder
+
+    torch = _names(builder.space_requirements(target="zero-gpu"))["torch"]
+    assert torch.removeprefix("torch==") in builder.ZEROGPU_TORCH
+    assert builder.zero_gpu_python(builder.requires_python()) == "3.12"  # 3.10.13 is below >=3.11
+
+
+def test_zero_gpu_is_refused_in_one_line_when_its_versions_cannot_be_met(tmp_path, monkeypatch, capsys):
+    from wash import space as builder
+    from wash.cli import main
+    from wash.errors import WashInputError
+
+    refusal = r"^--hardware zero-gpu: ZeroGPU runs Python 3\.10\.13 or 3\.12 .*requires >=3\.13$"
+    with pytest.raises(WashInputError, match=refusal):
+        builder.zero_gpu_python(">=3.13")
+    monkeypatch.setattr(builder, "ZEROGPU_TORCH", ("2.8.0",))
+    out = tmp_path / "never"
+    assert main(["space", "--hardware", "zero-gpu", "--out", str(out)]) == 2 and not out.exists()
+    errors = capsys.readouterr().err
+    assert errors.count("\n") == 1 and "ZeroGPU runs torch 2.8.0" in errors and "pins torch==2.13.0" in errors
+
+
+def _touching(paths: list[Path]) -> set[str]:
+    """Top-level functions of ``paths`` that reach a model: call one of ``MODEL_CALLS`` or one another."""
+    bodies = {node.name: {n.attr if isinstance(n, ast.Attribute) else n.id for n in ast.walk(node)
+                          if isinstance(n, (ast.Name, ast.Attribute))}
+              for path in paths for node in ast.parse(path.read_text()).body
+              if isinstance(node, ast.FunctionDef)}
+    touching = {name for name, used in bodies.items() if used & MODEL_CALLS}
+    while True:
+        more = {name for name, used in bodies.items() if used & touching} - touching
+        if not more:
+            return touching
+        touching |= more
+
+
+def test_on_zero_gpu_every_handler_that_touches_a_model_runs_inside_spaces_gpu(gpu_space):
+    """A handler touches a model when it is one of wash/ui's handlers or lesson runs whose body reaches the
+    engine's generation (``drive``, ``generate``), detection (``detect``), identification
+    (``run_identify``) or a model load; app.py must hand each one to Gradio through ``gpu.on_gpu``."""
+    target, folder = gpu_space
+    touching = _touching([folder / "wash/ui/handlers.py", folder / "wash/ui/lesson.py"])
+    assert {"make_generate", "run_detect", "run_identify", "make_run"} <= touching
+    tree = ast.parse((folder / "app.py").read_text())
+    wrapped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "gpu.on_gpu":
+            wrapped |= {id(n) for n in ast.walk(node.args[0])}
+    uses = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in touching
+            and ast.unparse(n.value) in ("handlers", "lesson_ui")]
+    assert len(uses) >= 4
+    assert [ast.unparse(n) for n in uses if id(n) not in wrapped] == []
+    assert "spaces.GPU(duration=seconds)" in (folder / "wash/ui/gpu.py").read_text()
+
+
+class _FakeSpaces:
+    """The ``spaces`` package as ZeroGPU runs it, in one process: ``GPU(duration=f)`` records ``f(*inputs)``
+    and, for a generator, closes the handler's generator at its next update once the caller closed
+    the GPU call's (``spaces.zero.wrappers.generator_function_wrapper``); ``refuse`` raises its quota
+    error instead."""
+
+    def __init__(self, refuse: Exception | None = None):
+        self.durations: list[int] = []
+        self.refuse = refuse
+
+    def GPU(self, duration):  # noqa: N802 - the package's name
+        def decorate(task):
+            def stream(*args, **kwargs):
+                self.durations.append(duration(*args, **kwargs))
+                if self.refuse is not None:
+                    raise self.refuse
+                worker = task(*args, **kwargs)
+                try:
+                    for update in worker:
+                        yield update
+                finally:
+                    worker.close()
+            return stream
+        return decorate
+
+
+@pytest.fixture()
+def zero_gpu(monkeypatch):
+    """This process as a zero-gpu build on ZeroGPU, with a fake ``spaces``."""
+    from wash.ui import gpu
+
+    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
+    monkeypatch.setattr(gpu, "target", lambda: "zero-gpu")
+    fake = _FakeSpaces()
+    monkeypatch.setitem(sys.modules, "spaces", fake)
+    return fake
+
+
+def test_zero_gpu_durations_follow_tokens_and_providers():
+    from wash.ui import gpu
+
+    rows = [["gemma3", "kgw", "1", ""], ["gemma3", "aar", "2", ""], ["gemma3", "dipmark", "3", ""]]
+    seconds = gpu.generate_seconds
+    assert seconds(rows, "p", 200, 1.0, 0, "wash", "off") == gpu.BASE_S + round(200 * 3 * gpu.TOKEN_S)
+    assert seconds(rows, "p", 200, 1.0, 0, "wash", "single") == gpu.BASE_S + round(200 * 4 * gpu.TOKEN_S)
+    assert seconds(rows[:1], "p", 8) < seconds(rows, "p", 8) < seconds(rows, "p", 80)
+    assert seconds("not a table", "p", "x") > 0  # bad input: the handler refuses it, not the duration
+    systems = ["a", "b", "c"]
+    assert gpu.identify_seconds(rows, systems, "fast") < gpu.identify_seconds(rows, systems, "standard")
+    assert gpu.detect_seconds("text", rows) > gpu.detect_seconds("text", rows[:1])
+
+
+def test_off_zero_gpu_handlers_are_registered_as_they_are(monkeypatch):
+    from wash.ui import gpu
+
+    monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
+    handler = lambda: None  # noqa: E731
+    assert gpu.on_gpu(handler, gpu.detect_seconds) is handler
+
+
+def test_zero_gpu_stop_ends_the_run_in_the_worker(zero_gpu):
+    """Stop sets a flag in the app's process; the wrapper there closes the GPU call, which closes the
+    handler's generator in the worker, whose ``finally`` stops the engine."""
+    from types import SimpleNamespace
+
+    from wash.ui import gpu, handlers
+
+    closed = []
+
+    def handler(table, prompt, max_new_tokens, request=None):
+        try:
+            for n in range(10_000):
+                yield {"status": f"token {n}"}
+        finally:
+            closed.append(True)
+
+    request = SimpleNamespace(session_hash="s-stop")
+    run = gpu.on_gpu(handler, gpu.generate_seconds)
+    seen = []
+    for update in run([["gemma3", "kgw", "1", ""]], "p", 30, request=request):
+        seen.append(update)
+        if len(seen) == 3:
+            handlers.STOPS.stop("s-stop")
+    assert seen[-1] == gpu.STOPPED and len(seen) == 4 and closed == [True]
+    assert zero_gpu.durations == [gpu.BASE_S + 3] and "s-stop" not in handlers.STOPS
+
+
+def test_zero_gpu_quota_refusal_is_one_line_naming_the_quota(zero_gpu):
+    import gradio as gr
+
+    from wash.ui import gpu
+
+    zero_gpu.refuse = gr.Error("You have exceeded your free ZeroGPU quota (80s requested vs. 31s left). "
+                               "Try again in 0:12:00.\nSign in for more.", title="ZeroGPU quota exceeded")
+
+    def handler(table, prompt, max_new_tokens, request=None):
+        yield {"status": "never"}
+
+    with pytest.raises(gr.Error) as refused:
+        list(gpu.on_gpu(handler, gpu.generate_seconds)([["gemma3", "kgw", "1", ""]] * 3, "p", 200))
+    line = refused.value.message
+    assert "\n" not in line and line.startswith("ZeroGPU quota exceeded: You have exceeded your free ZeroGPU")
+    assert "(80s requested vs. 31s left)" in line and "asked for 80 s of GPU time" in line
+    other = gr.Error("bad row", title="Invalid input")
+    assert gpu.quota_line(other, 80) is None
+
+
+def test_what_a_gpu_call_sends_back_pickles(tiny_smollm2, tiny_gemma3, monkeypatch):
+    """ZeroGPU pickles every update from its worker to the app: Generate's (figures, the run record) and
+    Detect's answer must survive it."""
+    import pickle
+
+    from wash.ui import handlers
+
+    monkeypatch.setenv("WASH_APP_MODELS", "tiny-smollm2,tiny-gemma3")
+    rows = [["tiny-smollm2", "kgw", "1", ""], ["tiny-gemma3", "aar", "2", ""]]
+    updates = list(handlers.make_generate(None)(rows, "Hello", 4, 1.0, 0, "wash", "single"))
+    assert updates and all(pickle.loads(pickle.dumps(u)).keys() == u.keys() for u in updates)
+    answer = handlers.run_detect(updates[-1]["plain"], rows, 4.0, ["tiny-smollm2", "tiny-gemma3"])
+    assert len(pickle.loads(pickle.dumps(answer))) == len(answer)

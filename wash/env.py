@@ -92,6 +92,9 @@ TRANSFORMERS_VERBOSITY = Variable(
 GRADIO_SERVER_NAME = Variable("GRADIO_SERVER_NAME", "`0.0.0.0`", "where `app.py` listens")
 GRADIO_SERVER_PORT = Variable("GRADIO_SERVER_PORT", "`7860`", "the port `app.py` listens on")
 PORT = Variable("PORT", "unset", "a hosting platform's port, used when `GRADIO_SERVER_PORT` is unset")
+SPACES_ZERO_GPU = Variable(
+    "SPACES_ZERO_GPU", "unset", "set by Hugging Face on a ZeroGPU Space (`true`); with a `--hardware zero-gpu` "
+                               "build, the app then runs every model call inside `spaces.GPU` (docs/SPACE.md)")
 PYTHONPATH = Variable(
     "PYTHONPATH", "unset", "a local Ray cluster's workers get this checkout prepended, so they import it")
 
@@ -99,7 +102,8 @@ PYTHONPATH = Variable(
 VARIABLES: tuple[Variable, ...] = (
     APP_MODELS, ALLOW_EXTERNAL_MODELS, APP_CONCURRENCY, MALLOC_ARENAS, MALLOC_TRIM, CACHE_DIR, BACKEND,
     RAY_CALL_TIMEOUT_S, RAY_LOAD_TIMEOUT_S, THREADS_PER_MODEL, PARALLEL_FORWARDS, GPU_RUN_CPU, RAY_ADDRESS,
-    HF_HUB_OFFLINE, TRANSFORMERS_VERBOSITY, GRADIO_SERVER_NAME, GRADIO_SERVER_PORT, PORT, PYTHONPATH)
+    HF_HUB_OFFLINE, TRANSFORMERS_VERBOSITY, GRADIO_SERVER_NAME, GRADIO_SERVER_PORT, PORT, SPACES_ZERO_GPU,
+    PYTHONPATH)
 
 #: What turns an on/off setting off (any case); anything else set turns it on.
 OFF = ("0", "false", "no", "off")
@@ -187,6 +191,11 @@ def ray_address() -> str:
 
 def hub_offline() -> bool:
     return flag(HF_HUB_OFFLINE, False)
+
+
+def on_zero_gpu() -> bool:
+    """Whether Hugging Face runs this process on ZeroGPU, read as ``spaces`` reads it (1, t, true)."""
+    return SPACES_ZERO_GPU.text().lower() in ("1", "t", "true")
 
 
 def server_name() -> str:

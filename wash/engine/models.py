@@ -23,7 +23,8 @@ import torch
 from wash.engine.cache import (INSTALL, Progress, build_lock, cache_dir, cached_copy, complete, gguf_file,
                                gguf_parsed_once, hub_allowed, marker_ok, package_present, tokenizer_pickle,
                                write_marker)
-from wash.engine.catalog import CATALOG, check_model_name, parse_dummy, read_shape, tokenizer_family
+from wash.engine.catalog import (CATALOG, breaks_in_fp16, check_model_name, parse_dummy, read_shape,
+                                 tokenizer_family)
 from wash.errors import WashInputError
 
 #: Extra end-of-text strings honoured besides the tokenizer's own EOS (chat and base ends).
@@ -59,9 +60,23 @@ class LoadedModel:
         return ([self.bos_id] if self.bos_id is not None else []) + ids
 
 
-def resolve_device(index: int = 0, device: str | torch.device | None = None,
-                   dtype: torch.dtype | None = None) -> tuple[torch.device, torch.dtype]:
-    """CPU float32 here; on GPUs bf16 (fp16 where bf16 is missing), one GPU per model.
+#: The first CUDA compute capability with bf16 in hardware (Ampere). Below it (a T4 is 7.5)
+#: ``torch.cuda.is_bf16_supported()`` may still say yes, through a slow emulation.
+BF16_CAPABILITY = (8, 0)
+
+
+def gpu_dtype(capability: tuple[int, int], breaks_in_fp16: bool = False) -> torch.dtype:
+    """The dtype a model runs in on a GPU of ``capability``: bf16 where the GPU has it, else fp16,
+    or fp32 for a model whose outputs fp16 breaks (``catalog.breaks_in_fp16``), never fp16 for it."""
+    if tuple(capability) >= BF16_CAPABILITY:
+        return torch.bfloat16
+    return torch.float32 if breaks_in_fp16 else torch.float16
+
+
+def resolve_device(index: int = 0, device: str | torch.device | None = None, dtype: torch.dtype | None = None,
+                   breaks_in_fp16: bool = False) -> tuple[torch.device, torch.dtype]:
+    """CPU float32 here; on GPUs ``gpu_dtype`` of the GPU (``breaks_in_fp16``: the model's catalog fact),
+    one GPU per model.
 
     ``device`` and ``dtype`` override the choice (a benchmark's ``--device`` and ``--dtype``);
     a bare ``cuda`` names the current GPU.
@@ -71,12 +86,12 @@ def resolve_device(index: int = 0, device: str | torch.device | None = None,
         if device.type == "cuda" and device.index is None:
             device = torch.device("cuda", torch.cuda.current_device())
         if dtype is None:
-            dtype = resolve_device(index)[1] if device.type == "cuda" else torch.float32
+            dtype = gpu_dtype(torch.cuda.get_device_capability(device), breaks_in_fp16) \
+                if device.type == "cuda" else torch.float32
         return device, dtype
     if torch.cuda.is_available():
-        n = torch.cuda.device_count()
-        auto = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-        return torch.device(f"cuda:{index % n}"), dtype or auto
+        cuda = torch.device(f"cuda:{index % torch.cuda.device_count()}")
+        return cuda, dtype or gpu_dtype(torch.cuda.get_device_capability(cuda), breaks_in_fp16)
     return torch.device("cpu"), dtype or torch.float32
 
 
@@ -136,7 +151,7 @@ def _load(name: str, say: Progress, device_index: int, device: str | torch.devic
           dtype: torch.dtype | None = None) -> LoadedModel:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    device, dtype = resolve_device(device_index, device, dtype)
+    device, dtype = resolve_device(device_index, device, dtype, breaks_in_fp16(name))
     entry = CATALOG.get(name)
     dummy = parse_dummy(name)
     if dummy is not None or (entry is not None and entry.shape):

@@ -96,6 +96,17 @@ def make_run(number: int, models: Sequence[str], preload: Preload | None) -> Cal
     return run
 
 
+def run_seconds(number: int, models: Sequence[str]) -> Callable[..., int]:
+    """The GPU seconds the step's run asks ZeroGPU for (``wash.ui.gpu``): its run takes no inputs, so
+    the duration is the Generate (or Identify) handler's for the inputs the step sends."""
+    from wash.ui import gpu
+
+    s = step(number)
+    if s.identify:
+        return lambda *_, **__: gpu.identify_seconds(table(s, models), list(IDENTIFY_SYSTEMS), PROBE)
+    return lambda *_, **__: gpu.generate_seconds(*generate_inputs(s, models))
+
+
 def try_it(number: Any, models: Sequence[str]) -> tuple:
     """The current step's settings in the Generate tab (``TRY_OUTPUTS``), or its providers in Identify's."""
     s = step(int(number))

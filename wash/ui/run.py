@@ -142,12 +142,14 @@ class StopRegistry:
 
 
 # -- loading ahead of the first click -------------------------------------------------
-def warm_up(models: Sequence[str], say: Progress) -> None:
+def warm_up(models: Sequence[str], say: Progress, forward: bool = True) -> None:
     """What a first generation would otherwise pay once the models are loaded.
 
     Builds the union vocabulary of the default preset's models and each model's
     own (single mode, one-model presets, the Detect tab), then runs that preset for
-    one token so every model has run a first forward (the slowest of all).
+    one token so every model has run a first forward (the slowest of all). Not that
+    forward on ZeroGPU (``forward=False``): this process has no GPU there, and what
+    it warms would not reach the worker ``spaces.GPU`` forks for each call.
     """
     from wash.api import generate
     from wash.engine import load_model, align, model_vocab
@@ -164,19 +166,22 @@ def warm_up(models: Sequence[str], say: Progress) -> None:
         if [name] != names:
             say(f"building the vocabulary index of {name} alone")
             align([model_vocab(load_model(name))])
-    say("warming up: one token of the default preset")
-    generate(config)
+    if forward:
+        say("warming up: one token of the default preset")
+        generate(config)
 
 
-def start_preload(models: Sequence[str], echo: Progress | None = None, start: bool = True) -> Preload:
+def start_preload(models: Sequence[str], echo: Progress | None = None, start: bool = True,
+                  forward: bool = True) -> Preload:
     """Start loading (and warming up) the app's models in a background thread; the default models
     this machine cannot load are named (``settings.missing_models``), on the page and to ``echo``.
-    ``start=False`` returns it unstarted, for a caller that must start it later (``app.main``)."""
+    ``start=False`` returns it unstarted, for a caller that must start it later (``app.main``);
+    ``forward=False`` leaves out the warm-up's forward (``warm_up``: ZeroGPU)."""
     names = list(dict.fromkeys(models))
     missing = missing_models()
     for name, why in missing.items() if echo is not None else ():
         echo(f"{name}: not offered here: {why}")
-    preload = Preload(names, then=lambda say: warm_up(names, say), echo=echo, missing=missing)
+    preload = Preload(names, then=lambda say: warm_up(names, say, forward), echo=echo, missing=missing)
     return preload.start() if start else preload
 
 
