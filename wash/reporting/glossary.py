@@ -42,6 +42,11 @@ TERMS: tuple[tuple[str, str], ...] = (
 )
 
 
+def definition(term: str) -> str:
+    """One entry's text, as the list prints it."""
+    return dict(TERMS)[term]
+
+
 def lines() -> list[str]:
     """The list as markdown bullets, term in bold."""
     return [f"* **{term}**: {text}." for term, text in TERMS]
