@@ -7,6 +7,8 @@
   the paper's tables), at the precision it is printed with.
 * The README quotes the report's headline; the page stays short; the templates hold no
   measured number.
+* The README's short table and its opening lines, and docs/CLASSROOM.md, are generated too:
+  their numbers read back to cells, and a changed result changes them.
 """
 
 from __future__ import annotations
@@ -21,10 +23,10 @@ import pytest
 
 from wash import reporting
 from wash import results_tables as rt
-from wash.reporting import descriptions
+from wash.reporting import descriptions, glossary, opening
 from wash.reporting.data import folders
-from wash.reporting.findings import FINDINGS_FOLDERS, findings, findings_table
-from wash.reporting.headline import HEADLINE_FOLDERS, headline
+from wash.reporting.findings import FINDINGS_FOLDERS, brief_table, findings, findings_table
+from wash.reporting.headline import HEADLINE_FOLDERS, headline, name as display_name
 
 REPO = reporting.REPO
 HINT = f"run `{reporting.REGENERATE}` and commit the documents it writes"
@@ -129,6 +131,103 @@ def test_every_number_in_the_main_finding_table_resolves_to_a_cell():
     assert not unresolved, f"main-finding numbers without a cell: {unresolved}"
 
 
+def _unresolved(text: str, cells: list[float]) -> list[str]:
+    return [t for t in NUMBER.findall(text) if t not in LITERALS
+            and not any(_printed(t, c * scale) for c in cells for scale in (1, 100))]
+
+
+def test_every_number_in_the_readme_short_table_resolves_to_a_cell():
+    text = "\n".join(brief_table(rt.RESULTS_ROOT, folders()))
+    assert len(NUMBER.findall(text)) > 20
+    cells = _cells(FINDINGS_FOLDERS) + list(rt.PAPER_CLAIMS.values())
+    assert not _unresolved(text, cells), f"short-table numbers without a cell: {_unresolved(text, cells)}"
+
+
+def test_the_short_table_links_its_jargon_to_the_glossary_the_readme_holds():
+    section = reporting.readme_section()
+    assert f"{glossary.HEADING}" in section and "[z](#words-used-here)" in section
+    assert glossary.ANCHOR == "#" + glossary.HEADING.lower().replace(" ", "-")
+    for row in brief_table(rt.RESULTS_ROOT, folders())[2:]:
+        assert len(row.split()) < 80, row  # a few words a cell, not the full cells of docs/results/findings.md
+
+
+def test_the_opening_lines_are_generated_and_resolve_to_cells():
+    readme = (REPO / "README.md").read_text()
+    body = readme[readme.index(opening.START) + len(opening.START):readme.index(opening.END)].strip()
+    assert body == opening.sentence(rt.RESULTS_ROOT, folders())
+    cells = _cells(opening.FOLDERS)
+    assert not _unresolved(body.replace("1/N", ""), cells), _unresolved(body.replace("1/N", ""), cells)
+
+
+def test_each_scheme_is_sorted_by_its_own_decay(tmp_path):
+    """A scheme whose z under WASH at N = 5 stays at its z alone reads "slower"; one at a tenth of z alone / 5
+    reads "faster": the opening says what each scheme's numbers say."""
+    shutil.copytree(rt.RESULTS_ROOT / rt.DETECTION_FOLDER, tmp_path / rt.DETECTION_FOLDER)
+    path = tmp_path / rt.DETECTION_FOLDER / "tpr_summary.csv"
+    t = pd.read_csv(path)
+    alone = t[t["mode"] == "single"].set_index("scheme")["mean_z_pos"]
+    wash5 = (t["mode"] == "wash") & (t["n"] == 5)
+    t.loc[wash5 & (t["scheme"] == "kgw"), "mean_z_pos"] = alone["kgw"]
+    t.loc[wash5 & (t["scheme"] == "aar"), "mean_z_pos"] = alone["aar"] / 50
+    t.to_csv(path, index=False)
+    classes = opening.decay_classes(folders(tmp_path))
+    assert "kgw" in classes["slower"] and "aar" in classes["faster"], classes
+
+
+@pytest.mark.parametrize("mean, word", [(1.0, "**Holds**"), (3.0, "**Not reproduced**")])
+def test_the_first_rows_verdict_reads_the_papers_bound_of_two(tmp_path, mean, word):
+    """Row 1 judges the abstract's "below 2", not the z = 4 line: every mean below 2 holds, none does not."""
+    from wash.reporting.findings import per_text_z
+
+    shutil.copytree(rt.RESULTS_ROOT / "decay-mix-paper", tmp_path / "decay-mix-paper")
+    path = tmp_path / "decay-mix-paper" / "decay_summary.csv"
+    t = pd.read_csv(path)
+    t.loc[(t["n"] == 3) & t["scheme"].str.startswith("mix/"), "mean"] = mean
+    t.to_csv(path, index=False)
+    row = per_text_z(folders(tmp_path))
+    assert row.verdict.startswith(word) and row.brief_verdict.startswith(word), row.verdict
+    assert "below 2" in row.claim
+
+
+def test_the_committed_first_row_names_the_schemes_above_two():
+    from wash.reporting.findings import per_text_z
+
+    f = folders()["decay-mix-paper"].summary
+    above = f[(f["n"] == 3) & f["scheme"].str.startswith("mix/") & (f["mean"] >= rt.PAPER_CLAIMS["z_below"])]
+    row = per_text_z(folders())
+    assert len(above) and row.brief_verdict.startswith("**Partly holds**")
+    for scheme in above["scheme"]:
+        assert display_name(scheme[4:]) in row.brief
+
+
+def test_the_handouts_survival_table_is_the_detection_tables_cells():
+    from wash.reporting.classroom import HOW
+    from wash.reporting.fmt import pct_ci
+
+    text = (REPO / "docs" / "CLASSROOM.md").read_text()
+    t = rt.detection_table()
+    for scheme in HOW:
+        row = next(x for x in text.splitlines() if x.startswith(f"| {display_name(scheme)} |")).split(" | ")
+        for column, setting in ((2, "single"), (3, "WASH N=5")):
+            c = t[(t["scheme"] == scheme) & (t["setting"] == setting)].iloc[0]
+            assert row[column] == pct_ci(c["tpr"], c["tpr_low"], c["tpr_high"]), (scheme, setting, row)
+
+
+def test_the_handout_holds_the_kit():
+    """Answers for each question, a plan that adds up to a class period, the glossary and how to run it."""
+    from wash.reporting import classroom
+
+    text = (REPO / "docs" / "CLASSROOM.md").read_text()
+    assert text.startswith("<!-- Generated by `python -m wash report`")
+    questions = re.findall(r"^\d\. ", text, re.M)
+    assert len(questions) == text.count("*Answer:*") == 5
+    assert sum(m for m, _, _ in classroom.PLAN) == 45 and "## A 45-minute plan" in text
+    assert f"## {glossary.HEADING}" in text and all(f"**{term}**" in text for term, _ in glossary.TERMS)
+    for words in ("projector", "Duplicate this Space", "GRADIO_SERVER_NAME", "share link",
+                  "## What numbers to expect on a Space"):
+        assert words in text, words
+
+
 @pytest.mark.parametrize("column, cut, word", [
     ("tpr", 0.0, "**Holds** for every one"),      # every scheme at 0% TPR: the TPR claims hold
     ("tpr", 0.99, "**Not reproduced**"),          # every scheme at 99%: none holds
@@ -192,9 +291,13 @@ def test_a_changed_result_without_a_new_report_is_caught(tmp_path):
     summary.loc[cell, "tpr"] = 0.5
     summary.to_csv(path, index=False)
     changed = reporting.differences(root, tmp_path)
-    assert {"docs/RESULTS.md", "README.md", f"docs/results/{rt.DETECTION_FOLDER}.md"} <= set(changed)
+    assert {"docs/RESULTS.md", "README.md", f"docs/results/{rt.DETECTION_FOLDER}.md",
+            "docs/CLASSROOM.md"} <= set(changed)
     low, high = (float(summary.loc[cell, c].iloc[0]) * 100 for c in ("tpr_ci_low", "tpr_ci_high"))
-    assert f"KGW in 50% [{low:.0f}, {high:.0f}]" in reporting.generate(root, tmp_path)["docs/RESULTS.md"]
+    documents = reporting.generate(root, tmp_path)
+    assert f"KGW in 50% [{low:.0f}, {high:.0f}]" in documents["docs/RESULTS.md"]
+    kgw_row = next(x for x in documents["docs/CLASSROOM.md"].splitlines() if x.startswith("| KGW |"))
+    assert kgw_row.split(" | ")[3] == f"50% [{low:.0f}, {high:.0f}]", kgw_row  # the handout's "WASH N = 5" cell
 
 
 def test_a_removed_folder_leaves_no_stale_page(tmp_path):

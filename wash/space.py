@@ -7,7 +7,7 @@ a Space installs its ``requirements.txt`` as it stands, where this repository's
 (``torch==2.13.0``) would pull torch's CUDA wheels onto a CPU Space. The folder built
 here holds what the app reads and the pages the README reaches, nothing else:
 
-* ``app.py`` and the ``wash`` package (its sources; no tests, no tools);
+* ``app.py``, ``LICENSE`` and the ``wash`` package (its sources; no tests, no tools);
 * ``assets/`` (prompts, examples, the README's screenshot);
 * ``results/``: every folder's ``*_summary.csv`` and ``*_meta.json`` (the Results tab and
   the presets' measured lines read them) and ``results/README.md``; a ``*_runs.csv`` only
@@ -263,7 +263,7 @@ def _app_data(root: Path) -> list[Path]:
 
 def space_files(root: Path = ROOT) -> list[str]:
     """The repository files a Space copies as they are (repository-relative, sorted)."""
-    files = ["app.py"]
+    files = ["app.py"] + [name for name in ("LICENSE",) if (root / name).is_file()]  # the README links it
     files += [p.relative_to(root).as_posix() for p in sorted((root / "wash").rglob("*"))
               if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"]
     files += [p.relative_to(root).as_posix() for p in sorted((root / "assets").rglob("*")) if p.is_file()]
@@ -366,6 +366,16 @@ def summary(out: Path) -> dict:
     return {"out": str(out), "files": len(files), "bytes": sum(p.stat().st_size for p in files),
             "largest": largest.relative_to(out).as_posix(), "largest_bytes": largest.stat().st_size,
             "binary_files": sum(is_binary(p.read_bytes()) for p in files)}
+
+
+def measure(root: Path = ROOT) -> dict:
+    """What a build of ``root`` holds, built into a temporary folder and removed: the docs quote it
+    (``wash.facts``), so the size they state is the size the build makes, not one typed after a build."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        info = build(Path(tmp) / "space", root)
+    return {k: v for k, v in info.items() if k != "out"}
 
 
 def cmd_space(args: argparse.Namespace) -> int:

@@ -2,8 +2,11 @@
 
 Writes ``docs/RESULTS.md`` (the headline, the two questions beside the paper, the main
 runs), ``docs/results/<folder>.md`` (one page per results folder, every column),
-``docs/README.md`` (the documents, one line each) and the README's results section
-(between ``README_START`` and ``README_END``: the main-finding table of ``findings``). Nothing in them
+``docs/results/findings.md`` (the main-finding table in full), ``docs/CLASSROOM.md`` (the
+teacher's kit, ``classroom``), ``docs/README.md`` (the documents, one line each) and two parts
+of the README: its opening lines on what WASH shows (``opening``) and its results section
+(between ``README_START`` and ``README_END``: the main-finding table of ``findings`` in short
+cells, and the ``glossary``). Nothing in them
 is typed by hand except fixed prose: a result that changes without a re-generated report
 fails ``tests/test_report_docs.py``.
 """
@@ -14,9 +17,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from wash.reporting import classroom, glossary, opening
 from wash.reporting.data import folders
 from wash.reporting.experiments import experiment_page
-from wash.reporting.findings import findings_table
+from wash.reporting.findings import brief_table, findings_table
 from wash.reporting.dilution import dilution_figure, dilution_fits
 from wash.reporting.page import DILUTION_FIGURE, GENERATED, provenance_table, results_page
 from wash.exports import lazy_exports
@@ -33,6 +37,7 @@ __all__ += ["add_parser", "generate", "differences", "write", "REGENERATE"]
 
 REPO = RESULTS_ROOT.parent
 README_START = "<!-- results:start -->"
+FINDINGS_PAGE = "docs/results/findings.md"
 README_END = "<!-- results:end -->"
 REGENERATE = "python -m wash report"
 
@@ -55,8 +60,9 @@ DOCS = {
     "SPACE.md": "the Hugging Face Space: how to build and push it, what it holds, its check from a fresh venv",
     "SCREENSHOTS.md": "the README's and the tabs' screenshots: the script that makes them, to re-run after a UI "
                       "change",
-    "CLASSROOM.md": "a printable one-page handout for a class following the app's Lesson tab: the idea in "
-                    "pictures, what survives and why, the z-score, the five steps, questions",
+    "CLASSROOM.md": "the teacher's kit for the app's Lesson tab: the idea in pictures, what survives and why, "
+                    "the five steps, questions with answers, a 45-minute plan, the words, how to run the app for "
+                    "a class (generated)",
 }
 #: Data files in docs/ that documents link to, one line for all.
 DOC_DATA = ("bench-*.json, bench-threads/, soak-*.json, arena-growth.json, test-suite.json, "
@@ -66,11 +72,20 @@ DOC_DATA = ("bench-*.json, bench-threads/, soak-*.json, arena-growth.json, test-
 def readme_section(root: Path = RESULTS_ROOT) -> str:
     """The README's main-finding table, markers included: one row per claim of the paper, and a link."""
     lines = [README_START, GENERATED, "",
-             *findings_table(root, folders(root)), "", *_see_through_line(root),
-             "Each row names the committed run under `results/` it reads (SmolLM2-135M and Gemma-3-270M on a "
-             "CPU, in place of the paper's 8B models); the runs' commands, dates, serving and every cell: "
-             "[docs/RESULTS.md](docs/RESULTS.md).", README_END]
+             *brief_table(root, folders(root)), "", *_see_through_line(root),
+             "Each row reads a committed run under `results/` (SmolLM2-135M and Gemma-3-270M on a CPU, in place "
+             f"of the paper's 8B models); every row in full, with its run and 95% intervals: "
+             f"[{FINDINGS_PAGE}]({FINDINGS_PAGE}); the runs' commands, dates, serving and "
+             "every cell: [docs/RESULTS.md](docs/RESULTS.md).", "", *glossary.section("###"), README_END]
     return "\n".join(lines)
+
+
+def findings_page(root: Path = RESULTS_ROOT) -> str:
+    """docs/results/findings.md: the README's table with every cell in full."""
+    return "\n".join([GENERATED, "", "# What we found, claim by claim: every cell", "",
+                      "The README's table in full: each claim of the paper, what the committed run measures with "
+                      "its 95% intervals, the paper's number and the verdict.", "",
+                      *findings_table(root, folders(root)), ""])
 
 
 def _see_through_line(root: Path) -> list[str]:
@@ -95,6 +110,8 @@ def docs_index(root: Path = RESULTS_ROOT) -> str:
              *(f"* [{name}]({name}): {text}." for name, text in DOCS.items()),
              f"* {DOC_DATA}.",
              "* [../results/README.md](../results/README.md): what a committed results folder holds.",
+             f"* [{FINDINGS_PAGE.removeprefix('docs/')}]({FINDINGS_PAGE.removeprefix('docs/')}): the README's "
+             "main-finding table with every cell in full (generated).",
              *_see_through_index(root),
              "", *provenance_table(F)]
     return "\n".join(lines) + "\n"
@@ -120,8 +137,19 @@ def generate(root: Path = RESULTS_ROOT, repo: Path = REPO) -> dict[str, str]:
     page = see_through.page(root)
     if page is not None:
         out[see_through.PAGE] = page
-    out["README.md"] = replace_readme_section((Path(repo) / "README.md").read_text(), readme_section(root))
+    out[FINDINGS_PAGE] = findings_page(root)
+    handout = classroom.page(root, F, repo)
+    if handout is not None:
+        out[classroom.PAGE] = handout
+    out["README.md"] = _readme(root, F, repo)
     return out
+
+
+def _readme(root: Path, F, repo: Path) -> str:
+    """The README with its results section and its opening lines regenerated."""
+    text = replace_readme_section((Path(repo) / "README.md").read_text(), readme_section(root))
+    sentence = opening.sentence(root, F)
+    return opening.replace(text, sentence) if sentence else text
 
 
 def stale(repo: Path = REPO, documents: dict[str, str] | None = None) -> list[str]:

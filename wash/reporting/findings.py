@@ -16,6 +16,7 @@ import pandas as pd
 
 from wash import results_tables as rt
 from wash.detection import TEST_NAME, Z_THRESHOLD
+from wash.reporting import glossary
 from wash.reporting.data import Folder
 from wash.reporting.fmt import FPR_LEVEL, integer, md_table, num, num_ci, paper_pct, pct, pct_ci
 from wash.reporting.headline import name, names
@@ -25,17 +26,25 @@ CLAIMS = rt.PAPER_CLAIMS
 FINDINGS_FOLDERS = ("decay-mix-paper", "tpr-paper", "identify-calibrated", "identify-anchor", "tpr-anchor",
                     "baselines-10x100", "quality-paper")
 HEADERS = ["The paper says", "We measure (95% interval)", "Paper", "Verdict"]
+BRIEF_HEADERS = ["The paper says", "We measure", "Verdict"]
 
 
 @dataclass(frozen=True)
 class Finding:
+    """One claim: the full cells (docs/results/findings.md) and the short ones the README shows."""
     claim: str
     ours: str
     paper: str
     verdict: str
+    #: What we measure and the verdict in a few words, jargon linked to the README's glossary.
+    brief: str = ""
+    brief_verdict: str = ""
 
     def row(self) -> list[str]:
         return [self.claim, self.ours, self.paper, self.verdict]
+
+    def brief_row(self) -> list[str]:
+        return [self.claim, self.brief or self.ours, self.brief_verdict or self.verdict]
 
 
 def _count(part: int, whole: int, noun: str) -> str:
@@ -43,8 +52,18 @@ def _count(part: int, whole: int, noun: str) -> str:
     return f"every {noun}" if part == whole else f"{part} of {whole} {noun}s"
 
 
+def _word(held: int, whole: int) -> str:
+    """The verdict word for a claim that holds for ``held`` of ``whole`` cases."""
+    return "Holds" if held == whole else "Partly holds" if held else "Not reproduced"
+
+
+def _term(word: str, text: str | None = None) -> str:
+    """``[z](#words-used-here)``: a word of the glossary, linked where the README prints it."""
+    return f"[{text or word}]({glossary.ANCHOR})"
+
+
 def per_text_z(F: dict[str, Folder]) -> Finding | None:
-    """The abstract's "3 models bring z below the threshold of 4", read as each provider's per-text z."""
+    """The abstract's "3 models bring z below 2", read as each provider's per-text z; the z = 4 line beside it."""
     f = F.get("decay-mix-paper")
     if f is None:
         return None
@@ -52,19 +71,31 @@ def per_text_z(F: dict[str, Folder]) -> Finding | None:
     at3 = s[(s["n"] == 3) & s["scheme"].str.startswith("mix/")].sort_values("mean", ascending=False)
     if at3.empty:
         return None
-    below = at3[at3["mean"] < Z_THRESHOLD]
+    bound = CLAIMS["z_below"]
+    over = at3[at3["mean"] >= bound]
+    held = len(at3) - len(over)
+    below4 = at3[at3["mean"] < Z_THRESHOLD]
     reach = at3[at3["ci_high"] > Z_THRESHOLD]
-    ours = (f"Mean per-text z at N = 3 (`{f.name}`, every scheme over mixed base models): highest "
+    shown = over if len(over) else at3.head(2)
+    ours = (f"Mean per-text z at N = 3 (`{f.name}`, every scheme over mixed base models): "
+            + ("above " + num(bound, 0) + " " if len(over) else "highest ")
             + ", ".join(f"{name(r['scheme'][4:])} {num_ci(r['mean'], r['ci_low'], r['ci_high'])}"
-                        for _, r in at3.head(2).iterrows())
-            + f", lowest {name(at3.iloc[-1]['scheme'][4:])} "
+                        for _, r in shown.iterrows())
+            + f"; lowest {name(at3.iloc[-1]['scheme'][4:])} "
               f"{num_ci(at3.iloc[-1]['mean'], at3.iloc[-1]['ci_low'], at3.iloc[-1]['ci_high'])}")
-    verdict = (f"**{'Holds' if len(below) == len(at3) else 'Partly holds'} on the mean**: "
-               f"{_count(len(below), len(at3), 'scheme')} below {Z_THRESHOLD:g}")
-    verdict += (f"; the intervals of {names(r[4:] for r in reach['scheme'])} reach past {Z_THRESHOLD:g}"
+    verdict = (f"**{_word(held, len(at3))}**: the mean is below {num(bound, 0)} for "
+               f"{_count(held, len(at3), 'scheme')}" + (f"; not for {names(r[4:] for r in over['scheme'])}"
+                                                         if len(over) else "")
+               + f". Below {Z_THRESHOLD:g}: {_count(len(below4), len(at3), 'scheme')}")
+    verdict += (f", though the intervals of {names(r[4:] for r in reach['scheme'])} reach past {Z_THRESHOLD:g}"
                 if len(reach) else "") + "."
-    return Finding(f"With 3 models, detection z falls below {Z_THRESHOLD:g} (abstract: below "
-                   f"{num(CLAIMS['z_below'], 0)})", ours, f"below {num(CLAIMS['z_below'], 0)}", verdict)
+    brief = (f"Mean {_term('z')} at N = 3: "
+             + (", ".join(f"{name(r['scheme'][4:])} {num(r['mean'])}" for _, r in over.iterrows())
+                + f" above {num(bound, 0)}; the other {held} below" if len(over) else
+                f"every scheme below {num(bound, 0)}"))
+    brief_verdict = f"**{_word(held, len(at3))}** for {_count(held, len(at3), 'scheme')}"
+    return Finding(f"With 3 models, detection z falls below {num(bound, 0)} (abstract)", ours,
+                   f"below {num(bound, 0)}", verdict, brief, brief_verdict)
 
 
 def _tpr_row(root: Path, F: dict[str, Folder], setting: str, bound: float, claim: str, paper: str
@@ -95,7 +126,13 @@ def _tpr_row(root: Path, F: dict[str, Folder], setting: str, bound: float, claim
     else:
         verdict = (f"**{'Partly holds' if held else 'Not reproduced'}**: at most {paper} for "
                    f"{_count(held, len(cells), 'scheme')}; not for {names(above['scheme'])}.")
-    return Finding(claim, ours, paper, verdict)
+    rest = cells.drop(shown.index)
+    brief = (f"{_term('detection rate', 'Detected')} at {FPR_LEVEL} {_term('FPR')}, N = {setting.split('=')[-1]}: "
+             + ", ".join(f"{name(r['scheme'])} {pct(r['tpr'])}" for _, r in shown.iterrows())
+             + (f"; the other {len(rest)} from {pct(rest['tpr'].min())} to {pct(rest['tpr'].max())}"
+                if len(rest) else ""))
+    brief_verdict = f"**{_word(held, len(cells))}** for {_count(held, len(cells), 'scheme')}"
+    return Finding(claim, ours, paper, verdict, brief, brief_verdict)
 
 
 def tpr_n3(root: Path, F: dict[str, Folder]) -> Finding | None:
@@ -133,9 +170,12 @@ def identification(root: Path, F: dict[str, Folder]) -> Finding | None:
     else:
         verdict = (f"**Not reproduced** with independent keys: {names(whole) if whole else len(ident)} "
                    f"{'stay' if len(whole) != 1 else 'stays'} identifiable under WASH.")
+    brief = (f"Without a key, a test on the model ({_term('Water-Probe')}) still identifies {len(ident)} of "
+             f"{len(wash)} averaged systems" + (f" ({names(whole)} at N = 3 and 5)" if whole else ""))
+    brief_verdict = "**Holds**" if len(ident) == 0 and len(under) == len(wash) else "**Not reproduced**"
     return Finding(f"Under WASH a model can no longer be identified as watermarked: every WASH cell of Table 1 "
                    f"below z = {Z_THRESHOLD:g}",
-                   ours, f"z {num(paper_range.min())} to {num(paper_range.max())}", verdict)
+                   ours, f"z {num(paper_range.min())} to {num(paper_range.max())}", verdict, brief, brief_verdict)
 
 
 def release(root: Path, F: dict[str, Folder]) -> Finding | None:
@@ -166,9 +206,12 @@ def release(root: Path, F: dict[str, Folder]) -> Finding | None:
                "cells" + (f", the paper's Table 2 cell inside our interval in {inside} of {total}" if total else "")
                + (f"; yet the {TEST_NAME} identifies {len(ident)} of the {len(wash)} systems." if len(ident)
                   else "."))
+    brief = (f"One watermarked model among unwatermarked ones: {_term('Water-Probe')}'s z below "
+             f"{Z_THRESHOLD:g} in {len(under)} of {len(wash)} systems, as in the paper; its permutation test "
+             f"identifies {len(ident)} of {len(wash)}")
     return Finding("The release's own systems (one watermarked model among unwatermarked ones) stay below "
                    f"z = {Z_THRESHOLD:g} (Table 1) and at the Table 2 TPRs",
-                   ours, f"{len(wash)} of {len(wash)} cells below {Z_THRESHOLD:g}", verdict)
+                   ours, f"{len(wash)} of {len(wash)} cells below {Z_THRESHOLD:g}", verdict, brief, f"**{word}**")
 
 
 def baselines(F: dict[str, Folder]) -> Finding | None:
@@ -195,10 +238,15 @@ def baselines(F: dict[str, Folder]) -> Finding | None:
                + ("; **holds for speed**." if cheaper else
                   f"; **not reproduced for speed**: ToBlend costs {num(tob['cost_ratio'].min(), 1)}x to "
                   f"{num(tob['cost_ratio'].max(), 1)}x here, not ~{num(CLAIMS['toblend_cost'], 0)}x."))
+    brief = (f"Mean {_term('z')} lower under WASH than under ToBlend for {_count(lower, len(pairs), 'scheme')}; "
+             f"ToBlend costs {num(tob['cost_ratio'].min(), 1)}x to {num(tob['cost_ratio'].max(), 1)}x one model "
+             f"here, WASH {num(wash['cost_ratio'].min(), 1)}x to {num(wash['cost_ratio'].max(), 1)}x")
+    brief_verdict = (f"**{'Holds' if lower == len(pairs) else 'Partly holds'} for removal**; "
+                     + ("**holds for speed**" if cheaper else "**not reproduced for speed**"))
     return Finding(f"WASH removes as much as ToBlend at a fraction of the cost ({num(CLAIMS['speedup'], 0)}x "
                    "faster than the best baseline)", ours,
                    f"ToBlend ~{num(CLAIMS['toblend_cost'], 0)}x, WASH {num(CLAIMS['wash_cost_low'], 1)}x to "
-                   f"{num(CLAIMS['wash_cost_high'], 1)}x one model", verdict)
+                   f"{num(CLAIMS['wash_cost_high'], 1)}x one model", verdict, brief, brief_verdict)
 
 
 def quality(F: dict[str, Folder]) -> Finding | None:
@@ -228,9 +276,11 @@ def quality(F: dict[str, Folder]) -> Finding | None:
     verdict = ("**Reproduced**" if better == total else
                "**Not reproduced**" if better == 0 else "**Partly reproduced**") + (
         f": WASH improves on the watermarked model in {better} of {total} comparisons.")
+    brief = (f"{_term('perplexity', 'Perplexity')} under WASH against the watermarked model alone: lower in "
+             f"{better}, higher in {worse}, no clear difference in {total - better - worse} of {total} comparisons")
     return Finding("Averaging restores the quality a watermark costs (quality "
                    f"+{num(CLAIMS['quality_gain'] * 100, 1)}% over the baselines)", ours, f"+{num(CLAIMS['quality_gain'] * 100, 1)}%",
-                   verdict)
+                   verdict, brief, verdict.split(":")[0])
 
 
 def findings(root: Path, F: dict[str, Folder]) -> list[Finding]:
@@ -240,4 +290,10 @@ def findings(root: Path, F: dict[str, Folder]) -> list[Finding]:
 
 
 def findings_table(root: Path, F: dict[str, Folder]) -> list[str]:
+    """Every cell in full: docs/results/findings.md."""
     return md_table(HEADERS, [f.row() for f in findings(root, F)])
+
+
+def brief_table(root: Path, F: dict[str, Folder]) -> list[str]:
+    """The README's table: a few words a cell, the paper's number inside its claim."""
+    return md_table(BRIEF_HEADERS, [f.brief_row() for f in findings(root, F)])

@@ -150,6 +150,9 @@ def readme_line(root: Path) -> str | None:
     if data is None:
         return None
     return ("**Can a detector see through the wash?** " + sentence(data, 5)
+            + " These rates differ from the table's at N = 5 (KGW, say) for two reasons: they count the providers "
+              "on smollm2 only, where the table counts both models, and they decide at each scheme's own p < 5%, "
+              "where the table uses thresholds calibrated on unwatermarked texts."
             + " Details: [docs/results/see-through.md](docs/results/see-through.md).")
 
 
