@@ -182,10 +182,11 @@ def space_size() -> str:
 
 def verdict() -> str:
     """What *detected* means on the page and in the results (docs/APP.md): the README's glossary entry."""
-    from wash.reporting.glossary import ANCHOR, definition
+    from wash.reporting import GLOSSARY_ANCHOR, glossary_definition
 
-    return (f"*Detected*: {definition('detected')}. The app keeps its own line because a text's verdict there "
-            f"needs no calibration run; the tables' threshold comes from one ([the words](../README.md{ANCHOR})).")
+    return (f"*Detected*: {glossary_definition('detected')}. The app keeps its own line because a text's verdict "
+            f"there needs no calibration run; the tables' threshold comes from one "
+            f"([the words](../README.md{GLOSSARY_ANCHOR})).")
 
 
 def environment() -> str:

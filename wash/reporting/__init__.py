@@ -31,6 +31,7 @@ from wash.results_tables import RESULTS_ROOT
 _EXPORTS = {
     **dict.fromkeys(("FPR_LEVEL", "integer", "num", "num_ci", "paper_pct", "pct_ci", "pval"), "fmt"),
     "display_name": "headline:name", "display_names": "headline:names",
+    "GLOSSARY_ANCHOR": "glossary:ANCHOR", "glossary_definition": "glossary:definition",
 }
 __all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, ("see_through",))
 __all__ += ["add_parser", "generate", "differences", "write", "REGENERATE"]
