@@ -32,6 +32,7 @@ Progress = Callable[[str], None]
 REGISTRY: dict[str, tuple[str, str]] = {
     "local": ("wash.engine.members", "LocalBackend"),
     "ray": ("wash.engine.ray_members", "RayBackend"),
+    "compiled": ("wash.engine.compiled_members", "CompiledBackend"),
 }
 BACKENDS = tuple(REGISTRY)
 #: What a run uses when no backend is named anywhere (``WASH_BACKEND`` unset).
