@@ -248,7 +248,7 @@ class CompiledBackend:
         if self.mode not in MODES:
             accepted = ", ".join(m for m in MODES if m)
             raise WashInputError(f"{what}: mode={self.mode!r} is not one of {accepted}")
-        check_range(what, "cache_len", self.cache_len, 1, 1 << 20)
+        check_range(what, "cache_len", self.cache_len, 1, 1 << 18)
         if self.device:
             try:
                 device = torch.device(self.device)
