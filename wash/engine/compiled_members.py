@@ -22,9 +22,10 @@ What runs how (``CompiledContext``, a ``members.ModelContext`` with a static cac
   copied), a new shape that the step compiles once more.
 
 Every layer, sliding-window ones included, holds every position: the sliding-window
-mask is applied on absolute positions, so attention is the model's at any length,
-while transformers' own sliding static layer keeps its length as a Python int that
-the compiled step would specialise on (a recompilation per id).
+mask is applied on absolute positions, so attention is the model's at any length (at
+the memory of the cache's length in every layer), while transformers' own sliding
+static layer keeps its length as a Python int that the compiled step would
+specialise on (a recompilation per id).
 
 The whole-sequence computations (``token_nll``, ``position_logits``,
 ``prefix_tree_logits``) are the local member's, on the same weights, uncompiled.
