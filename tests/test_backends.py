@@ -35,7 +35,7 @@ def test_a_backend_and_its_options_are_parsed_once_from_one_spelling():
     assert backend_text(ray) == "ray:address=10.1.2.3:6379" and backend_name(ray) == "ray"
     assert parse_backend(ray) is ray  # a parsed backend is taken as it is
     assert backend_text("ray") == "ray" and backend_text(" local ") == "local"
-    with pytest.raises(WashInputError, match=r"^unknown backend 'rey' \(accepted: local, ray\)$"):
+    with pytest.raises(WashInputError, match=r"^unknown backend 'rey' \(accepted: local, ray, compiled\)$"):
         parse_backend("rey")
     with pytest.raises(WashInputError, match=r"^backend 'local' has no parameter 'address' \(accepted: none\)$"):
         parse_backend("local:address=x")

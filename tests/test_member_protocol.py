@@ -12,8 +12,9 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-#: The members' own modules: the protocol, its two implementations, and the loading of a model.
-MEMBER_MODULES = {"wash/engine/members.py", "wash/engine/ray_members.py", "wash/engine/models.py"}
+#: The members' own modules: the protocol, its implementations, and the loading of a model.
+MEMBER_MODULES = {"wash/engine/members.py", "wash/engine/ray_members.py", "wash/engine/compiled_members.py",
+                  "wash/engine/models.py"}
 #: Modules that hold a model in this process on purpose, and why (a forward or its weights).
 WEIGHTS_ON_PURPOSE = {
     # memory measurements: the resident bytes of the loaded weights, and their offloading
@@ -73,6 +74,7 @@ def _declared(protocol: type) -> set[str]:
 def test_the_protocol_declares_what_its_implementations_offer():
     """What every member gives is declared on ``Member``, each optional computation on its own protocol,
     and a member offers the optional ones it lists in ``capabilities`` (callers type against these)."""
+    from wash.engine.compiled_members import CompiledMember
     from wash.engine.members import CAPABILITIES, LocalMember, Member
     from wash.engine.ray_members import RayMember
 
@@ -82,7 +84,7 @@ def test_the_protocol_declares_what_its_implementations_offer():
     assert not core & set(CAPABILITIES)  # the optional computations are not asked of every member
     for capability, protocol in CAPABILITIES.items():
         assert _declared(protocol) - core == {capability}
-    for cls in (LocalMember, RayMember):
+    for cls in (LocalMember, RayMember, CompiledMember):
         offered = {n for n in dir(cls) if not n.startswith("_")}
         assert core <= offered, f"{cls.__name__} lacks {sorted(core - offered)}"
         assert set(cls.capabilities) <= offered, f"{cls.__name__} lists a capability it does not offer"

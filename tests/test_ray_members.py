@@ -241,7 +241,7 @@ def test_an_unreachable_address_fails_at_start_with_one_line_and_exit_2():
 def test_an_unknown_backend_is_refused_before_anything_starts():
     from wash.errors import WashInputError
 
-    with pytest.raises(WashInputError, match="unknown backend 'rey' .accepted: local, ray."):
+    with pytest.raises(WashInputError, match="unknown backend 'rey' .accepted: local, ray, compiled."):
         config("rey").validate()
 
 

@@ -3,9 +3,11 @@
 A backend turns model names into members (``members.Member``); everything above the
 members (serving, watermarks, averaging, routing, re-synchronisation, detection, the
 baselines) runs in the calling process whatever the backend, on the members'
-protocol alone. So the backend changes where the forwards run, never the text: it
+protocol alone. So the backend changes where the forwards run, not what is computed: it
 is a machine setting, like ``WASH_PARALLEL_FORWARDS``, and stays out of a run's
-command line and of the texts' store keys.
+command line and of the texts' store keys. ``local`` and ``ray`` give the same text bit for
+bit; ``compiled`` runs other kernels, whose float sums may differ in the last bits (a
+sample can then differ; docs/USAGE.md gives the measured difference).
 
 Users name a backend as ``NAME[:param=value,...]`` (``local``,
 ``ray:address=10.0.0.5:6379``), the spelling of every other plug-in
@@ -33,6 +35,7 @@ Progress = Callable[[str], None]
 REGISTRY: dict[str, Callable[[], type]] = {
     "local": lambda: importlib.import_module("wash.engine.members").LocalBackend,
     "ray": lambda: importlib.import_module("wash.engine.ray_members").RayBackend,
+    "compiled": lambda: importlib.import_module("wash.engine.compiled_members").CompiledBackend,
 }
 BACKENDS = tuple(REGISTRY)
 #: What a run uses when no backend is named anywhere (``WASH_BACKEND`` unset).

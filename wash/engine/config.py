@@ -315,9 +315,10 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     """``--backend`` (``generate``, ``detect`` and ``bench``): where the models run, not what they say."""
     parser.add_argument("--backend", default=None, metavar="NAME[:param=value,...]",
                         help=f"where the base models run ({', '.join(BACKENDS)}): local (this process, one "
-                             "thread per model) or ray (one Ray actor per model, one GPU each where the cluster "
+                             "thread per model), ray (one Ray actor per model, one GPU each where the cluster "
                              "has GPUs; ray:address=HOST:PORT joins a cluster, default $RAY_ADDRESS, else a local "
-                             "one); the text is the same (default: $WASH_BACKEND, else local)")
+                             "one; the same text as local) or compiled (a static KV cache and a compiled one-token "
+                             "step; float sums may differ in the last bits) (default: $WASH_BACKEND, else local)")
 
 
 def backend_settings(args: argparse.Namespace) -> dict[str, str]:
