@@ -225,3 +225,14 @@ def test_spacefile_agrees_with_the_readme_front_matter():
     meta = front_matter((ROOT / "README.md").read_text())
     assert {k: spacefile.get(k) for k in keys} == {k: meta[k] for k in keys}
     assert spacefile["build"] == "python -m wash space --out DIR"
+
+
+def test_the_lessons_recorded_runs_are_in_the_build():
+    """The Lesson replays them (wash/ui/replay.py); a build without them would run every click live."""
+    from wash.lesson import STEPS
+    from wash.space import space_files
+    from wash.ui.replay import path
+    from wash.version import ROOT
+
+    files = space_files()
+    assert all(path(n).relative_to(ROOT).as_posix() in files for n in range(1, len(STEPS) + 1))
