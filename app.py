@@ -33,7 +33,8 @@ from wash.ui.providers import HEADERS, preset_rows
 from wash.ui.identify import NULL_RUNS as IDENTIFY_NULL_RUNS, PROBES as IDENTIFY_PROBES, SYSTEMS as IDENTIFY_SYSTEMS
 from wash.ui.detect import STATISTIC_NOTE, statistic_choices
 from wash.ui.run import COMPARISONS, OFF, preload_markdown, start_preload
-from wash.ui.settings import app_models, concurrency_limit, limit_malloc_arenas
+from wash.ui.replay import PACES as REPLAY_PACES
+from wash.ui.settings import app_models, concurrency_limit, limit_malloc_arenas, queue_size
 from wash.ui.theory import KINDS, MAX_N, MAX_VOCAB
 from wash.ui.tokens import colour_map
 from wash.watermarks import scheme_names
@@ -180,9 +181,16 @@ def _lesson_tab(models: list[str]) -> dict:
                               type="array", interactive=False, label="this step's providers",
                               elem_id="lesson-providers")
     with gr.Row():
+        w["pace"] = gr.Radio(list(REPLAY_PACES), value=REPLAY_PACES[0], elem_id="lesson-pace",
+                             label="each step shows its recorded run (made with the step's seed; a live run gives "
+                                   "the same), or computes it live")
         w["try"] = gr.Button("Try this step yourself (opens it in its tab)", size="sm", elem_id="lesson-try")
         w["stop"] = gr.Button("Stop", variant="stop", size="sm", elem_id="lesson-stop")
     w["number"] = gr.State(1)
+    # a step button sets one of its two go states to a fresh value; the change starts its replay or live run
+    w["replay_go"] = [gr.State(None) for _ in LESSON_STEPS]
+    w["live_go"] = [gr.State(None) for _ in LESSON_STEPS]
+    w["source"] = gr.Markdown("", elem_id="lesson-source")
     w["status"] = gr.Markdown("", elem_id="lesson-status")
     cmap = colour_map(plots.PALETTE, 8)
     with gr.Column(visible=True) as w["generation"]:
@@ -366,19 +374,32 @@ def _wire_lesson(demo: gr.Blocks, les: dict, g: dict, i: dict, tabs: gr.Tabs, mo
     """Each step button sets its card at once, then runs through the Generate (or Identify) handler."""
     runs = []
     for number, button in enumerate(les["steps"], start=1):
-        load = button.click(lesson_ui.make_load(number, models), None, [les[n] for n in lesson_ui.LOAD_OUTPUTS],
-                            queue=False, api_name=f"lesson_load_{number}", api_visibility="undocumented")
+        button.click(lesson_ui.make_load(number, models), les["pace"],
+                     [les[n] for n in lesson_ui.LOAD_OUTPUTS] + [les["replay_go"][number - 1],
+                                                                 les["live_go"][number - 1]],
+                     # queued (the page learns of a changed state only from a queued event), never waiting
+                     concurrency_limit=None, show_progress="hidden", api_name=f"lesson_load_{number}",
+                     api_visibility="undocumented")
+        replay, live = les["replay_go"][number - 1].change, les["live_go"][number - 1].change
         run = gpu.on_gpu(lesson_ui.make_run(number, models, preload), lesson_ui.run_seconds(number, models),
                          preload)
+        recorded = lesson_ui.make_replay(number, models)
+        # a replay needs no model, no GPU and no generation slot: it waits for nobody
         if LESSON_STEPS[number - 1].identify:
-            runs.append(load.then(run, None, [les[n] for n in lesson_ui.IDENTIFY_OUTPUTS],
-                                  show_progress_on=[les["identify_summary"]], api_name=f"lesson_run_{number}",
-                                  api_visibility="undocumented"))
+            runs.append(replay(recorded, les["pace"], [les[n] for n in lesson_ui.IDENTIFY_OUTPUTS],
+                               concurrency_limit=None, show_progress_on=[les["identify_summary"]],
+                               api_name=f"lesson_replay_{number}", api_visibility="undocumented"))
+            runs.append(live(run, None, [les[n] for n in lesson_ui.IDENTIFY_OUTPUTS],
+                             show_progress_on=[les["identify_summary"]], api_name=f"lesson_run_{number}",
+                             api_visibility="undocumented"))
         else:
-            runs.append(load.then(_by_component(run, les, demo), None, [les[n] for n in lesson_ui.OUTPUTS],
-                                  show_progress="minimal", show_progress_on=[les["status"]],
-                                  concurrency_id=GENERATION, api_name=f"lesson_run_{number}",
-                                  api_visibility="undocumented"))
+            runs.append(replay(_by_component(recorded, les, demo), les["pace"], [les[n] for n in lesson_ui.OUTPUTS],
+                               concurrency_limit=None, show_progress="minimal", show_progress_on=[les["status"]],
+                               api_name=f"lesson_replay_{number}", api_visibility="undocumented"))
+            runs.append(live(_by_component(run, les, demo), None, [les[n] for n in lesson_ui.OUTPUTS],
+                             show_progress="minimal", show_progress_on=[les["status"]],
+                             concurrency_id=GENERATION, api_name=f"lesson_run_{number}",
+                             api_visibility="undocumented"))
     for button in les["steps"]:  # a new step ends the one still running
         button.click(None, None, None, cancels=runs, queue=False, api_visibility="undocumented")
     les["stop"].click(handlers.stop, None, None, queue=False, api_name="lesson_stop", api_visibility="undocumented")
@@ -444,7 +465,8 @@ def build_demo(preload: Preload | None = None) -> gr.Blocks:
         t["go"].click(handlers.run_theory, theory_inputs, [t["plot"], t["summary"]], api_name="theory")
         demo.load(handlers.run_theory, theory_inputs, [t["plot"], t["summary"]],
                   api_visibility="undocumented")
-    demo.queue(default_concurrency_limit=concurrency_limit())
+    # bounded: past a class's worth of waiting requests Gradio answers "queue is full" at once
+    demo.queue(default_concurrency_limit=concurrency_limit(), max_size=queue_size())
     return demo
 
 

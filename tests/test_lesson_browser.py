@@ -92,3 +92,34 @@ def test_browser_a_new_step_ends_the_running_one_and_try_it_opens_generate(lesso
     assert page.locator("#max-new-tokens input[type=number]").input_value() == str(STEPS[2].tokens)
     assert page.locator("#compare input[value=single]").is_checked()
     page.close()
+
+
+def test_browser_a_step_replays_its_recorded_run_and_live_computes_the_same(lesson_url, browser, tmp_path,
+                                                                          monkeypatch):
+    from wash.ui import replay
+    from wash.ui.lesson import step_inputs
+
+    tiny = ["tiny-smollm2", "tiny-gemma3"]
+    for number in (1, 5):
+        s = STEPS[number - 1]
+        replay.write(replay.record(number, s.kind, step_inputs(s, tiny), tiny), tmp_path)
+    monkeypatch.setattr(replay, "RECORDINGS", tmp_path)  # the served app runs in this process
+    page = _page(browser, lesson_url)
+    (result,) = walk(page, STEP_TIMEOUT_S, [1])
+    assert result["status"].startswith(f"Done: {STEPS[0].tokens} tokens, replayed from the recorded run"), result
+    assert page.locator("#lesson-source").inner_text().startswith("Recorded run")
+    page.wait_for_function(f"() => ({_TRACES})().length === 1")
+    replayed = page.locator("#lesson-text").inner_text()
+    page.locator("#lesson-pace").get_by_label(replay.LIVE, exact=True).check()
+    (result,) = walk(page, STEP_TIMEOUT_S, [1])
+    assert result["status"].startswith(f"Done: {STEPS[0].tokens} tokens") and "replayed" not in result["status"]
+    assert page.locator("#lesson-source").inner_text().startswith("Live run")
+    assert page.locator("#lesson-text").inner_text() == replayed
+    page.locator("#lesson-pace").get_by_label(replay.AT_ONCE, exact=True).check()
+    (result,) = walk(page, STEP_TIMEOUT_S, [5])
+    assert "from the recorded probe" in result["status"]
+    page.wait_for_function("() => document.querySelector('#lesson-identify-table').innerText"
+                           ".includes('WASH ensemble')")
+    (result,) = walk(page, STEP_TIMEOUT_S, [2])  # no recording of step 2 here: it runs live, and says why
+    assert "this step has no recorded run" in page.locator("#lesson-source").inner_text()
+    page.close()

@@ -447,3 +447,14 @@ def test_what_a_gpu_call_sends_back_pickles(tiny_smollm2, tiny_gemma3, monkeypat
     assert updates and all(pickle.loads(pickle.dumps(u)).keys() == u.keys() for u in updates)
     answer = handlers.run_detect(updates[-1]["plain"], rows, 4.0, ["tiny-smollm2", "tiny-gemma3"])
     assert len(pickle.loads(pickle.dumps(answer))) == len(answer)
+
+
+def test_the_lessons_recorded_runs_are_in_the_build():
+    """The Lesson replays them (wash/ui/replay.py); a build without them would run every click live."""
+    from wash.lesson import STEPS
+    from wash.space import space_files
+    from wash.ui.replay import path
+    from wash.version import ROOT
+
+    files = space_files()
+    assert all(path(n).relative_to(ROOT).as_posix() in files for n in range(1, len(STEPS) + 1))

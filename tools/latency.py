@@ -20,6 +20,7 @@ machine and its load.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
 import os
@@ -31,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 from wash.provenance import command_line, cpu_description, load_average, portable_text
 
@@ -135,6 +137,28 @@ def app_env(port: int) -> dict:
                GRADIO_ANALYTICS_ENABLED="False", TRANSFORMERS_VERBOSITY="error")
     env.setdefault("HF_HUB_OFFLINE", "1")
     return env
+
+
+@contextlib.contextmanager
+def ready_app(env: dict, timeout: float, prefix: str) -> Iterator[tuple[subprocess.Popen, Path, float]]:
+    """``app.py`` under ``env`` (its own session, its output in a temporary log named ``prefix``...):
+    (process, log, seconds from start to ready) once its preload is done; stopped on leaving."""
+    port = env["GRADIO_SERVER_PORT"]
+    fd, log_name = tempfile.mkstemp(prefix=prefix, suffix=".log")
+    os.close(fd)
+    log = Path(log_name)
+    with open(log, "w") as log_file:
+        started = time.monotonic()
+        proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log_file,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            client = _client(f"http://127.0.0.1:{port}", started + timeout, proc, log)
+            status = wait_ready(client, started + timeout)
+            if not status["ready"]:
+                raise RuntimeError(f"the app's preload failed: {status['error']}")
+            yield proc, log, time.monotonic() - started
+        finally:
+            stop_app(proc)
 
 
 def stop_app(proc: subprocess.Popen) -> None:

@@ -36,16 +36,14 @@ import os
 import random
 import re
 import statistics
-import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from wash.provenance import command_line, load_average, uptime_line
-from tools.latency import ROOT, _client, app_env, default_request, free_port, stop_app, wait_ready
+from tools.latency import app_env, default_request, free_port, ready_app
 
 #: Seconds between two memory samples the report lists.
 SAMPLE_EVERY_S = 30
@@ -218,47 +216,33 @@ def soak(args: argparse.Namespace, argv: list[str]) -> dict:
     url = f"http://127.0.0.1:{port}"
     uptime_before = uptime_line()
     env = dict(app_env(port), WASH_BACKEND=args.backend)
-    fd, log_name = tempfile.mkstemp(prefix="wash-soak-app-", suffix=".log")
-    os.close(fd)
-    log = Path(log_name)
     memory: list[tuple[float, float, float, int]] = []
     tally = Tally()
-    with open(log, "w") as log_file:
-        started = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "app.py"], cwd=ROOT, env=env, stdout=log_file,
-                                stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            client = _client(url, started + args.timeout, proc, log)
-            status = wait_ready(client, started + args.timeout)
-            if not status["ready"]:
-                raise RuntimeError(f"the app's preload failed: {status['error']}")
-            ready_s = time.monotonic() - started
-            table, prompt, mode = default_request(models)
-            soak_start = time.monotonic()
-            deadline = soak_start + args.seconds
-            stop = threading.Event()
+    with ready_app(env, args.timeout, "wash-soak-app-") as (proc, log, ready_s):
+        table, prompt, mode = default_request(models)
+        soak_start = time.monotonic()
+        deadline = soak_start + args.seconds
+        stop = threading.Event()
 
-            def sample() -> None:
-                while not stop.is_set():
-                    rss, anon = _tree_rss_mb(proc.pid)
-                    memory.append((round(time.monotonic() - soak_start, 1), round(rss, 1), round(anon, 1), tally.ok))
-                    stop.wait(1.0)
+        def sample() -> None:
+            while not stop.is_set():
+                rss, anon = _tree_rss_mb(proc.pid)
+                memory.append((round(time.monotonic() - soak_start, 1), round(rss, 1), round(anon, 1), tally.ok))
+                stop.wait(1.0)
 
-            sampler = threading.Thread(target=sample, daemon=True)
-            sampler.start()
-            clients = [threading.Thread(target=client_loop, args=(url, k, deadline, args, table, prompt, mode,
-                                                                  tally), daemon=True)
-                       for k in range(args.clients)]
-            for t in clients:
-                t.start()
-            for t in clients:
-                t.join(timeout=args.seconds + args.timeout)
-            elapsed = time.monotonic() - soak_start
-            stop.set()
-            sampler.join(timeout=5)
-            alive = proc.poll() is None
-        finally:
-            stop_app(proc)
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        clients = [threading.Thread(target=client_loop, args=(url, k, deadline, args, table, prompt, mode,
+                                                              tally), daemon=True)
+                   for k in range(args.clients)]
+        for t in clients:
+            t.start()
+        for t in clients:
+            t.join(timeout=args.seconds + args.timeout)
+        elapsed = time.monotonic() - soak_start
+        stop.set()
+        sampler.join(timeout=5)
+        alive = proc.poll() is None
 
     print(f"app log: {log}", file=sys.stderr)
     lat = sorted(tally.latencies)
@@ -287,6 +271,14 @@ def soak(args: argparse.Namespace, argv: list[str]) -> dict:
     }
 
 
+def emit(report: dict, out: Path | None) -> None:
+    """Print the report as JSON, and write it to ``out`` when given."""
+    text = json.dumps(report, indent=2)
+    print(text)
+    if out:
+        out.write_text(text + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.soak", description=__doc__.splitlines()[0])
     parser.add_argument("--backend", default="local", metavar="NAME[:param=value,...]")
@@ -304,10 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
     report = soak(args, argv)
-    text = json.dumps(report, indent=2)
-    print(text)
-    if args.out:
-        args.out.write_text(text + "\n")
+    emit(report, args.out)
     ok = (report["requests_failed"] == 0 and not report["bad_inputs_not_refused_by_name"]
           and report["app_alive_at_end"])
     return 0 if ok else 1

@@ -50,6 +50,18 @@ ALLOW_EXTERNAL_MODELS = Variable(
     "actor is told the calling process's answer")
 APP_CONCURRENCY = Variable(
     "WASH_APP_CONCURRENCY", "`2`", "generations the app runs at once (`demo.queue(default_concurrency_limit=…)`)")
+APP_QUEUE_SIZE = Variable(
+    "WASH_APP_QUEUE_SIZE", "`64`",
+    "requests the app's queue holds waiting at most (`demo.queue(max_size=…)`); one more is refused "
+    "with Gradio's \"queue is full\" message")
+#: The Lesson's reading speed when ``WASH_LESSON_TOKENS_PER_S`` is unset (the handout quotes it).
+LESSON_READING_SPEED = 8.0
+LESSON_TOKENS_PER_S = Variable(
+    "WASH_LESSON_TOKENS_PER_S", f"`{LESSON_READING_SPEED:g}`",
+    "how fast the Lesson replays a step's recorded run at reading speed, in tokens per second")
+LESSON_RECORDINGS = Variable(
+    "WASH_LESSON_RECORDINGS", "`assets/lesson`",
+    "the folder of the Lesson's recorded runs (`python -m tools.lesson_record --out`; relative to the repository)")
 MALLOC_ARENAS = Variable(
     "WASH_MALLOC_ARENAS", "unset",
     "a cap on glibc's malloc arenas in the app process (`mallopt(M_ARENA_MAX)`; unset or `0`: glibc's "
@@ -101,10 +113,10 @@ PYTHONPATH = Variable(
 
 #: Every variable the package reads, in the order the docs list them.
 VARIABLES: tuple[Variable, ...] = (
-    APP_MODELS, ALLOW_EXTERNAL_MODELS, APP_CONCURRENCY, MALLOC_ARENAS, MALLOC_TRIM, CACHE_DIR, BACKEND,
-    RAY_CALL_TIMEOUT_S, RAY_LOAD_TIMEOUT_S, THREADS_PER_MODEL, PARALLEL_FORWARDS, GPU_RUN_CPU, RAY_ADDRESS,
-    HF_HUB_OFFLINE, TRANSFORMERS_VERBOSITY, GRADIO_SERVER_NAME, GRADIO_SERVER_PORT, PORT, SPACES_ZERO_GPU,
-    PYTHONPATH)
+    APP_MODELS, ALLOW_EXTERNAL_MODELS, APP_CONCURRENCY, APP_QUEUE_SIZE, LESSON_TOKENS_PER_S, LESSON_RECORDINGS,
+    MALLOC_ARENAS, MALLOC_TRIM, CACHE_DIR, BACKEND, RAY_CALL_TIMEOUT_S, RAY_LOAD_TIMEOUT_S, THREADS_PER_MODEL,
+    PARALLEL_FORWARDS, GPU_RUN_CPU, RAY_ADDRESS, HF_HUB_OFFLINE, TRANSFORMERS_VERBOSITY, GRADIO_SERVER_NAME,
+    GRADIO_SERVER_PORT, PORT, SPACES_ZERO_GPU, PYTHONPATH)
 
 #: What turns an on/off setting off (any case); anything else set turns it on.
 OFF = ("0", "false", "no", "off")
@@ -139,6 +151,29 @@ def app_concurrency(default: int = 2) -> int:
         return max(1, int(APP_CONCURRENCY.text() or default))
     except ValueError:
         return default
+
+
+def app_queue_size(default: int = 64) -> int:
+    """At least 1; ``default`` for a value that is no whole number."""
+    try:
+        return max(1, int(APP_QUEUE_SIZE.text() or default))
+    except ValueError:
+        return default
+
+
+def lesson_tokens_per_s(default: float = LESSON_READING_SPEED) -> float:
+    """Above 0; ``default`` for a value that is no positive number."""
+    try:
+        value = float(LESSON_TOKENS_PER_S.text() or default)
+    except ValueError:
+        return default
+    return value if value > 0 and value == value and value != float("inf") else default
+
+
+def lesson_recordings(root: Path) -> Path | None:
+    """The recordings' folder as set (relative paths under ``root``), or ``None``: the default."""
+    text = LESSON_RECORDINGS.text()
+    return (root / text if not Path(text).is_absolute() else Path(text)) if text else None
 
 
 def malloc_arenas() -> int:

@@ -34,9 +34,10 @@ MEASURED = Path(__file__).resolve().parents[1] / "docs" / "bench-lesson.json"
 OFF, SINGLE = "off", "single"
 #: The Lesson tab's first lines: how to follow it.
 INTRO = ("**A lesson in five steps.** Click the steps in order. A click sets the step's providers and "
-         "settings and runs them at once (each within half a minute on a 2-core CPU); read *what to look for* "
-         "while it runs, then discuss the question. *Try this step yourself* opens the same settings in the "
-         "Generate (or Identify) tab, to change a key, a scheme or N and see what moves.")
+         "settings and shows their run: the run recorded with the step's seed, replayed at reading speed "
+         "(*live* below computes it afresh, each within half a minute on a 2-core CPU, with the same result); "
+         "read *what to look for* while it runs, then discuss the question. *Try this step yourself* opens the "
+         "same settings in the Generate (or Identify) tab, to change a key, a scheme or N and see what moves.")
 #: The identification a step runs instead of a generation: the Identify tab's systems and probe.
 IDENTIFY_SYSTEMS = ("provider 1 alone", "WASH ensemble", "unwatermarked models")
 

@@ -35,7 +35,7 @@ _EXPORTS = {
     # running a generation and what it streams
     "generate": "ensemble", "generate_stream": "ensemble", "Generation": "decode",
     **dict.fromkeys(("StepEvent", "ResyncEvent", "LoadEvent", "FinishedEvent", "RunResult",
-                     "ProviderDetection"), "events"),
+                     "ProviderDetection", "event_from_dict"), "events"),
     "build_providers": "providers", "member_of": "providers", "LocalMember": "members", "require": "members",
     "align": "vocab", "model_vocab": "vocab",
     # where the members run: the backend registry

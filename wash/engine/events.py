@@ -6,12 +6,16 @@ each routed span, and a final ``FinishedEvent`` carrying the ``RunResult``. A
 final-text rewrite attack (``wash.baselines.randomwalk``) adds one ``RewriteEvent``
 per rewrite attempt between the generation's last ``StepEvent`` and the end.
 Consumers read their fields; they become plain JSON only when serialised
-(``to_dict``), for a download or the CLI's ``--json``.
+(``to_dict``), for a download or the CLI's ``--json``. ``event_from_dict`` turns a
+``to_dict`` back into the event (the detection's per-token scores come back only
+where ``with_tokens`` kept them): a recorded run (the Lesson's replays) is the same
+stream a live run yields.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import Any, Union
 
 
 @dataclass
@@ -20,6 +24,10 @@ class LoadEvent:
 
     def to_dict(self) -> dict:
         return {"event": "load", "message": self.message}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "LoadEvent":
+        return cls(d["message"])
 
 
 @dataclass
@@ -67,6 +75,10 @@ class StepEvent:
         d["event"] = "step"
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "StepEvent":
+        return cls(**_fields(d))
+
 
 @dataclass
 class ResyncEvent:
@@ -82,6 +94,10 @@ class ResyncEvent:
         d = asdict(self)
         d["event"] = "resync"
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ResyncEvent":
+        return cls(**_fields(d))
 
 
 @dataclass
@@ -106,6 +122,13 @@ class ProviderDetection:
             d.pop("tokens")
             d.pop("token_null")
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ProviderDetection":
+        d = dict(d)
+        if d.get("token_null") is not None:
+            d["token_null"] = tuple(d["token_null"])
+        return cls(**d)
 
 
 @dataclass
@@ -191,10 +214,21 @@ class RunResult:
             out.append("⟧")
         return "".join(out)
 
-    def to_dict(self) -> dict:
+    def to_dict(self, with_tokens: bool = False) -> dict:
+        """Plain JSON; ``with_tokens`` keeps each detection's per-token scores (a recorded run needs them)."""
         d = asdict(self)
-        d["detection"] = [x.to_dict() for x in self.detection]
+        d["detection"] = [x.to_dict(with_tokens) for x in self.detection]
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunResult":
+        d = dict(d)
+        d["tokens"] = [TokenRecord(**t) for t in d["tokens"]]
+        d["spans"] = [SpanRecord(**x) for x in d["spans"]]
+        d["routing"] = RoutingSummary(**d["routing"])
+        d["detection"] = [ProviderDetection.from_dict(x) for x in d["detection"]]
+        d["timing"] = Timing(**d["timing"])
+        return cls(**d)
 
 
 @dataclass
@@ -230,10 +264,37 @@ class RewriteEvent:
         d["event"] = "rewrite"
         return d
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "RewriteEvent":
+        return cls(**_fields(d))
+
 
 @dataclass
 class FinishedEvent:
     result: RunResult
 
-    def to_dict(self) -> dict:
-        return {"event": "finished", "result": self.result.to_dict()}
+    def to_dict(self, with_tokens: bool = False) -> dict:
+        return {"event": "finished", "result": self.result.to_dict(with_tokens)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "FinishedEvent":
+        return cls(RunResult.from_dict(d["result"]))
+
+
+Event = Union[LoadEvent, StepEvent, ResyncEvent, RewriteEvent, FinishedEvent]
+#: The ``event`` tag of each kind's ``to_dict``.
+EVENT_TYPES: dict[str, Any] = {"load": LoadEvent, "step": StepEvent, "resync": ResyncEvent, "rewrite": RewriteEvent,
+                               "finished": FinishedEvent}
+
+
+def _fields(d: dict) -> dict:
+    """A ``to_dict`` without its ``event`` tag: the dataclass's own fields."""
+    return {k: v for k, v in d.items() if k != "event"}
+
+
+def event_from_dict(d: dict) -> Event:
+    """The event a ``to_dict`` came from (its ``event`` tag names the kind)."""
+    kind = EVENT_TYPES.get(d.get("event"))
+    if kind is None:
+        raise ValueError(f"unknown event {d.get('event')!r} (accepted: {', '.join(EVENT_TYPES)})")
+    return kind.from_dict(d)

@@ -19,6 +19,7 @@ import pandas as pd
 
 from wash import results_tables as rt
 from wash.detection import Z_THRESHOLD
+from wash.env import LESSON_READING_SPEED
 from wash.reporting import glossary
 from wash.reporting.data import Folder
 from wash.reporting.fmt import FPR_LEVEL, md_table, num, num_ci, pct, pct_ci, pval
@@ -236,6 +237,13 @@ def lesson(bench: dict | None) -> list[str]:
         lines += [f"Click to done, live, on {bench.get('machine')} (1-minute load {load:.1f} when the least loaded "
                   f"of {len(bench.get('rounds', []))} rounds began): "
                   + ", ".join(f"{times[s]:.0f}" for s in sorted(times)) + f" s for steps 1 to {max(times)}.", ""]
+    speed = LESSON_READING_SPEED
+    lines += [f"Those times are of live runs. By default a click replays the step's recorded run (the same seed, "
+              f"models and engine, so the same text, z lines and verdicts) at {speed:g} tokens/s: "
+              f"{first.get('tokens') / speed:.0f} s for a {first.get('tokens')}-token step, with no model computing "
+              "and no wait behind other clicks. The pace control above the status offers *recorded, at once* and "
+              "*live*; the line above the status says which run a click shows, and a recording made by another "
+              "engine is not replayed (the step runs live).", ""]
     return lines
 
 

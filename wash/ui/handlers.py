@@ -22,7 +22,7 @@ from wash.presets import DEMO_TOKENS, description as preset_description, preset
 from wash.ui import identify as identify_ui, plots, results, tables, texts, tokens
 from wash.ui.detect import detect, result_models
 from wash.ui.providers import add_row, build_config, preset_rows, remove_last_row
-from wash.ui.run import (SINGLE, WASH, RunRecord, RunView, StopRegistry, comparison_mode, drive,
+from wash.ui.run import (SINGLE, WASH, RunRecord, RunView, StopRegistry, Streams, comparison_mode, drive,
                          preload_markdown)
 from wash.ui.settings import release_free_memory
 from wash.ui.theory import simulate, summary
@@ -147,11 +147,12 @@ def show_evidence(record: RunRecord | None, label: str) -> tuple[list, str]:
     return _evidence(record, label)
 
 
-def make_generate(preload: Preload | None) -> Callable[..., Iterator[dict[str, Any]]]:
+def make_generate(preload: Preload | None, streams: Streams | None = None) -> Callable[..., Iterator[dict[str, Any]]]:
     """The Generate handler; a click while ``preload`` still runs waits for it, visibly.
 
     It yields ``{output name: update}`` dicts (names in ``GENERATE_OUTPUTS``); an
-    output a dict leaves out keeps its value.
+    output a dict leaves out keeps its value. ``streams`` (a recorded run's events,
+    ``wash.ui.replay``) replaces the engine's: the page draws them exactly as a live run.
     """
     def generate(table: Any, prompt: str, max_new_tokens: Any, temperature: Any, seed: Any, mode: str,
                  compare: str | bool = "off", forwards: str = "eager", top_k: Any = 0, top_p: Any = 1.0,
@@ -164,7 +165,7 @@ def make_generate(preload: Preload | None) -> Callable[..., Iterator[dict[str, A
             raise _as_gr_error(err) from err
         session = getattr(request, "session_hash", None) or "anonymous"
         stop = STOPS.start(session)
-        views = drive(config, compare, stop, preload=preload)
+        views = drive(config, compare, stop, preload=preload, streams=streams)
         try:
             first = True
             for view in views:

@@ -7,6 +7,11 @@ serving profile, eager forwards, its comparison) and runs through
 engine's event stream, the preload wait, Stop and the throttled redraws come with
 it. The Lesson shows a subset of its outputs (``OUTPUTS``). The identification
 step runs ``handlers.run_identify`` with the Identify tab's systems and fast probe.
+
+A click replays the step's recorded run (``wash.ui.replay``) unless the pace control
+says live or no recording stands for this step here: ``make_load`` decides, says on
+the page which it is and why, and sets one of two states whose change starts the
+replay (``make_replay``: no model, no generation slot) or the live run (``make_run``).
 """
 
 from __future__ import annotations
@@ -18,7 +23,8 @@ import gradio as gr
 
 from wash.engine import DEFAULT_PROFILE, PROFILES
 from wash.lesson import IDENTIFY_SYSTEMS, OFF, STEPS, Step, measured, step
-from wash.ui import handlers, texts
+from wash import env
+from wash.ui import handlers, identify as identify_ui, replay, texts
 from wash.ui.preload import Preload
 
 #: The Generate handler's outputs the Lesson shows (names of ``handlers.GENERATE_OUTPUTS``).
@@ -52,8 +58,9 @@ def card(number: int, models: Sequence[str]) -> str:
     ])
 
 
-#: What a step button sets at once, before its run (names of the Lesson's widgets, in this order).
-LOAD_OUTPUTS = ("card", "table", "generation", "identification", "single_text", "number", "status")
+#: What a step button sets at once, before its run (names of the Lesson's widgets, in this order); the step's
+#: two go states (replay, live) follow them.
+LOAD_OUTPUTS = ("card", "table", "generation", "identification", "single_text", "number", "status", "source")
 #: What the identification step's run sets (names of the Lesson's widgets, in this order).
 IDENTIFY_OUTPUTS = ("identify_plot", "identify_table", "identify_summary", "status")
 #: What "try it yourself" sets in the Generate tab (names of its widgets, in this order); the
@@ -62,16 +69,95 @@ TRY_OUTPUTS = ("table", "prompt", "max_new", "seed", "mode", "compare", "aggrega
                "top_k", "top_p", "forwards")
 
 
-def make_load(number: int, models: Sequence[str]) -> Callable[[], tuple]:
-    """A step button's first, instant part: its card and providers, which result panel shows."""
+def step_inputs(s: Step, models: Sequence[str]) -> list:
+    """What the step's run takes: the Generate handler's inputs, or the identification's (table, systems, probe)."""
+    if s.identify:
+        return [table(s, models), list(IDENTIFY_SYSTEMS), PROBE]
+    return list(generate_inputs(s, models))
+
+
+def replayable(number: int, models: Sequence[str]) -> tuple[dict | None, str | None]:
+    """Step ``number``'s recording and, where it cannot stand for a live run here, why not."""
+    s = step(number)
+    rec = replay.load(number)
+    return rec, replay.why_not(rec, s.kind, step_inputs(s, models))
+
+
+def source_line(number: int, models: Sequence[str], pace: str) -> tuple[bool, str]:
+    """Whether the click replays, and the page's line saying which run it shows and why."""
+    rec, why = replayable(number, models)
+    if pace == replay.LIVE:
+        return False, "**Live run**: computed now with the step's seed; the recorded run gives the same result."
+    if why is not None:
+        return False, f"**Live run**: {why}, so the step is computed now."
+    made = rec.get("made", {})
+    how = "at once" if pace == replay.AT_ONCE else f"at {env.lesson_tokens_per_s():g} tokens/s"
+    what = "its probe's answer" if step(number).identify else f"replayed {how}"
+    return True, (f"**Recorded run** ({what}): computed with the step's seed by engine {rec['code']['engine']}"
+                  f"{' on ' + made['date'][:10] if made.get('date') else ''}; a live run gives the same. "
+                  "Choose *live* above to compute it afresh.")
+
+
+def make_load(number: int, models: Sequence[str]) -> Callable[[str], tuple]:
+    """A step button's first, instant part: its card and providers, which result panel shows, which run
+    follows (replayed or live) and why; the last two values start that run (a fresh value of its go state)."""
     s = step(number)
 
-    def load() -> tuple:
-        doing = "probing the systems" if s.identify else "starting"
+    def load(pace: str = replay.READING) -> tuple:
+        replaying, line = source_line(number, models, pace)
+        doing = ("replaying its recorded run" if replaying else
+                 "probing the systems" if s.identify else "starting")
+        go = time.monotonic_ns()
         return (card(number, models), table(s, models), gr.update(visible=not s.identify),
                 gr.update(visible=s.identify), gr.update(visible=s.compare != OFF), number,
-                f"**Step {number}**: {doing}…")
+                f"**Step {number}**: {doing}…", line,
+                go if replaying else gr.skip(), gr.skip() if replaying else go)
     return load
+
+
+def replay_status(status: str, record: Any, total: int) -> str:
+    """The status line of a replayed run: which token it shows, or that it is done (or stopped)."""
+    shown = len(record.steps["wash"]) if record is not None else 0
+    if record is not None and record.finished:
+        result = record.results["wash"]
+        tps = shown / result.timing.total_s if result.timing.total_s > 0 else 0.0
+        return (f"**Done**: {shown} tokens, replayed from the recorded run (computed live at {tps:.2f} tokens/s "
+                f"when recorded; finish: {result.finish_reason}).")
+    if status.startswith("**Stopped"):
+        return f"**Stopped**: the replay ended at token {shown}."
+    return f"**Replaying** the recorded run: token {shown} / {total}"
+
+
+def make_replay(number: int, models: Sequence[str]) -> Callable[..., Any]:
+    """A step's recorded run, drawn as its live run would be: a generator of the Lesson's updates (by name),
+    or the identification's answer. Refused with the reason where the recording cannot stand for the step."""
+    s = step(number)
+
+    def usable(pace: str) -> dict:
+        rec, why = replayable(number, models)
+        if why is not None or pace == replay.LIVE:
+            raise gr.Error(f"step {number} runs live here: {why or 'live was chosen'}", print_exception=False)
+        return rec
+
+    if s.identify:
+        def identify(pace: str = replay.READING) -> tuple[Any, Any, str, str]:
+            """The recorded identification, through the Identify tab's figure, table and summary."""
+            probed = replay.probed(usable(pace))
+            return (identify_ui.figure(probed), identify_ui.results_frame(probed), identify_ui.summary(probed),
+                    f"**Done**: {len(probed)} systems, from the recorded probe.")
+        return identify
+
+    def run(pace: str = replay.READING, request: gr.Request = None) -> Iterator[dict[str, Any]]:
+        """The recorded events through the Generate handler, keeping the outputs the Lesson shows."""
+        rec = usable(pace)
+        tokens_per_s = 0.0 if pace == replay.AT_ONCE else env.lesson_tokens_per_s()
+        generate = handlers.make_generate(None, streams=replay.streams(rec, tokens_per_s))
+        for update in generate(*generate_inputs(s, models), request=request):
+            out = {name: value for name, value in update.items() if name in OUTPUTS}
+            if "status" in out:
+                out["status"] = replay_status(str(out["status"]), update.get("state"), s.tokens)
+            yield out
+    return run
 
 
 def make_run(number: int, models: Sequence[str], preload: Preload | None) -> Callable[..., Any]:

@@ -327,12 +327,29 @@ def _wait_for_preload(preload: Preload, stop: threading.Event, out: queue.Queue,
             return
 
 
-def _worker(config: GenerationConfig, compare: str | None, stop: threading.Event, out: queue.Queue,
-            preload: Preload | None) -> None:
+#: Opens a run's event streams: (config, comparison mode or None, stop flag, load relay) ->
+#: {stream name: its events}. ``live_streams`` runs the engine; a recorded run (``wash.ui.replay``)
+#: hands back the events it recorded, so both are drawn by the same code.
+Streams = Callable[[GenerationConfig, "str | None", threading.Event, Callable[[LoadEvent], None]],
+                   dict[str, Iterator]]
+
+
+def live_streams(config: GenerationConfig, compare: str | None, stop: threading.Event,
+                 relay: Callable[[LoadEvent], None]) -> dict[str, Iterator]:
+    """The engine's own streams: the run, and the comparison beside it."""
     from wash.api import stream as generate_stream
 
+    streams = {WASH: generate_stream(config, should_stop=stop.is_set, on_load=relay)}
+    if compare:
+        streams[SINGLE] = generate_stream(comparison_config(config, compare), should_stop=stop.is_set,
+                                          on_load=relay)
+    return streams
+
+
+def _worker(config: GenerationConfig, compare: str | None, stop: threading.Event, out: queue.Queue,
+            preload: Preload | None, streams: Streams | None = None) -> None:
     try:
-        if preload is not None and preload.started and not preload.done:
+        if streams is None and preload is not None and preload.started and not preload.done:
             # Not a second load: the models are loading already; wait for them visibly.
             _wait_for_preload(preload, stop, out)
             if stop.is_set():
@@ -341,11 +358,7 @@ def _worker(config: GenerationConfig, compare: str | None, stop: threading.Event
         def relay(event: LoadEvent) -> None:
             out.put((WASH, event))
 
-        streams = {WASH: generate_stream(config, should_stop=stop.is_set, on_load=relay)}
-        if compare:
-            streams[SINGLE] = generate_stream(comparison_config(config, compare), should_stop=stop.is_set,
-                                              on_load=relay)
-        for name, event in lockstep(streams):
+        for name, event in lockstep((streams or live_streams)(config, compare, stop, relay)):
             out.put((name, event))
     except BaseException as exc:  # handed to the consumer, which reports it
         out.put((_ERROR, exc))
@@ -379,8 +392,11 @@ def _status(record: RunRecord, config: GenerationConfig, started: float, stop: t
 
 def drive(config: GenerationConfig, compare: str | bool | None, stop: threading.Event,
           throttle: Throttle | None = None, poll_seconds: float = 0.5,
-          preload: Preload | None = None) -> Iterator[RunView]:
+          preload: Preload | None = None, streams: Streams | None = None) -> Iterator[RunView]:
     """Run a generation in a worker thread and yield a view after every event.
+
+    ``streams`` replaces the engine's (``live_streams``) with other events of the same
+    kinds, such as a recorded run; those need no models, so they never wait for ``preload``.
 
     While ``preload`` (the app's model loading) is still running, the worker first
     waits for it and the views show its progress. Re-raises the worker's exception
@@ -397,7 +413,7 @@ def drive(config: GenerationConfig, compare: str | bool | None, stop: threading.
     throttle = throttle or Throttle()
     out: queue.Queue = queue.Queue()
     started = time.perf_counter()
-    thread = threading.Thread(target=_worker, args=(config, compare, stop, out, preload), daemon=True,
+    thread = threading.Thread(target=_worker, args=(config, compare, stop, out, preload, streams), daemon=True,
                               name="wash-generation")
     thread.start()
     try:

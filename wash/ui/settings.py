@@ -80,6 +80,12 @@ def concurrency_limit() -> int:
     return env.app_concurrency()
 
 
+def queue_size() -> int:
+    """How many requests the queue holds waiting: a class's worth, and a bound, so a crowd gets a clear
+    "queue is full" instead of a wait nobody sees the end of."""
+    return env.app_queue_size()
+
+
 def limit_malloc_arenas() -> int | None:
     """Cap glibc's malloc arenas for this process at ``WASH_MALLOC_ARENAS`` (unset or 0: glibc's default).
 

@@ -1,0 +1,138 @@
+"""The Lesson's recorded runs: a fresh run repeats each recording, a replay draws what the live run draws,
+and the committed recordings are of the Lesson's steps, on its models, by the running engine.
+
+The committed recordings (assets/lesson/) are of the real models, whose five steps take minutes
+on 2 cores (``python -m tools.lesson_record``); here the same recording code runs on the tiny
+models, twice per step, and the committed files are checked against the steps' inputs and the
+engine's fingerprint.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pandas as pd
+import pytest
+
+from wash.engine import FinishedEvent, StepEvent, event_from_dict
+from wash.engine.catalog import OFFLINE_DEFAULTS
+from wash.lesson import STEPS
+from wash.ui import lesson as lesson_ui
+from wash.ui import replay
+
+TINY = ["tiny-smollm2", "tiny-gemma3"]
+REAL = list(OFFLINE_DEFAULTS)
+#: The committed recordings' total size, at most (bytes).
+SIZE_BUDGET = 1_000_000
+
+
+@pytest.fixture(scope="module")
+def tiny_recordings() -> dict[int, dict]:
+    """Every step recorded on the tiny models, with the code the recorder runs."""
+    return {n: replay.record(n, s.kind, lesson_ui.step_inputs(s, TINY), TINY) for n, s in enumerate(STEPS, start=1)}
+
+
+@pytest.mark.parametrize("number", range(1, len(STEPS) + 1))
+def test_a_fresh_run_reproduces_each_recording_token_for_token(tiny_recordings, number):
+    s = STEPS[number - 1]
+    rec = tiny_recordings[number]
+    fresh = replay.record(number, s.kind, lesson_ui.step_inputs(s, TINY), TINY)
+    key = "probed" if s.identify else "events"
+    assert replay.comparable(fresh[key]) == replay.comparable(rec[key])
+    assert replay.why_not(rec, s.kind, lesson_ui.step_inputs(s, TINY)) is None
+    if not s.identify:
+        steps = [e for e in rec["events"]["wash"] if e["event"] == "step"]
+        assert len(steps) == s.tokens and rec["events"]["wash"][-1]["event"] == "finished"
+        assert ("single" in rec["events"]) == (s.compare == "single")
+
+
+def test_events_come_back_from_their_dicts(tiny_recordings):
+    rec = replay.plain(tiny_recordings[2])
+    for stream in ("wash", "single"):
+        back = [event_from_dict(d) for d in rec["events"][stream]]
+        again = [e.to_dict(with_tokens=True) if isinstance(e, FinishedEvent) else e.to_dict() for e in back]
+        assert replay.plain(again) == rec["events"][stream]
+    finished = event_from_dict(rec["events"]["wash"][-1])
+    assert finished.result.detection[0].per_token and isinstance(finished.result.detection[0].token_null, tuple)
+    with pytest.raises(ValueError, match="unknown event"):
+        event_from_dict({"event": "nothing"})
+
+
+def _last(updates) -> dict:
+    out: dict = {}
+    for update in updates:
+        out.update(update)
+    return out
+
+
+def test_a_replay_draws_what_the_live_run_draws(tiny_recordings, tmp_path, monkeypatch):
+    monkeypatch.setattr(replay, "RECORDINGS", tmp_path)
+    monkeypatch.setenv("WASH_APP_MODELS", ",".join(TINY))  # the live run's providers are the tiny models
+    for number in (2, 5):
+        replay.write(tiny_recordings[number], tmp_path)
+    live = _last(lesson_ui.make_run(2, TINY, None)())
+    replayed = _last(lesson_ui.make_replay(2, TINY)(replay.AT_ONCE))
+    assert replayed["text"] == live["text"] and replayed["single_text"] == live["single_text"]
+    pd.testing.assert_frame_equal(replayed["detection"], live["detection"])
+    assert [t.name for t in replayed["zplot"].data] == [t.name for t in live["zplot"].data]
+    assert [list(t.y) for t in replayed["zplot"].data] == [list(t.y) for t in live["zplot"].data]
+    assert replayed["status"].startswith(f"**Done**: {STEPS[1].tokens} tokens, replayed")
+    plot, frame, summary, status = lesson_ui.make_replay(5, TINY)(replay.READING)
+    live_frame = lesson_ui.make_run(5, TINY, None)()[1]
+    pd.testing.assert_frame_equal(frame.drop(columns="seconds"), live_frame.drop(columns="seconds"))
+    assert "WASH ensemble" in summary and status.startswith("**Done**")
+
+
+def test_the_load_says_which_run_a_click_shows_and_why(tiny_recordings, tmp_path, monkeypatch):
+    monkeypatch.setattr(replay, "RECORDINGS", tmp_path)
+    load = lesson_ui.make_load(2, TINY)
+    *_, line, go_replay, go_live = load(replay.READING)
+    assert line.startswith("**Live run**: this step has no recorded run") and isinstance(go_live, int)
+    replay.write(tiny_recordings[2], tmp_path)
+    *_, line, go_replay, go_live = load(replay.READING)
+    assert line.startswith("**Recorded run** (replayed at 8 tokens/s)") and isinstance(go_replay, int)
+    *_, line, go_replay, go_live = load(replay.LIVE)
+    assert line.startswith("**Live run**") and isinstance(go_live, int)
+    stale = dict(tiny_recordings[2], code=dict(tiny_recordings[2]["code"], engine="000000000000"))
+    replay.write(stale, tmp_path)
+    *_, line, go_replay, go_live = load(replay.READING)
+    assert "made by another engine (engine 000000000000" in line and isinstance(go_live, int)
+    with pytest.raises(Exception, match="runs live here"):
+        next(lesson_ui.make_replay(2, TINY)(replay.READING))
+    assert "other settings or models" in replay.why_not(tiny_recordings[2], "generate",
+                                                        lesson_ui.step_inputs(STEPS[1], REAL))
+
+
+def test_a_replay_is_paced_and_stops():
+    steps = [StepEvent(i, "x", 0, False, None, [], None, [], [], [], None, None, None, [], 0.0) for i in range(11)]
+    started = time.monotonic()
+    assert len(list(replay.paced(steps, 100.0, threading.Event()))) == 11
+    assert 0.09 <= time.monotonic() - started < 1.0  # ten gaps of 10 ms
+    stop = threading.Event()
+    shown = []
+    for event in replay.paced(steps, 100.0, stop):
+        shown.append(event)
+        stop.set()
+    assert len(shown) == 1
+
+
+@pytest.mark.parametrize("number", range(1, len(STEPS) + 1))
+def test_the_committed_recordings_are_of_the_lessons_steps(number):
+    s = STEPS[number - 1]
+    rec = replay.load(number)
+    assert rec is not None, f"no recording of step {number}: python -m tools.lesson_record"
+    assert rec["models"] == REAL and rec["kind"] == s.kind and rec["step"] == number
+    assert rec["inputs"] == replay.plain(lesson_ui.step_inputs(s, REAL))
+    if not s.identify:
+        assert rec["settings"]["seed"] == s.seed and rec["settings"]["max_new_tokens"] == s.tokens
+        assert len([e for e in rec["events"]["wash"] if e["event"] == "step"]) == s.tokens
+
+
+def test_the_committed_recordings_are_the_running_engines():
+    """An engine change needs the recordings made again (the page runs the steps live until then)."""
+    stale = [f"step {n}: {replay.why_not(replay.load(n), s.kind, lesson_ui.step_inputs(s, REAL))}"
+             for n, s in enumerate(STEPS, start=1)
+             if replay.why_not(replay.load(n), s.kind, lesson_ui.step_inputs(s, REAL)) is not None]
+    assert not stale, "; ".join(stale) + " (python -m tools.lesson_record)"
+    assert sum(replay.path(n).stat().st_size for n in range(1, len(STEPS) + 1)) <= SIZE_BUDGET
