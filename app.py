@@ -21,14 +21,14 @@ from typing import Callable
 import gradio as gr
 
 from wash.ui import gpu  # first: on ZeroGPU its import imports spaces, before torch (wash/ui/gpu.py)
-from wash import env
+from wash.core import env
 from wash.engine import DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_TOP_K, PROFILES, mode_names, RULES
 from wash.ui.preload import Preload
-from wash.presets import DEMO_TOKENS, description as preset_description, preset_names
+from wash.content.presets import DEMO_TOKENS, description as preset_description, preset_names
 from wash.detection import Z_THRESHOLD
 from wash.ui import handlers, plots, results, sessions, tables, texts
 from wash.ui import lesson as lesson_ui
-from wash.lesson import INTRO as LESSON_INTRO, STEPS as LESSON_STEPS
+from wash.content.lesson import INTRO as LESSON_INTRO, STEPS as LESSON_STEPS
 from wash.ui.providers import HEADERS, preset_rows
 from wash.ui.identify import NULL_RUNS as IDENTIFY_NULL_RUNS, PROBES as IDENTIFY_PROBES, SYSTEMS as IDENTIFY_SYSTEMS
 from wash.ui.detect import STATISTIC_NOTE, statistic_choices

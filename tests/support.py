@@ -91,7 +91,7 @@ def results_with_an_anchor_run(root: Path) -> Path:
 
     import pandas as pd
 
-    from wash import results_tables as rt
+    from wash.reporting import results_tables as rt
 
     shutil.copytree(rt.RESULTS_ROOT / rt.IDENTIFICATION_FOLDER, root / rt.IDENTIFICATION_FOLDER,
                     ignore=shutil.ignore_patterns("*_runs.csv", "*.html"))

@@ -15,7 +15,7 @@ import torch
 
 from wash.engine.aggregation import RULES, Mean, MedianClip, parse
 from wash.engine.config import GenerationConfig, ProviderSpec
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 
 #: Every rule, with default and non-default parameters.
 ALL = [*RULES, "loo-clip:xi=0.3", "median-clip:xi=0.5", "cap:xi=0.5", "geo-clip:xi=0.5", "median-clip:xi=0"]
@@ -328,7 +328,7 @@ def test_experiment_rule_reaches_the_engine_the_rows_the_store_and_the_meta(tmp_
 
     from support import spy_on_generate
     from wash.cli import main
-    from wash.version import engine_sources
+    from wash.core.version import engine_sources
 
     assert any(p.name == "aggregation.py" for p in engine_sources())  # a rule's code determines the text
     seen = []

@@ -558,7 +558,7 @@ def test_browser_compare_switch_shows_both_traces(tiny_app, browser):
 
 @pytest.mark.browser
 def test_browser_presets_show_their_description_and_set_the_rule(tiny_app, browser):
-    from wash.presets import PRESETS
+    from wash.content.presets import PRESETS
 
     page = _open(browser, tiny_app.url)
     assert PRESETS[0].name in page.locator("#preset-info").inner_text()

@@ -69,7 +69,7 @@ def test_the_cap_keeps_eight_busy_threads_to_two_arenas():
 
 
 def test_a_bad_arena_setting_is_refused_by_name(monkeypatch):
-    from wash.errors import WashInputError
+    from wash.core.errors import WashInputError
     from wash.ui.settings import limit_malloc_arenas
 
     monkeypatch.setenv("WASH_MALLOC_ARENAS", "two")

@@ -16,12 +16,12 @@ import threading
 import pytest
 
 from wash.engine.config import MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MODE_TABLE, ProviderSpec
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.engine.events import (ProviderDetection, RoutingSummary, RunResult, StepEvent, Timing)
 from wash.ui.preload import Preload
 from wash.ui import handlers, plots, tables, texts, theory, tokens
 from wash.ui import providers as ui_providers
-from wash.presets import PRESETS, preset_names
+from wash.content.presets import PRESETS, preset_names
 from wash.ui.providers import add_row, build_config, preset_rows, remove_last_row, rows_to_specs
 from wash.ui.run import (RunRecord, Throttle, comparison_config, comparison_mode, drive, lockstep,
                          preload_markdown, single_config)

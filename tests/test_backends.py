@@ -15,7 +15,7 @@ import pytest
 
 from wash.engine.backends import BACKENDS, REGISTRY, backend_class, backend_name, backend_text, parse_backend
 from wash.engine.members import ALL_CAPABILITIES, CAPABILITIES, LocalMember, require
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The registry and the modules that implement a backend: the only places that may name one.
@@ -76,7 +76,7 @@ def test_no_module_outside_the_backends_branches_on_one():
     found = []
     for path in sorted((ROOT / "wash").rglob("*.py")) + [ROOT / "app.py"]:
         rel = str(path.relative_to(ROOT))
-        if rel in BACKEND_MODULES or rel == "wash/env.py":  # env reads RAY_ADDRESS for the ray backend
+        if rel in BACKEND_MODULES or rel == "wash/core/env.py":  # env reads RAY_ADDRESS for the ray backend
             continue
         found += [f"{rel}: {b}" for b in _backend_branches(ast.parse(path.read_text(encoding="utf-8")))]
     assert found == []

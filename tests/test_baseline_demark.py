@@ -32,7 +32,7 @@ from wash.baselines.demark import (DeMark, Prober, ProbeCosts, calibration_words
                                    pair_scores, strength)
 from wash.engine.config import GenerationConfig, ProviderSpec
 from wash.engine.ensemble import generate_stream
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.engine.events import FinishedEvent, LoadEvent, StepEvent
 from wash.engine.providers import build_providers
 from wash.watermarks import build_scheme

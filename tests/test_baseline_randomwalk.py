@@ -21,7 +21,7 @@ from wash.baselines.randomwalk import RandomWalk
 from wash.engine.config import GenerationConfig, ProviderSpec
 from wash.detection.per_text import detect_text
 from wash.engine.ensemble import generate, generate_stream
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.engine.events import FinishedEvent, LoadEvent, RewriteEvent, StepEvent
 from wash.engine.models import load_model
 from wash.engine.providers import build_providers

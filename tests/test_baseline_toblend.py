@@ -15,7 +15,7 @@ from wash.engine.modes import parse
 from wash.baselines.toblend import ToBlend
 from wash.engine.config import GenerationConfig, ProviderSpec
 from wash.engine.ensemble import generate_stream
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.engine.events import FinishedEvent, StepEvent
 from wash.engine.models import load_model
 from wash.engine.providers import build_providers

@@ -23,7 +23,7 @@ from fingerprint_cases import EXPECTED, MIXED, PROMPT, expected, run_case, split
 from wash.engine.backends import backend_text, parse_backend
 from wash.engine.compiled_members import CompiledBackend, CompiledMember
 from wash.engine.members import LocalMember
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 
 #: The largest gap allowed between a compiled member's logits and ``ModelContext``'s (measured: 2.7e-6).
 ATOL = 1e-5

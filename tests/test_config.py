@@ -16,7 +16,7 @@ from wash.baselines.toblend import ToBlend
 from wash.cli import build_parser
 from wash.engine.config import GenerationConfig, ProviderSpec, command_line, from_command_line
 from wash.engine.ensemble import Wash
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.engine.settings import Forwards
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -238,7 +238,7 @@ def test_detect_run_uses_the_generations_model_set(capsys, tmp_path: Path, coord
 
 def test_recorded_run_reads_the_cli_json_and_the_app_download(coordinated_run: dict) -> None:
     from wash.detection.per_text import recorded_run
-    from wash.errors import WashInputError
+    from wash.core.errors import WashInputError
 
     run = recorded_run(coordinated_run)
     assert run.text == coordinated_run["text"] and [str(s) for s in run.specs] == [SMOL, GEMMA]
@@ -251,7 +251,7 @@ def test_recorded_run_reads_the_cli_json_and_the_app_download(coordinated_run: d
 
 
 def test_detect_tab_takes_the_model_set(tiny_smollm2, tiny_gemma3, coordinated_result) -> None:
-    from wash.errors import WashInputError
+    from wash.core.errors import WashInputError
     from wash.ui.detect import detect, result_models
 
     choices = ["tiny-smollm2", "tiny-gemma3"]

@@ -16,7 +16,7 @@ from wash.engine.averaging import mixture
 from wash.engine.config import GenerationConfig, ProviderSpec
 from wash.engine.ensemble import generate, generate_stream
 from wash.engine.vocab import model_vocab
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.engine.events import FinishedEvent, ResyncEvent, StepEvent
 from wash.engine.members import ModelContext
 from wash.engine.routing import pick_specialist, starts_new_word

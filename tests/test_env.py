@@ -1,7 +1,7 @@
-"""Environment settings are read in one module, ``wash/env.py``, and its table names every one.
+"""Environment settings are read in one module, ``wash/core/env.py``, and its table names every one.
 
 Read from the source (``ast``): any use of ``os.environ``, ``os.getenv`` or ``environ`` /
-``getenv`` imported from ``os`` in ``wash/`` or ``app.py`` outside ``wash/env.py`` is a read,
+``getenv`` imported from ``os`` in ``wash/`` or ``app.py`` outside ``wash/core/env.py`` is a read,
 unless it only sets or deletes a variable (``os.environ[name] = ...``, ``os.environ.update(...)``)
 for a child process in one of ``WRITERS``.
 """
@@ -14,12 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from wash import env
+from wash.core import env
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The one module that reads the environment.
-OWNER = "wash/env.py"
-#: Modules that set variables for their child processes, and why (reading still goes through ``wash.env``).
+OWNER = "wash/core/env.py"
+#: Modules that set variables for their child processes, and why (reading still goes through
+#: ``wash.core.env``).
 WRITERS = {
     "wash/experiments/driver.py": "a worker process's forward settings (driver.init_worker)",
     "wash/engine/ray_members.py": "PYTHONPATH for a local Ray cluster's workers (ray_members._init)",
@@ -64,7 +65,7 @@ def test_only_wash_env_reads_the_environment():
     uses = environment_uses()
     reads = [u for u in uses if u.endswith("read") and not u.startswith(OWNER + ":")]
     writes = [u for u in uses if u.endswith("write") and u.split(":")[0] not in WRITERS]
-    assert reads == [], "read the environment through wash.env"
+    assert reads == [], "read the environment through wash.core.env"
     assert writes == [], "a module not in WRITERS sets the environment"
     assert any(u.startswith(OWNER + ":") for u in uses)  # the reader looks where the reads are
 

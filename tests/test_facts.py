@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from wash import facts
+from wash.publish import facts
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 @pytest.mark.parametrize("name,file", [(n, f) for n in sorted(facts.BLOCKS) for f in facts.files_holding(n)])
 def test_each_generated_block_is_what_its_source_says(name, file):
     assert facts.written(name, file) == facts.BLOCKS[name](), (
-        f"{file}'s '{name}' block is stale (or missing): run python -m wash.facts --write")
+        f"{file}'s '{name}' block is stale (or missing): run python -m wash.publish.facts --write")
 
 
 def test_the_written_tables_list_every_scheme_and_mode_the_command_line_accepts():

@@ -66,7 +66,7 @@ def test_the_gpu_script_runs_every_step_in_cpu_mode_from_its_bundle_alone(tmp_pa
 
 
 def test_the_ratios_are_the_issues_and_leave_out_what_a_failed_run_did_not_measure():
-    from wash.shape_bench import _ratios
+    from wash.bench.shapes import _ratios
 
     names = ["a", "b", "c"]
     plain = {"a": 30.0, "b": 40.0, "c": 30.0}

@@ -100,7 +100,7 @@ def test_a_point_mass_scheme_gives_identical_runs(tiny_smollm2):
 
 
 def test_bad_probe_settings_are_refused():
-    from wash.errors import WashInputError
+    from wash.core.errors import WashInputError
 
     with pytest.raises(WashInputError, match="at least 2 runs"):
         identify([ProviderSpec.parse("tiny-smollm2:kgw:1")], "single", Probe(runs=1))
@@ -159,7 +159,7 @@ def test_v2_accounts_for_every_sample(tiny_smollm2):
 
 
 def test_unknown_probe_version_is_refused():
-    from wash.errors import WashInputError
+    from wash.core.errors import WashInputError
 
     with pytest.raises(WashInputError, match="unknown probe version 'v3'"):
         identify([ProviderSpec.parse("tiny-smollm2:kgw:1")], "single", Probe(version="v3"))

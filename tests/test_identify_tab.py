@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.ui import identify as identify_ui
 
 TINY = ["tiny-smollm2", "tiny-gemma3"]

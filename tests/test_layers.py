@@ -1,17 +1,18 @@
 """The package's layers hold: read from the imports, nothing imports upward and no modules import in a circle.
 
-Layers, bottom to top (``LAYERS``): ground (errors, prompts, version, provenance, the environment, exports, the
-``NAME:param=value`` parser) -> watermarks -> engine -> detection -> baselines ->
-experiments -> reporting -> the ways in (ui, cli, api, bench, space). A module may import
-its own layer and the layers below it. The graph is read from the source (``ast``), so it
-counts every ``import`` and ``from ... import`` of ``wash``, also those inside functions
-and under ``TYPE_CHECKING``: an import that only a type checker follows still ties the
-two modules together. Imports by a string count too (``importlib.import_module`` and
-``__import__``): a literal name is the module it names; a name built from a constant prefix
-(``f"wash.watermarks.{name}"``) reaches the modules of the prefix's package that the file spells,
-or the package itself. A call whose name the reader cannot spell out, so it cannot tell whether
-it reaches into ``wash``, fails the test unless ``UNREAD`` gives the reason it adds no edge. A
-module no layer names fails the test, so a new one is placed on purpose.
+Layers, bottom to top (``LAYERS``): core (``wash.core``: errors, version, provenance, the
+environment, exports, the ``NAME:param=value`` parser) -> watermarks -> engine -> detection ->
+baselines -> experiments (with ``wash.content``: prompts, presets, the Lesson) -> reporting ->
+the ways in (ui, cli, api, bench). A module may import its own layer and the layers below it.
+The graph is read from the source (``ast``), so it counts every ``import`` and ``from ...
+import`` of ``wash``, also those inside functions and under ``TYPE_CHECKING``: an import that
+only a type checker follows still ties the two modules together. Imports by a string count too
+(``importlib.import_module`` and ``__import__``): a literal name is the module it names; a
+name built from a constant prefix (``f"wash.watermarks.{name}"``) reaches the modules of the
+prefix's package that the file spells, or the package itself. A call whose name the reader
+cannot spell out, so it cannot tell whether it reaches into ``wash``, fails the test unless
+``UNREAD`` gives the reason it adds no edge. A module no layer names fails the test, so a new
+one is placed on purpose.
 
 ``python tests/test_layers.py`` prints the circles, the upward imports and the string imports it
 cannot spell out.
@@ -31,25 +32,22 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Bottom to top: each layer's modules and packages (a package stands for every module in it).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("ground", ("wash.errors", "wash.prompts", "wash.version", "wash.provenance", "wash.options", "wash.env",
-                "wash.exports")),
+    ("core", ("wash.core",)),
     ("watermarks", ("wash.watermarks",)),
     ("engine", ("wash.engine",)),
     ("detection", ("wash.detection",)),
     ("baselines", ("wash.baselines",)),
-    ("experiments", ("wash.experiments", "wash.presets", "wash.lesson")),
-    ("reporting", ("wash.reporting", "wash.results_tables")),
-    ("top", ("wash", "wash.__main__", "wash.api", "wash.cli", "wash.bench", "wash.shape_bench", "wash.timing", "wash.space",
-             "wash.facts",
-             "wash.ui")),
+    ("experiments", ("wash.experiments", "wash.content")),
+    ("reporting", ("wash.reporting",)),
+    ("top", ("wash", "wash.__main__", "wash.api", "wash.cli", "wash.bench", "wash.publish", "wash.ui")),
 )
 #: The package itself (its ``__init__``) is listed; a module directly in it is not covered by it.
 ROOT_PACKAGE = "wash"
 #: Modules that import by a name the reader cannot spell out, each with why that adds no edge.
 UNREAD = {
     # the loader of declared exports: the graph reads the modules at each package's ``lazy_exports`` call
-    "wash.exports": "loads what each lazy_exports call names",
-    "wash.shape_bench": "imports third-party packages by name for their versions",
+    "wash.core.exports": "loads what each lazy_exports call names",
+    "wash.bench.shapes": "imports third-party packages by name for their versions",
 }
 
 
@@ -234,7 +232,7 @@ def test_every_string_import_is_read_or_has_a_reason():
 def test_the_graph_sees_imports_in_functions_relative_under_type_checking_and_by_name(tmp_path):
     """The reader finds the imports that a plain ``import`` of the module would not run, the
     plug-ins a package loads by name (``wash.watermarks`` its schemes, ``wash.experiments`` its experiments)
-    and the modules a package's declared exports are loaded from (``wash.exports.lazy_exports``)."""
+    and the modules a package's declared exports are loaded from (``wash.core.exports.lazy_exports``)."""
     package = tmp_path / "wash"
     (package / "engine").mkdir(parents=True)
     (package / "__init__.py").write_text("")

@@ -12,8 +12,9 @@ import pytest
 
 from wash.engine.catalog import CATALOG, OFFLINE_DEFAULTS
 from wash.detection.thresholds import Z_THRESHOLD
-from wash.errors import WashInputError
-from wash.lesson import CLICK_BUDGET_S, IDENTIFY_SYSTEMS, MEASURED, STEPS, load_measured, measured, step
+from wash.core.errors import WashInputError
+from wash.content.lesson import (CLICK_BUDGET_S, IDENTIFY_SYSTEMS, MEASURED, STEPS, load_measured, measured,
+                                 step)
 from wash.ui import identify as identify_ui
 from wash.ui import lesson as lesson_ui
 from wash.ui import texts
@@ -182,7 +183,7 @@ def test_what_each_step_tells_the_class_holds_on_the_measured_seeds(bench):
 def test_the_handout_quotes_the_measurement_and_links_what_exists(bench):
     from pathlib import Path
 
-    from wash.presets import z_span
+    from wash.content.presets import z_span
 
     docs = Path(MEASURED).parent
     text = (docs / "CLASSROOM.md").read_text(encoding="utf-8")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from tools.lesson_time import open_lesson, walk
-from wash.lesson import STEPS
+from wash.content.lesson import STEPS
 from wash.ui.lesson import TRY_OUTPUTS
 
 pytestmark = pytest.mark.browser

@@ -17,7 +17,7 @@ import pytest
 
 from wash.engine import FinishedEvent, StepEvent, event_from_dict
 from wash.engine.catalog import OFFLINE_DEFAULTS
-from wash.lesson import STEPS
+from wash.content.lesson import STEPS
 from wash.ui import lesson as lesson_ui
 from wash.ui import replay
 

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from wash.lesson import STEPS, measured
+from wash.content.lesson import STEPS, measured
 
 pytestmark = pytest.mark.browser
 

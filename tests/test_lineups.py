@@ -7,7 +7,7 @@ import argparse
 import pandas as pd
 import pytest
 
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.experiments import load
 from wash.experiments.driver import execute
 from wash.experiments.ensembles import make_ensemble, scheme_variant, specs_text

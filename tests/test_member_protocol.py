@@ -19,7 +19,7 @@ MEMBER_MODULES = {"wash/engine/members.py", "wash/engine/ray_members.py", "wash/
 WEIGHTS_ON_PURPOSE = {
     # memory measurements: the resident bytes of the loaded weights, and their offloading
     "wash/experiments/cost.py",
-    "wash/shape_bench.py",
+    "wash/bench/shapes.py",
 }
 
 

@@ -9,7 +9,7 @@ import torch
 
 from wash.engine import catalog, models
 from wash.engine.cache import complete, tokenizer_pickle
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 
 
 def test_unknown_and_external_names(monkeypatch):

@@ -3,7 +3,7 @@
 Why: a command recorded as ``--out`` followed by the author's checkout, a log under a
 temporary directory or a model cache under a home directory means nothing on a
 reader's machine, and a committed meta or benchmark must say how to remake it from
-the repository root (``wash.provenance`` writes them so).
+the repository root (``wash.core.provenance`` writes them so).
 
 What counts as a machine path: an absolute path whose first component is one of
 ``MACHINE_ROOTS`` (home directories, checkouts and work areas, temporary and mounted
@@ -86,14 +86,14 @@ def test_no_tracked_text_file_names_a_machine_path():
     found = [f"{p.relative_to(ROOT)}:{number}: {line[:160]}" for p in files
              for number, line in machine_paths(p.read_text(encoding="utf-8", errors="replace"))]
     assert not found, ("absolute paths of the machine a file was made on (record them relative to the "
-                       "repository root, see wash/provenance.py):\n" + "\n".join(found))
+                       "repository root, see wash/core/provenance.py):\n" + "\n".join(found))
 
 
-# -- the writers record portable commands and paths (wash.provenance) ----------------------------
+# -- the writers record portable commands and paths (wash.core.provenance) ----------------------------
 def test_a_recorded_command_names_the_repository_relatively_and_the_interpreter_as_python():
     import sys
 
-    from wash.provenance import command_line, portable_text
+    from wash.core.provenance import command_line, portable_text
 
     home = Path.home()
     line = command_line([sys.executable, "-m", "wash", "experiment", "decay", "--out", str(ROOT / "results" / "x"),

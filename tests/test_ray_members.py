@@ -27,7 +27,7 @@ import wash.baselines  # noqa: E402,F401 (registers the baseline modes)
 from wash.engine.config import GenerationConfig, ProviderSpec  # noqa: E402
 from wash.engine.ensemble import generate, generate_stream  # noqa: E402
 from wash.engine.events import FinishedEvent, StepEvent  # noqa: E402
-from wash.errors import MemberError  # noqa: E402
+from wash.core.errors import MemberError  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 MIXED = ["tiny-smollm2:kgw:1", "tiny-gemma3:kgw:2", "tiny-smollm2:unigram:3"]
@@ -239,7 +239,7 @@ def test_an_unreachable_address_fails_at_start_with_one_line_and_exit_2():
 
 
 def test_an_unknown_backend_is_refused_before_anything_starts():
-    from wash.errors import WashInputError
+    from wash.core.errors import WashInputError
 
     with pytest.raises(WashInputError, match="unknown backend 'rey' .accepted: local, ray, compiled."):
         config("rey").validate()
@@ -270,7 +270,7 @@ def test_readme_paper_size_command_is_a_valid_ray_config(monkeypatch):
 
 def test_bench_compares_the_backends_side_by_side_on_the_tiny_models():
     """``bench --compare-backends``: every N and forwards on both backends, the overhead their difference."""
-    from wash.bench import compare_backends
+    from wash.bench.models import compare_backends
 
     report = compare_backends(("tiny-smollm2", "tiny-gemma3"), tokens=3, rounds=2)
     assert [(r["forwards"], r["n"]) for r in report["wash"]] == [(f, n) for f in ("eager", "lazy")

@@ -22,7 +22,7 @@ import pandas as pd
 import pytest
 
 from wash import reporting
-from wash import results_tables as rt
+from wash.reporting import results_tables as rt
 from wash.reporting import descriptions, glossary, opening
 from wash.reporting.data import folders
 from wash.reporting.findings import FINDINGS_FOLDERS, brief_table, findings, findings_table

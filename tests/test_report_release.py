@@ -6,7 +6,7 @@ import shutil
 
 from support import results_with_an_anchor_run
 
-from wash import results_tables as rt
+from wash.reporting import results_tables as rt
 from wash.reporting.release import release_section
 
 

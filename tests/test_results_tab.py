@@ -2,7 +2,7 @@
 
 Each trace of the two figures is read back against the committed summary CSV it is
 drawn from (``results/tpr-paper``, ``results/identify-calibrated``) and the paper's
-values in ``wash.results_tables``; the selectors' choices are the data's values, and
+values in ``wash.reporting.results_tables``; the selectors' choices are the data's values, and
 choosing one narrows both tables and figures. Edited copies of the results folder
 check what the tab says for a partial or finished run, a second line-up, and a
 missing folder. The page itself is driven in tests/test_results_tab_browser.py.
@@ -18,7 +18,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from wash import results_tables as rt
+from wash.reporting import results_tables as rt
 from wash.detection.thresholds import ALPHA_IDENTIFY, FPR_CALIBRATED
 from wash.ui import results
 

@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from wash import results_tables as rt
+from wash.reporting import results_tables as rt
 
 pytestmark = pytest.mark.browser
 

@@ -15,7 +15,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from wash import results_tables as rt
+from wash.reporting import results_tables as rt
 
 TPR = rt.RESULTS_ROOT / rt.DETECTION_FOLDER
 IDENTIFY = rt.RESULTS_ROOT / rt.IDENTIFICATION_FOLDER

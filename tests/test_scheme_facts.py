@@ -23,7 +23,7 @@ from wash.watermarks.base import check_choice
 from wash.watermarks.none import NoWatermark
 
 # imported before any test registers a scheme: module-level lists are read at import
-from wash import results_tables as rt
+from wash.reporting import results_tables as rt
 from wash.experiments import identify
 from wash.reporting import release
 from wash.reporting.headline import name
@@ -31,7 +31,8 @@ from wash.reporting.headline import name
 ROOT = Path(__file__).resolve().parents[1]
 #: Literals naming several schemes outside ``wash/watermarks/`` that stay, ``path:name`` -> why.
 LISTED = {
-    "wash/results_tables.py:_TABLE2_PERCENT": "the paper's reported numbers, keyed as the paper prints them",
+    "wash/reporting/results_tables.py:_TABLE2_PERCENT":
+        "the paper's reported numbers, keyed as the paper prints them",
     "wash/experiments/see_through.py:SCHEME_ORDER": "the order this experiment reads its committed cells, "
                                                      "form variants included (its choice, not a fact)",
 }

@@ -24,7 +24,7 @@ import pytest
 
 from wash.cli import main
 from wash.engine.config import ProviderSpec
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.watermarks import SCHEMES as _REGISTRY
 from wash.watermarks import build_scheme
 

@@ -21,7 +21,7 @@ from wash.engine.config import PROFILES, GenerationConfig, ProviderSpec, profile
 from wash.engine.ensemble import generate, generate_stream
 from wash.engine.providers import build_providers
 from wash.engine.served import ServedSystem
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.engine.events import StepEvent
 from wash.engine.sampling import ServedRows, process_logits
 from wash.engine.vocab import align, model_vocab, served_mask

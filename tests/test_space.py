@@ -103,7 +103,7 @@ def test_requirements_are_the_run_time_packages_only(space):
 
 
 def test_readme_front_matter_makes_it_a_gradio_space(space):
-    from wash.space import front_matter
+    from wash.publish.space import front_matter
 
     meta = front_matter((space / "README.md").read_text())
     assert meta["sdk"] == "gradio" and (space / meta["app_file"]).is_file()
@@ -120,7 +120,7 @@ import json, sys
 import app
 from wash.ui.preload import Preload
 from wash.ui import results, texts
-from wash import lesson
+from wash.content import lesson
 demo = app.build_demo(Preload([]))
 loaded = results.load()
 print(json.dumps({"files": sorted(m.__file__ for n, m in sys.modules.items()
@@ -143,7 +143,7 @@ print(json.dumps({"files": sorted(m.__file__ for n, m in sys.modules.items()
     here = results.load()
     assert seen["problems"] == {} and seen["rows"] == [len(here.detection), len(here.identification)]
     assert seen["measured"] == texts.washed_line_measured() and "unwatermarked scores" in seen["measured"]
-    from wash import lesson
+    from wash.content import lesson
 
     assert seen["lesson"] == lesson.measured(3) and seen["lesson"].startswith("Measured")  # the cards' numbers
 
@@ -180,7 +180,7 @@ def test_a_default_model_that_cannot_load_is_named_with_why(tmp_path, hub, offer
     probe = """
 import ast
 import json
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.ui.settings import app_models, check_app_model, missing_markdown, missing_models
 try:
     check_app_model("smollm2")
@@ -220,7 +220,7 @@ def test_requirements_files_hold_what_each_is_for():
 
 
 def test_spacefile_agrees_with_the_readme_front_matter():
-    from wash.space import front_matter
+    from wash.publish.space import front_matter
 
     keys = ("sdk", "sdk_version", "python_version", "app_file", "suggested_hardware")
     spacefile = dict(re.findall(r"^([a-z_]+): *\"?([^\"\n]*)\"?$", (ROOT / "Spacefile").read_text(), re.M))
@@ -259,7 +259,7 @@ def test_a_gpu_target_installs_cuda_torch_from_pypi(gpu_space):
 
 
 def test_each_target_writes_its_front_matter_and_setting(space, gpu_space):
-    from wash.space import front_matter
+    from wash.publish.space import front_matter
 
     for target, folder in (("cpu", space), gpu_space):
         meta = front_matter((folder / "README.md").read_text())
@@ -272,7 +272,7 @@ def test_each_target_writes_its_front_matter_and_setting(space, gpu_space):
 
 
 def test_zero_gpu_runs_a_python_and_torch_its_docs_list():
-    from wash import space as builder
+    from wash.publish import space as builder
 
     torch = _names(builder.space_requirements(target="zero-gpu"))["torch"]
     assert torch.removeprefix("torch==") in builder.ZEROGPU_TORCH
@@ -280,9 +280,9 @@ def test_zero_gpu_runs_a_python_and_torch_its_docs_list():
 
 
 def test_zero_gpu_is_refused_in_one_line_when_its_versions_cannot_be_met(tmp_path, monkeypatch, capsys):
-    from wash import space as builder
+    from wash.publish import space as builder
     from wash.cli import main
-    from wash.errors import WashInputError
+    from wash.core.errors import WashInputError
 
     refusal = r"^--hardware zero-gpu: ZeroGPU runs Python 3\.10\.13 or 3\.12 .*requires >=3\.13$"
     with pytest.raises(WashInputError, match=refusal):
@@ -451,10 +451,10 @@ def test_what_a_gpu_call_sends_back_pickles(tiny_smollm2, tiny_gemma3, monkeypat
 
 def test_the_lessons_recorded_runs_are_in_the_build():
     """The Lesson replays them (wash/ui/replay.py); a build without them would run every click live."""
-    from wash.lesson import STEPS
-    from wash.space import space_files
+    from wash.content.lesson import STEPS
+    from wash.publish.space import space_files
     from wash.ui.replay import path
-    from wash.version import ROOT
+    from wash.core.version import ROOT
 
     files = space_files()
     assert all(path(n).relative_to(ROOT).as_posix() in files for n in range(1, len(STEPS) + 1))

@@ -32,7 +32,7 @@ import numpy as np
 import pytest
 import torch
 
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.watermarks import build_scheme, scheme_names
 from wash.watermarks.base import softmax
 

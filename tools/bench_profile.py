@@ -21,8 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from wash.bench import PROMPT, providers_for
-from wash.provenance import cpu_description, load_average
+from wash.bench.models import PROMPT, providers_for
+from wash.core.provenance import cpu_description, load_average
 
 
 def _forward_ms(lm, head: bool, ids_per_step: int = 1, steps: int = 20) -> float:

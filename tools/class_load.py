@@ -38,7 +38,7 @@ from pathlib import Path
 
 from tools.latency import app_env, free_port, ready_app
 from tools.soak import _named_if_outside, _tree_rss_mb, emit
-from wash.provenance import command_line, load_average, uptime_line
+from wash.core.provenance import command_line, load_average, uptime_line
 
 #: The goal a class's replayed lesson is held to (seconds, 95th percentile).
 GOAL_FIRST_TOKEN_S, GOAL_DONE_S = 1.0, 15.0
@@ -61,7 +61,7 @@ def _has_token(value) -> bool:
 
 def click(client, number: int, pace: str) -> tuple[str, float, float]:
     """One student's click on step ``number``: (replay or live, seconds to first token, seconds to done)."""
-    from wash.lesson import STEPS
+    from wash.content.lesson import STEPS
     from wash.ui.lesson import OUTPUTS
 
     started = time.perf_counter()
@@ -91,7 +91,7 @@ def click(client, number: int, pace: str) -> tuple[str, float, float]:
 
 def student(url: str, k: int, args: argparse.Namespace, barrier: threading.Barrier | None, clicks: Clicks) -> None:
     from tools.app_client import app_client
-    from wash.lesson import STEPS
+    from wash.content.lesson import STEPS
 
     client = app_client(url)
     for number in range(1, len(STEPS) + 1):

@@ -21,8 +21,8 @@ import sys
 
 import torch
 
-from wash.bench import wash_ms
-from wash.shape_bench import build_members, cases_for, dummy_names
+from wash.bench.models import wash_ms
+from wash.bench.shapes import build_members, cases_for, dummy_names
 
 GPU = ["llama-3.1-8b@smollm2", "mistral-7b@gemma3", "qwen2.5-7b@smollm2"]
 CPU = ["tiny-llama@smollm2", "tiny-mistral@gemma3", "tiny-qwen2@smollm2"]

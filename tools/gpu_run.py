@@ -43,7 +43,7 @@ APP_ONLY = ("gradio", "plotly", "gguf", "ray")
 
 
 def mode() -> dict:
-    from wash.env import gpu_run_cpu
+    from wash.core.env import gpu_run_cpu
 
     return MODES["cpu" if gpu_run_cpu() else "gpu"]
 
@@ -59,7 +59,7 @@ def versions(path: str) -> dict:
 
     report: dict = {"imports": {}}
     save = _writer(path, report)
-    for module in ("wash", "wash.cli", "wash.bench", "wash.shape_bench", "wash.engine.ensemble"):
+    for module in ("wash", "wash.cli", "wash.bench.models", "wash.bench.shapes", "wash.engine.ensemble"):
         try:
             __import__(module)
             report["imports"][module] = "ok"
@@ -68,8 +68,8 @@ def versions(path: str) -> dict:
     report["app_only_modules_present"] = {m: importlib.util.find_spec(m) is not None for m in APP_ONLY}
     save()
     from wash.engine import cache_dir, marker_ok, shape_names
-    from wash.shape_bench import environment
-    from wash.version import code_version
+    from wash.bench.shapes import environment
+    from wash.core.version import code_version
 
     report["environment"] = environment()
     report["code"] = code_version()
@@ -110,7 +110,7 @@ def _member_check(name: str, device: str, dtype, plain_tokens: int) -> dict:
 
     import torch
 
-    from wash.bench import PROMPT, plain_decode_ms
+    from wash.bench.models import PROMPT, plain_decode_ms
     from wash.engine import LocalMember, load_model
 
     t0 = time.perf_counter()
@@ -141,7 +141,7 @@ def count_transfers(specs: list[str], tokens: int) -> dict:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    from wash.bench import PROMPT
+    from wash.bench.models import PROMPT
     from wash.engine import GenerationConfig, ProviderSpec, generate
 
     cfg = GenerationConfig(providers=[ProviderSpec.parse(s) for s in specs], prompt=PROMPT, max_new_tokens=tokens,
@@ -175,7 +175,7 @@ def smoke(path: str) -> dict:
     import torch
 
     from wash.engine import parse_dtype
-    from wash.shape_bench import dummy_names, environment
+    from wash.bench.shapes import dummy_names, environment
 
     m = mode()
     dtype = parse_dtype(m["dtype"])

@@ -52,9 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
 
     from wash.detection import key_null
-    from wash.errors import WashInputError
+    from wash.core.errors import WashInputError
     from wash.experiments import calibration_cell, check_negatives, machine_description
-    from wash.provenance import load_average
+    from wash.core.provenance import load_average
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--folder", type=Path, default=Path("results/tpr-paper"))

@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     from scipy import stats
 
     from wash.detection import key_null
-    from wash.errors import WashInputError
+    from wash.core.errors import WashInputError
     from wash.engine import ProviderSpec
     from wash.experiments import KEY_BASE, calibration_cell, watermarked_providers
     from wash.watermarks import build_scheme

@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from wash.provenance import command_line, cpu_description, load_average, portable_text
+from wash.core.provenance import command_line, cpu_description, load_average, portable_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -94,7 +94,7 @@ def wait_ready(client, deadline: float, poll_s: float = 0.25, answers: list | No
 
 def default_request(models: list[str]) -> tuple:
     """The /generate inputs of the page as it opens (the default preset)."""
-    from wash.presets import preset_names
+    from wash.content.presets import preset_names
     from wash.ui.providers import HEADERS, preset_rows
     from wash.ui.texts import example_prompts
 

@@ -26,8 +26,8 @@ from tools.latency import ROOT
 
 
 def main(argv: list[str] | None = None) -> int:
-    from wash.lesson import STEPS
-    from wash.provenance import cpuinfo
+    from wash.content.lesson import STEPS
+    from wash.core.provenance import cpuinfo
     from wash.ui import replay
     from wash.ui.lesson import step_inputs
     from wash.ui.settings import app_models

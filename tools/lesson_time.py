@@ -13,7 +13,7 @@ each round: the machine may be shared. Then it runs every generation step over
 ``--seeds`` through the app's ``/generate`` API with the step's own inputs
 (``wash.ui.lesson.generate_inputs``, the seed changed) and records each provider's
 final z, and the identification step's verdicts through ``/identify``: the numbers
-``wash.lesson.measured`` quotes on the page. A round's ``date`` is when its run wrote the file.
+``wash.content.lesson.measured`` quotes on the page. A round's ``date`` is when its run wrote the file.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from tools.latency import ROOT, app_env, free_port, stop_app, wait_ready
 from tools.preset_tour import CHROMIUM, open_page
-from wash.provenance import cpuinfo, uptime_line
+from wash.core.provenance import cpuinfo, uptime_line
 
 #: Chromium's flags here (the internet is closed: no background networking).
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
@@ -50,7 +50,7 @@ def click_step(page, number: int, timeout_s: float) -> tuple[float, str]:
 
     The step's card and a fresh status line land together, before its run starts, so
     the Done waited for is this step's, not the previous one's."""
-    from wash.lesson import STEPS
+    from wash.content.lesson import STEPS
 
     step = STEPS[number - 1]
     started = time.perf_counter()
@@ -67,7 +67,7 @@ def click_step(page, number: int, timeout_s: float) -> tuple[float, str]:
 
 def walk(page, timeout_s: float, numbers: list[int] | None = None) -> list[dict]:
     """Every step (or ``numbers``) in order, as a class would click them: seconds and final status each."""
-    from wash.lesson import STEPS
+    from wash.content.lesson import STEPS
 
     out = []
     for number in numbers or range(1, len(STEPS) + 1):
@@ -85,7 +85,7 @@ def _short(label: str) -> str:
 
 def z_over_seeds(client, number: int, models: list[str], seeds: list[int]) -> tuple[dict[str, list[float]], list]:
     """Each provider's final z (and provider 1 alone's) for every seed, through ``/generate``; seconds per run."""
-    from wash.lesson import STEPS
+    from wash.content.lesson import STEPS
     from wash.ui.handlers import GENERATE_OUTPUTS
     from wash.ui.lesson import generate_inputs
     from wash.ui.providers import HEADERS
@@ -110,7 +110,7 @@ def z_over_seeds(client, number: int, models: list[str], seeds: list[int]) -> tu
 
 def identify_verdicts(client, number: int, models: list[str]) -> dict[str, str]:
     """The identification step's answer through ``/identify``: each system's verdict, p and Water-Probe z."""
-    from wash.lesson import IDENTIFY_SYSTEMS, STEPS
+    from wash.content.lesson import IDENTIFY_SYSTEMS, STEPS
     from wash.ui.lesson import PROBE, table
     from wash.ui.providers import HEADERS
 
@@ -125,7 +125,7 @@ def measure(args: argparse.Namespace) -> dict:
     from tools.app_client import app_client
     from playwright.sync_api import sync_playwright
 
-    from wash.lesson import STEPS
+    from wash.content.lesson import STEPS
     from wash.ui.settings import app_models
 
     models = app_models()
@@ -169,7 +169,7 @@ def measure(args: argparse.Namespace) -> dict:
 def report(args: argparse.Namespace, measured: dict, previous: dict | None, argv: list[str]) -> dict:
     """The JSON written: settings, machine, every round's times and uptime, each step's numbers; the
     command is ``argv``'s."""
-    from wash.lesson import CLICK_BUDGET_S, STEPS
+    from wash.content.lesson import CLICK_BUDGET_S, STEPS
     from wash.ui.texts import example_prompts
 
     rounds = (previous or {}).get("rounds", []) + [

@@ -18,7 +18,7 @@ import statistics
 import sys
 import time
 
-from wash.provenance import command_line, cpu_description, load_average
+from wash.core.provenance import command_line, cpu_description, load_average
 
 
 def _median_s(call, repeats: int) -> float:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from wash.provenance import command_line, cpu_description, load_average
+from wash.core.provenance import command_line, cpu_description, load_average
 from tools.latency import ROOT, app_env, free_port, stop_app
 
 CHROMIUM = "/usr/bin/chromium"
@@ -93,7 +93,7 @@ def apply_preset(page, index: int, timeout_ms: int = 60_000) -> None:
     then generated the preset's 200 tokens), or after a click on Generate, which then runs the
     table that was there before. The length box is first set to a value no preset sets, so
     seeing the presets' length there means the answer is in."""
-    from wash.presets import DEMO_TOKENS
+    from wash.content.presets import DEMO_TOKENS
 
     set_number(page, "max-new-tokens", DEMO_TOKENS - 1)
     page.click(f"#preset-{index}")
@@ -136,7 +136,7 @@ def compare_with_engine(runs: pd.DataFrame, path: Path = ENGINE_RUNS) -> dict | 
 def tour(args: argparse.Namespace) -> dict:
     from playwright.sync_api import sync_playwright
 
-    from wash.presets import preset_names
+    from wash.content.presets import preset_names
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

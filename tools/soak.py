@@ -42,7 +42,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wash.provenance import command_line, load_average, uptime_line
+from wash.core.provenance import command_line, load_average, uptime_line
 from tools.latency import app_env, default_request, free_port, ready_app
 
 #: Seconds between two memory samples the report lists.

@@ -3,10 +3,10 @@
     python -m tools.space_check                      # build, install, start, ask, report
     python -m tools.space_check --work out/space-check --keep --out docs/space-check.json
 
-It builds the Space (``wash.space.build``) into ``WORK/space``, creates ``WORK/venv``
+It builds the Space (``wash.publish.space.build``) into ``WORK/space``, creates ``WORK/venv``
 with ``--python`` (the front matter's ``python_version`` by default) and installs the
 Space's ``requirements.txt`` and nothing else. Where PyTorch's CPU index
-(``wash.space.CPU_INDEX``) cannot be reached, the same pinned torch version is
+(``wash.publish.space.CPU_INDEX``) cannot be reached, the same pinned torch version is
 installed first from what pip reaches (``pip install torch==X.Y.Z``), then the rest of
 the file without its index line; the report says which way it went. Then it starts
 ``app.py`` from the Space folder with that venv's Python (an empty ``WASH_CACHE_DIR``:
@@ -37,8 +37,8 @@ from pathlib import Path
 
 from tools.latency import _client, _tail, app_env, default_request, stop_app, wait_ready
 from tools.soak import _tree_rss_mb
-from wash import space
-from wash.provenance import cpuinfo
+from wash.publish import space
+from wash.core.provenance import cpuinfo
 
 #: Run inside the built Space with its venv: the Results tab's tables and the About tab's measured line.
 RESULTS_PROBE = """

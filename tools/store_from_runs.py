@@ -31,7 +31,7 @@ from typing import Any
 import pandas as pd
 
 from wash.experiments import load, generation_job, unique_jobs, detect, GenerationStore, ResultTable
-from wash.version import engine_fingerprint
+from wash.core.version import engine_fingerprint
 
 #: ``run_fields`` of a generation with the type each has in the store (``None`` where the CSV cell is empty).
 FIELDS = {"tokens_generated": int, "routed_token_fraction": float, "mean_routed_span_length": float,

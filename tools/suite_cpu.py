@@ -116,7 +116,7 @@ def sample(command: list[str], every_s: float = 1.0) -> tuple[int, dict[int, dic
 def summary(command: list[str], returncode: int, seen: dict[int, dict]) -> dict:
     """The report: totals by kind, the CPU of processes other than the pytest workers by the test that
     started them, and every process by kind and test (no command lines: they name this machine's paths)."""
-    from wash.provenance import command_line, cpu_description, load_average
+    from wash.core.provenance import command_line, cpu_description, load_average
 
     processes = sorted(({"kind": kind(e["command"]), "test": e["test"], "cpu_s": e["cpu_s"]}
                         for e in seen.values()), key=lambda e: -e["cpu_s"])

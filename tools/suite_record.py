@@ -3,11 +3,11 @@
     python -m pytest -p tools.suite_record --suite-record docs/test-suite.json -n 2 --dist worksteal
 
 Why: the docs state how many tests the suite has and how long it takes, and a number
-typed by hand in several places goes stale as tests are added. ``wash.facts`` writes
+typed by hand in several places goes stale as tests are added. ``wash.publish.facts`` writes
 those sentences (the ``tests`` block) from this record alone; after a full run,
-``python -m wash.facts --write`` updates every page that quotes them.
+``python -m wash.publish.facts --write`` updates every page that quotes them.
 
-A run records the code (``wash.version.git_commit``), date, command, xdist workers,
+A run records the code (``wash.core.version.git_commit``), date, command, xdist workers,
 tests passed and failed, pytest's own seconds, the machine's kind, the load average at
 the start and the end, and the 15 slowest phases. It records nothing when only part of
 the suite was selected (``-k``, ``-m`` or named test files), since its count would not be
@@ -21,8 +21,8 @@ import json
 import time
 from pathlib import Path
 
-from wash.provenance import command_line, cpu_description, load_average
-from wash.version import git_commit
+from wash.core.provenance import command_line, cpu_description, load_average
+from wash.core.version import git_commit
 
 #: Options that select part of the suite: a run using one is not a run of the suite.
 SELECTING = ("keyword", "markexpr", "lf", "deselect")

@@ -21,8 +21,8 @@ They load on first use (``import wash`` alone imports no torch); ``wash.api`` ho
 them with their full documentation.
 """
 
-from wash.errors import WashInputError
-from wash.version import __version__
+from wash.core.errors import WashInputError
+from wash.core.version import __version__
 
 __all__ = ["generate", "stream", "detect", "identify", "Provider", "GenerationConfig", "WashInputError"]
 

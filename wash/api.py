@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, Union
 
 import wash.baselines  # noqa: F401  (registers the baseline modes)
 from wash.engine.config import DEFAULT_PROFILE, GenerationConfig, ProviderSpec
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.detection.thresholds import Z_THRESHOLD
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from typing import Sequence
 import wash.baselines  # noqa: F401  (registers the baseline modes)
 from wash.engine import ProviderSpec, add_backend_arguments, add_generate_arguments, command_line, from_command_line
 # command_line is re-exported: callers of the CLI have always found it here
-from wash.errors import MemberError, WashInputError
+from wash.core.errors import MemberError, WashInputError
 from wash.detection import DEFAULT_STATISTIC, STATISTICS, FPR_CALIBRATED, Z_THRESHOLD
 
 def _progress(message: str) -> None:
@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(func=cmd_detect)
 
     try:
-        from wash.bench import add_parser as add_bench
+        from wash.bench.models import add_parser as add_bench
         add_bench(sub)
     except ImportError:
         pass
@@ -160,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
         pass
     from wash.reporting import add_parser as add_report
     add_report(sub)
-    from wash.space import add_parser as add_space
+    from wash.publish.space import add_parser as add_space
     add_space(sub)
     return parser
 

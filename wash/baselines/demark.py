@@ -143,11 +143,11 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 import torch
 
 from wash.engine.decode import Generation, Stepper, Strategy
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.engine.events import LoadEvent, RunResult, StepEvent
 from wash.engine.members import FeedCost, Member, require, side_by_side
 from wash.engine.modes import register
-from wash.options import check_range
+from wash.core.options import check_range
 from wash.engine.averaging import candidates, probs_at
 from wash.engine.sampling import entropy, process_logits, sample
 from wash.engine.vocab import served_mask

@@ -130,13 +130,13 @@ from wash.engine import parallel
 from wash.engine.decode import Generation, Stepper, Strategy
 from wash.detection.per_text import detect_text
 from wash.engine.ensemble import EagerSteps, LazySteps
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.engine.events import LoadEvent, RewriteEvent, RoutingSummary, RunResult, StepEvent, Timing, TokenRecord
 from wash.engine.members import Member, require, side_by_side
 from wash.engine.modes import register
 from wash.engine.catalog import check_model_name
 from wash.engine.providers import member_of
-from wash.options import check_range
+from wash.core.options import check_range
 from wash.engine.sampling import process_logits, sample
 from wash.engine.settings import Forwards
 from wash.engine.vocab import served_mask

@@ -87,11 +87,11 @@ from dataclasses import dataclass, field
 import torch
 
 from wash.engine.decode import Generation, Stepper, Strategy
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.engine.events import RunResult, StepEvent
 from wash.engine.members import side_by_side
 from wash.engine.modes import register
-from wash.options import check_range
+from wash.core.options import check_range
 from wash.engine.sampling import sample, uniform_choice
 from wash.engine.settings import MAX_NEW_TOKENS_CAP
 from wash.engine.vocab import encode_bytes

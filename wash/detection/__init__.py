@@ -9,7 +9,7 @@
 The detectors themselves live with their schemes, one file each, in ``wash/watermarks/``.
 """
 
-from wash.exports import lazy_exports
+from wash.core.exports import lazy_exports
 
 #: What the layers above may use, by the module that holds it (loaded on first use).
 _EXPORTS = {

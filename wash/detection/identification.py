@@ -52,7 +52,7 @@ import torch
 
 from wash.engine.aggregation import Rule
 from wash.engine.config import DEFAULT_PROFILE, MODE_TABLE, ProviderSpec, ServingProfile, profile, rule_of
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.detection.identify_stats import (NULL_MEAN, TOP, TokenCounts, band, context_bootstrap, identification_z,
                                  matrix_score, pair_matrix)
 from wash.engine.members import Member

@@ -35,7 +35,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 from wash.detection.thresholds import Z_THRESHOLD
-from wash.provenance import command_line
+from wash.core.provenance import command_line
 
 #: Keys scored per loop construction are KEY_BASE, KEY_BASE + 1, ...
 KEY_BASE = 7_000_001
@@ -222,7 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     torch.set_num_threads(max(1, args.threads))
     schemes = [s.strip().lower() for s in args.schemes.split(",") if s.strip()] or registered_schemes()
-    from wash.errors import WashInputError
+    from wash.core.errors import WashInputError
     from wash.watermarks import scheme_class
 
     try:  # unknown schemes or parameters fail now, not after minutes of scoring

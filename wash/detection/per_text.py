@@ -30,7 +30,7 @@ from wash.engine.detectors import SLOW_REFRESH, LiveDetector, detect_ids
 from wash.engine.events import ProviderDetection
 from wash.engine.providers import Provider
 from wash.engine.settings import ProviderSpec, check_text
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 
 __all__ = ["SLOW_REFRESH", "LiveDetector", "detect_ids", "detect_text", "parse_models", "generation_models",
            "spec_from_dict", "RecordedRun", "recorded_run", "read_run"]

@@ -7,11 +7,11 @@ KGW reference use (p about 3e-5 under the null); ``Z_HIGH`` is Water-Probe's
 "low confidence" band. ``FPR_CALIBRATED`` is the false-positive rate at which a
 per-text threshold is calibrated on unwatermarked texts (the paper's "TPR at 5% FPR");
 the thresholds themselves are measured, per scheme and model set, and live in the
-results (``wash.results_tables.detection_table``, column ``threshold``).
+results (``wash.reporting.results_tables.detection_table``, column ``threshold``).
 ``Z_WASHED`` is only a reading aid for the live chart. Its justification is measured:
 on the committed unwatermarked texts of ``results/tpr-paper`` no more than
 ``FPR_CALIBRATED`` of the (text, provider) scores exceed it
-(``wash.results_tables.null_exceedance``; tests/test_results_tables.py checks it),
+(``wash.reporting.results_tables.null_exceedance``; tests/test_results_tables.py checks it),
 so a provider below it is within the range of unwatermarked text.
 ``ALPHA_IDENTIFY`` is the level of the identification verdict: a system is called
 watermarked when its permutation p against the measured unwatermarked null, Holm-adjusted

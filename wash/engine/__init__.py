@@ -17,10 +17,10 @@ A newcomer who has read the paper's Section 2 finds each of its steps here:
   ``sampling`` the serving profile; ``events`` what a run streams.
 
 Every file here, under ``wash/watermarks/`` and under ``wash/baselines/`` enters the engine
-fingerprint (``wash.version``): a stored text is reused only by the same engine.
+fingerprint (``wash.core.version``): a stored text is reused only by the same engine.
 """
 
-from wash.exports import lazy_exports
+from wash.core.exports import lazy_exports
 
 #: What the layers above may use, by the module that holds it (loaded on first use:
 #: reading one name imports only the module that holds it). Anything else here is the engine's own.

@@ -44,8 +44,8 @@ from typing import ClassVar
 
 import torch
 
-from wash.errors import WashInputError
-from wash.options import params_text, parse_params
+from wash.core.errors import WashInputError
+from wash.core.options import params_text, parse_params
 
 #: Largest ``xi`` accepted: e^50 already makes a clip rule the mean on every token with a positive centre.
 MAX_XI = 50.0

@@ -11,7 +11,7 @@ sample can then differ; docs/USAGE.md gives the measured difference).
 
 Users name a backend as ``NAME[:param=value,...]`` (``local``,
 ``ray:address=10.0.0.5:6379``), the spelling of every other plug-in
-(``wash.options``), parsed once into the backend's frozen dataclass. A new backend is
+(``wash.core.options``), parsed once into the backend's frozen dataclass. A new backend is
 its module (a frozen dataclass with ``name``, ``members`` and ``member``) plus one
 line in ``REGISTRY``. Modules are imported only when their backend is named, so an
 optional dependency (Ray) is needed only by its backend.
@@ -23,10 +23,10 @@ import dataclasses
 import importlib
 from typing import Callable, ClassVar, Protocol, Sequence
 
-from wash import env
+from wash.core import env
 from wash.engine.members import Member
-from wash.errors import WashInputError
-from wash.options import params_text, parse_params
+from wash.core.errors import WashInputError
+from wash.core.options import params_text, parse_params
 
 Progress = Callable[[str], None]
 

@@ -20,9 +20,9 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Callable, Iterator
 
-from wash import env
+from wash.core import env
 from wash.engine.catalog import CATALOG
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 
 Progress = Callable[[str], None]
 

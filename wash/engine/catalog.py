@@ -28,8 +28,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from wash import env
-from wash.errors import WashInputError
+from wash.core import env
+from wash.core.errors import WashInputError
 
 
 @dataclass(frozen=True)

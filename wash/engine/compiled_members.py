@@ -41,13 +41,13 @@ from typing import Any, Callable, ClassVar, Sequence, TypeVar
 
 import torch
 
-from wash import env
+from wash.core import env
 from wash.engine import parallel
 from wash.engine.members import ALL_CAPABILITIES, FeedCost, LocalMember, ModelContext, TokenizerSide
 from wash.engine.models import LoadedModel, load_model
 from wash.engine.sampling import ServedRows
-from wash.errors import WashInputError
-from wash.options import check_range
+from wash.core.errors import WashInputError
+from wash.core.options import check_range
 
 T = TypeVar("T")
 

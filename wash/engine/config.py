@@ -21,8 +21,8 @@ from typing import Any
 
 from wash.engine.aggregation import Rule, describe as describe_rules, parse as parse_rule
 from wash.engine.decode import Strategy
-from wash import env
-from wash.errors import WashInputError
+from wash.core import env
+from wash.core.errors import WashInputError
 from wash.engine.modes import MODE_TABLE, STRATEGIES, Mode, baseline_names, mode_names, parse as parse_mode, unknown_mode
 from wash.engine.backends import BACKENDS, Backend, default_backend, parse_backend
 from wash.engine.settings import (DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MAX_ROUTED_SPAN,

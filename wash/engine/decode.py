@@ -57,16 +57,16 @@ from wash.engine import parallel
 from wash.engine.averaging import candidates, linf, probs_at
 from wash.engine.backends import backend_name
 from wash.engine.detectors import LiveDetector, own_verdicts
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.engine.events import (FinishedEvent, LoadEvent, ResyncEvent, RewriteEvent, RoutingSummary, RunResult,
                          SpanRecord, StepEvent, Timing, TokenRecord)
 from wash.engine.members import side_by_side
-from wash.options import params_text
+from wash.core.options import params_text
 from wash.engine.resync import resynchronise
 from wash.engine.routing import pick_specialist, specialists, starts_new_word, word_complete
 from wash.engine.sampling import entropy, sample
 from wash.engine.served import ModelPart, ServedSystem
-from wash.version import code_version
+from wash.core.version import code_version
 from wash.engine.vocab import encode_bytes
 
 if TYPE_CHECKING:

@@ -41,12 +41,12 @@ from typing import Any, Callable, ClassVar, Protocol, Sequence, TypeVar
 
 import torch
 
-from wash import env
+from wash.core import env
 from wash.engine import parallel
 from wash.engine.models import LoadedModel, load_model
 from wash.engine.sampling import ServedRows
 from wash.engine.vocab import ModelVocab, model_vocab
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 
 T = TypeVar("T")
 

@@ -25,7 +25,7 @@ from wash.engine.cache import (INSTALL, Progress, build_lock, cache_dir, cached_
                                write_marker)
 from wash.engine.catalog import (CATALOG, breaks_in_fp16, check_model_name, parse_dummy, read_shape,
                                  tokenizer_family)
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 
 #: Extra end-of-text strings honoured besides the tokenizer's own EOS (chat and base ends).
 _END_STRINGS = ("<|endoftext|>", "<|im_end|>", "<eos>", "<end_of_turn>", "</s>", "<|eot_id|>",

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from wash.engine.decode import Strategy
 from wash.engine.ensemble import Naive, Single, Unwatermarked, Wash
-from wash.errors import WashInputError
-from wash.options import parse_params
+from wash.core.errors import WashInputError
+from wash.core.options import parse_params
 
 #: Every registered mode's strategy by name, in the order users see (WASH's modes first).
 STRATEGIES: dict[str, type[Strategy]] = {}

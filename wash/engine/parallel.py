@@ -56,7 +56,7 @@ from typing import Callable, Iterator, Sequence, TypeVar
 
 import torch
 
-from wash import env
+from wash.core import env
 
 T = TypeVar("T")
 

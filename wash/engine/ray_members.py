@@ -57,12 +57,12 @@ from urllib.parse import urlparse
 
 import torch
 
-from wash import env
+from wash.core import env
 from wash.engine import parallel
 from wash.engine.members import ALL_CAPABILITIES, ContextIds, FeedCost, LocalMember, ModelContext, TokenizerSide
 from wash.engine.models import LoadedModel
 from wash.engine.sampling import ServedRows
-from wash.errors import MemberError, WashInputError
+from wash.core.errors import MemberError, WashInputError
 
 T = TypeVar("T")
 
@@ -494,7 +494,7 @@ def _init(address: str) -> None:
             ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
         else:
             # A local cluster's workers import wash from this checkout.
-            root = str(__import__("wash.version", fromlist=["ROOT"]).ROOT)
+            root = str(__import__("wash.core.version", fromlist=["ROOT"]).ROOT)
             path = env.python_path()
             if root not in path.split(os.pathsep):
                 os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, path) if p)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from enum import StrEnum
 
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 
 
 class Forwards(StrEnum):

@@ -21,7 +21,7 @@ from wash.engine.providers import build_providers
 from wash.engine.sampling import sample
 from wash.engine.served import ServedSystem
 from wash.engine.settings import DEFAULT_PROFILE, ProviderSpec, profile
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.watermarks.logits_processor import SchemeLogitsProcessor
 
 

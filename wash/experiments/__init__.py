@@ -20,7 +20,7 @@ below on first use), so that importing the package stays cheap and the processes
 
 from __future__ import annotations
 
-from wash.exports import lazy_exports
+from wash.core.exports import lazy_exports
 from wash.experiments.registry import EXPERIMENTS, load
 
 #: What the layers above (reporting, the ways in, tools) may use, by the module that holds it

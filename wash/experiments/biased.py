@@ -75,7 +75,7 @@ def _specs(mode: str, bias: float, models, config: Config, seed: int, salt: int)
 
 
 def jobs(config: Config) -> list[Job]:
-    from wash.prompts import load_arithmetic
+    from wash.content.prompts import load_arithmetic
 
     out = []
     for bias in config.biases:

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from wash.engine import describe_rules, DEFAULT_PROFILE, FORWARDS, PROFILES
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.experiments.registry import EXPERIMENTS, load
 from wash.experiments.ensembles import LINEUPS, scheme_variant
-from wash.provenance import command_line
+from wash.core.provenance import command_line
 
 
 def add_parser(subparsers) -> argparse.ArgumentParser:

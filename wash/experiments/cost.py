@@ -54,7 +54,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from wash.env import HF_HUB_OFFLINE, PARALLEL_FORWARDS, TRANSFORMERS_VERBOSITY, child_environment
+from wash.core.env import HF_HUB_OFFLINE, PARALLEL_FORWARDS, TRANSFORMERS_VERBOSITY, child_environment
 from wash.experiments.config import ExperimentConfig
 from wash.experiments.ensembles import make_ensemble, prompt_set
 from wash.experiments.generation import generate_run

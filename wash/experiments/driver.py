@@ -55,13 +55,13 @@ from typing import Any, Protocol, Sequence
 
 import pandas as pd
 
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.experiments.config import ExperimentConfig
 from wash.experiments.jobs import Job, JobOutput, run_job, unique_jobs
 from wash.experiments.store import GenerationStore, store_of
 from wash.experiments.table import ResultTable
-from wash.provenance import command_line, cpu_description, load_average, portable
-from wash.version import engine_fingerprint, git_commit
+from wash.core.provenance import command_line, cpu_description, load_average, portable
+from wash.core.version import engine_fingerprint, git_commit
 
 
 class Experiment(Protocol):
@@ -262,7 +262,7 @@ def write_meta(path: Path, name: str, config: ExperimentConfig, command: str | N
     """Record how the outputs were made (written before summarising, so a later failure keeps it).
 
     The command and ``config.out`` are recorded relative to the repository root
-    (``wash.provenance``): a committed meta names no path of the machine it was made on.
+    (``wash.core.provenance``): a committed meta names no path of the machine it was made on.
     """
     import torch
 

@@ -13,7 +13,7 @@ from wash.engine import ProviderSpec
 
 if TYPE_CHECKING:
     from wash.experiments.config import ExperimentConfig
-    from wash.prompts import Prompt
+    from wash.content.prompts import Prompt
 
 #: Base of the derived secret keys (KGW's reference hash key).
 KEY_BASE = 15485863
@@ -93,7 +93,7 @@ def rotate(items: Sequence[str], offset: int) -> list[str]:
 
 def prompt_set(config: "ExperimentConfig", domain: str | None = None) -> list["Prompt"]:
     """The first ``config.prompts`` prompts (interleaved across domains, or of one ``domain``)."""
-    from wash.prompts import load_prompts
+    from wash.content.prompts import load_prompts
 
     return load_prompts(domain=domain, limit=config.prompts)
 

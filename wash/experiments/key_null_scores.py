@@ -27,12 +27,12 @@ import pandas as pd
 
 from wash.detection import key_null
 from wash.engine import ProviderSpec
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.experiments.registry import load
 from wash.experiments.driver import machine_description
 from wash.experiments.scoring import watermarked_providers
-from wash.provenance import load_average, portable
-from wash.version import git_commit
+from wash.core.provenance import load_average, portable
+from wash.core.version import git_commit
 from wash.experiments.tpr import KEY_NULL_FILE as FILE
 
 

@@ -1,6 +1,6 @@
 """The app's presets, run as the page runs them, so each description quotes what it shows.
 
-Every preset of ``wash.presets`` is generated on the app's default prompt (the
+Every preset of ``wash.content.presets`` is generated on the app's default prompt (the
 first of the project's prompt set, ``--set prompts=K`` for more), at the demo's
 length and the default serving profile, once per seed. Forwards default to
 ``eager``, the page's default. A WASH preset also runs provider 1 alone, the page's
@@ -8,7 +8,7 @@ comparison switch. Each row is one provider's detector on the final text, with
 the text's perplexity under the unwatermarked base models.
 
 The summary (``presets_summary.csv``, one row per preset, condition and
-provider) is what ``wash.presets.measured`` reads back for the page: the range of
+provider) is what ``wash.content.presets.measured`` reads back for the page: the range of
 final z over the seeds, so a teacher sees how much one click can vary.
 """
 
@@ -25,7 +25,7 @@ from wash.experiments.jobs import Job
 from wash.experiments.plots import FigureSpec, Panel, Series
 from wash.experiments.rules import rule_job
 from wash.experiments.scoring import as_bool, first_per_job
-from wash.presets import DEMO_TOKENS, PRESETS, preset
+from wash.content.presets import DEMO_TOKENS, PRESETS, preset
 
 NAME = "presets"
 PRESET, ALONE = "preset", "alone"

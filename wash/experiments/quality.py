@@ -36,7 +36,7 @@ from wash.experiments.jobs import Job
 from wash.experiments.plots import FigureSpec, Panel, Series
 from wash.experiments.scoring import as_bool, first_per_job, perplexity_long, repeated_ngram_share
 from wash.experiments.stats import group_summary, median_interval, wilson_interval
-from wash.prompts import ArithmeticProblem
+from wash.content.prompts import ArithmeticProblem
 
 NAME = "quality"
 TASKS = ("continuation", "arithmetic")
@@ -86,7 +86,7 @@ def arithmetic_prompt(question: str, models) -> str:
 
 
 def jobs(config: Config) -> list[Job]:
-    from wash.prompts import load_arithmetic
+    from wash.content.prompts import load_arithmetic
 
     out = []
     for scheme in config.schemes:
@@ -123,7 +123,7 @@ def arithmetic_job(specs: Sequence[ProviderSpec], problem: ArithmeticProblem, mo
     ensemble), not ``specs``, so that every mode of one experiment sees the same prompt.
     The task's own ``temperature`` replaces the profile's; its top-k and top-p apply.
     """
-    from wash.prompts import extract_last_integer
+    from wash.content.prompts import extract_last_integer
 
     prompt = arithmetic_prompt(problem.question, prompt_models)
     result = generate_run(specs, prompt, mode, config, seed, max_new_tokens=tokens, temperature=temperature)

@@ -27,7 +27,7 @@ from wash.experiments.ensembles import make_ensemble, rotate, specs_text
 from wash.experiments.generation import generation_job
 from wash.experiments.jobs import Job
 from wash.experiments.plots import FigureSpec, Panel, Series
-from wash.prompts import DOMAINS
+from wash.content.prompts import DOMAINS
 
 NAME = "routing"
 ALL = "all"
@@ -50,7 +50,7 @@ class Config(ExperimentConfig):
 
 
 def jobs(config: Config) -> list[Job]:
-    from wash.prompts import load_prompts
+    from wash.content.prompts import load_prompts
 
     out = []
     for domain in DOMAINS:

@@ -214,8 +214,8 @@ def run_meta(args: argparse.Namespace) -> dict[str, Any]:
     """Where the summary came from: the commands, the date, the machine and its load."""
     from datetime import datetime, timezone
 
-    from wash.provenance import cpu_description, load_average
-    from wash.version import code_version
+    from wash.core.provenance import cpu_description, load_average
+    from wash.core.version import code_version
 
     return {
         "experiment": "see-through",
@@ -242,8 +242,8 @@ def added_meta(args: argparse.Namespace) -> dict[str, Any]:
     """Where cells added to the committed summary (``add``) came from."""
     from datetime import datetime, timezone
 
-    from wash.provenance import cpu_description, load_average
-    from wash.version import code_version
+    from wash.core.provenance import cpu_description, load_average
+    from wash.core.version import code_version
 
     schemes = " ".join(args.schemes or [])
     return {"command": (f"python -m wash.experiments.see_through read --schemes {schemes}; ... score --schemes "

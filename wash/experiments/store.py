@@ -7,7 +7,7 @@ generated once. The key is everything the text depends on: mode, providers (for
 text), prompt, seed, length, the serving settings (temperature, top-k, top-p),
 forwards (``eager`` and ``lazy`` draw different seeded texts), the aggregation rule
 (only when it is not ``mean``; a ``single`` text has none) and the engine's
-fingerprint (``wash.version.engine_fingerprint``: a hash of the source of the
+fingerprint (``wash.core.version.engine_fingerprint``: a hash of the source of the
 modules that determine a text), so a text made by another version of the engine
 is a miss, never silently reused. Each file also records the git commit that
 wrote it. A stored value is ``run_fields`` of the generation, JSON-exact, so a row
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from wash.engine import ProviderSpec
 from wash.experiments.config import rule_key
 from wash.experiments.ensembles import specs_text
-from wash.version import engine_fingerprint, git_commit
+from wash.core.version import engine_fingerprint, git_commit
 
 if TYPE_CHECKING:
     from wash.experiments.config import ExperimentConfig

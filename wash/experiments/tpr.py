@@ -65,7 +65,7 @@ from wash.experiments.plots import FigureSpec, Panel, Series
 from wash.detection import key_null, FPR_CALIBRATED
 from wash.experiments.stats import (NOMINAL_Z_5PCT, HeldOutSplit, ScoredTexts, exact_interval, flagged_share,
                                     held_out_detection, key_null_detection, split_half_by_prompt)
-from wash.prompts import Prompt, load_prompts
+from wash.content.prompts import Prompt, load_prompts
 from wash.watermarks import paper_schemes, published_schemes
 
 NAME = "tpr"

@@ -23,17 +23,19 @@ from wash.reporting.experiments import experiment_page
 from wash.reporting.findings import brief_table, findings_table
 from wash.reporting.dilution import dilution_figure, dilution_fits
 from wash.reporting.page import DILUTION_FIGURE, GENERATED, provenance_table, results_page
-from wash.exports import lazy_exports
-from wash.results_tables import RESULTS_ROOT
+from wash.core.exports import lazy_exports
+from wash.reporting.results_tables import RESULTS_ROOT
 
 #: What the ways in may use besides this module's own functions: the number formats and the
-#: schemes' display names (for the app's Results tab), and the see-through section whole.
+#: schemes' display names (for the app's Results tab), the see-through section and the
+#: results tables whole, and the tables' names the ways in import.
 _EXPORTS = {
+    **dict.fromkeys(("DETECTION_FOLDER", "null_exceedance"), "results_tables"),
     **dict.fromkeys(("FPR_LEVEL", "integer", "num", "num_ci", "paper_pct", "pct_ci", "pval"), "fmt"),
     "display_name": "headline:name", "display_names": "headline:names",
     "GLOSSARY_ANCHOR": "glossary:ANCHOR", "glossary_definition": "glossary:definition",
 }
-__all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, ("see_through",))
+__all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, ("see_through", "results_tables"))
 __all__ += ["add_parser", "generate", "differences", "write", "REGENERATE"]
 
 REPO = RESULTS_ROOT.parent

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from wash import results_tables as rt
+from wash.reporting import results_tables as rt
 from wash.detection import Z_THRESHOLD
-from wash.env import LESSON_READING_SPEED
+from wash.core.env import LESSON_READING_SPEED
 from wash.reporting import glossary
 from wash.reporting.data import Folder
 from wash.reporting.fmt import FPR_LEVEL, md_table, num, num_ci, pct, pct_ci, pval
@@ -55,7 +55,7 @@ def _bench(repo: Path) -> dict | None:
 
 
 def _span(values) -> str:
-    from wash.presets import z_span
+    from wash.content.presets import z_span
 
     values = [v for v in values if math.isfinite(v)]
     return z_span(min(values), max(values))
@@ -178,7 +178,7 @@ def _probe(root: Path, F: dict[str, Folder]) -> list[str]:
 
 def _quietest(bench: dict) -> tuple[float, dict[int, float]]:
     """The least loaded round's 1-minute load and its click-to-done time per step."""
-    from wash.lesson import load_average
+    from wash.content.lesson import load_average
 
     rounds = [(load_average(r.get("uptime_before", "")), r) for r in bench.get("rounds", [])]
     rounds = [(load, r) for load, r in rounds if math.isfinite(load)]
@@ -293,7 +293,7 @@ def plan() -> list[str]:
 
 
 def running(bench: dict | None) -> list[str]:
-    from wash.env import APP_CONCURRENCY, GRADIO_SERVER_NAME
+    from wash.core.env import APP_CONCURRENCY, GRADIO_SERVER_NAME
 
     worst = max((s for r in (bench or {}).get("rounds", []) for s in (x["seconds"] for x in r.get("steps", []))),
                 default=None)

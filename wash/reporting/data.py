@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from wash.results_tables import RESULTS_ROOT
+from wash.reporting.results_tables import RESULTS_ROOT
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 It opens the README, so a newcomer reads first what our committed runs say about each claim.
 Like the headline, every number comes from a summary CSV of ``results/`` or from the paper's
-values in ``wash.results_tables``, and every verdict word ("holds", "not reproduced", "for 6 of
+values in ``wash.reporting.results_tables``, and every verdict word ("holds", "not reproduced", "for 6 of
 8") is decided from those numbers: a changed result changes the row rather than contradicting it.
 ``tests/test_report_docs.py`` reads every number of the table back to a cell.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from wash import results_tables as rt
+from wash.reporting import results_tables as rt
 from wash.detection import TEST_NAME, Z_THRESHOLD
 from wash.reporting import glossary
 from wash.reporting.data import Folder

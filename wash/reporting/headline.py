@@ -1,7 +1,7 @@
 """The headline: a few sentences, each number (and its interval) filled in from a committed CSV.
 
 The templates below hold prose only. Every number comes from a summary CSV or a meta
-of ``results/`` (or, marked "paper", from ``wash.results_tables``' copy of the paper's
+of ``results/`` (or, marked "paper", from ``wash.reporting.results_tables``' copy of the paper's
 tables), and every comparison word ("below", "overlap", "every") is decided from those
 numbers, so a changed result changes the sentence rather than contradicting it.
 ``tests/test_report_docs.py`` reads every number of the rendered headline back to a cell.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from wash import results_tables as rt
+from wash.reporting import results_tables as rt
 from wash.reporting.data import Folder
 from wash.reporting.fmt import FPR_LEVEL, integer, num, num_ci, paper_pct, pct, pct_ci, pval, pval_range
 from wash.detection import TEST_NAME, ALPHA_IDENTIFY, Z_THRESHOLD

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from wash import results_tables as rt
+from wash.reporting import results_tables as rt
 from wash.reporting import glossary
 from wash.reporting.data import Folder
 from wash.reporting.fmt import num, pct

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from wash import results_tables as rt
+from wash.reporting import results_tables as rt
 from wash.experiments import load_note
 from wash.reporting.data import Folder
 from wash.reporting.descriptions import is_quick

@@ -16,7 +16,7 @@ from typing import Callable
 
 import pandas as pd
 
-from wash import results_tables as rt
+from wash.reporting import results_tables as rt
 from wash.detection import TEST_NAME, Z_THRESHOLD
 from wash.reporting.fmt import MISSING, md_table, missing, num, num_ci, paper_pct, pct_ci, pval
 from wash.reporting.headline import name

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.engine import ProviderDetection, RunResult
 from wash.ui.providers import rows_to_specs
 from wash.ui.settings import MAX_DETECT_CHARS, check_app_model

@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import gradio as gr
 
-from wash import env
-from wash.version import ROOT
+from wash.core import env
+from wash.core.version import ROOT
 
 if TYPE_CHECKING:  # not imported here: this module is imported before torch (import_spaces)
     from wash.ui.preload import Preload
 
-#: The hardware targets ``python -m wash space --hardware`` builds (``wash.space.HARDWARE``).
+#: The hardware targets ``python -m wash space --hardware`` builds (``wash.publish.space.HARDWARE``).
 TARGETS = ("cpu", "zero-gpu", "gpu")
 #: Seconds a GPU call costs before its first token: ZeroGPU's worker start and the weights' move.
 BASE_S = 20
@@ -55,7 +55,7 @@ QUOTA_TITLES = ("ZeroGPU quota exceeded", "ZeroGPU illegal duration")
 
 def target() -> str:
     """The hardware this build is for (``space_build.json``'s ``hardware``; cpu outside a build)."""
-    from wash.space import MARKER
+    from wash.publish.space import MARKER
 
     try:
         made = json.loads((ROOT / MARKER).read_text(encoding="utf-8"))
@@ -200,7 +200,8 @@ def on_gpu(handler: Callable, seconds: Callable[..., int], preload: Preload | No
     ``seconds(*inputs)`` (a generator handler also gets this process's Stop, ending with ``stopped``)."""
     if not zero_gpu():
         return handler
-    import spaces  # a zero-gpu build lists it (wash.space.ZEROGPU_PACKAGE); imported first by import_spaces
+    # a zero-gpu build lists it (wash.publish.space.ZEROGPU_PACKAGE); imported first by import_spaces
+    import spaces
 
     decorated = spaces.GPU(duration=seconds)(handler)
     if inspect.isgeneratorfunction(handler):

@@ -16,9 +16,9 @@ from typing import Any, Callable, Iterator
 import gradio as gr
 
 from wash.engine import PROFILES, command_line, profile_name, ProviderDetection
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.ui.preload import Preload
-from wash.presets import DEMO_TOKENS, description as preset_description, preset
+from wash.content.presets import DEMO_TOKENS, description as preset_description, preset
 from wash.ui import identify as identify_ui, plots, results, tables, texts, tokens
 from wash.ui.detect import detect, result_models
 from wash.ui.providers import add_row, build_config, preset_rows, remove_last_row

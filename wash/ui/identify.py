@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.detection import (Identification, Probe, holm_by, identified, permutation_p, ALPHA_IDENTIFY,
                             Z_THRESHOLD)
 from wash.ui.providers import rows_to_specs

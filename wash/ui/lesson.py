@@ -1,6 +1,6 @@
 """The Lesson tab's handlers: a step's card, and its click run through the Generate or Identify handler.
 
-A step (``wash.lesson.Step``) becomes exactly the inputs the Generate tab would
+A step (``wash.content.lesson.Step``) becomes exactly the inputs the Generate tab would
 send (providers table, the first example prompt, its tokens and seed, the default
 serving profile, eager forwards, its comparison) and runs through
 ``handlers.make_generate``, the same generator the Generate button uses: the
@@ -22,8 +22,8 @@ from typing import Any, Callable, Iterator, Sequence
 import gradio as gr
 
 from wash.engine import DEFAULT_PROFILE, PROFILES
-from wash.lesson import IDENTIFY_SYSTEMS, OFF, STEPS, Step, measured, step
-from wash import env
+from wash.content.lesson import IDENTIFY_SYSTEMS, OFF, STEPS, Step, measured, step
+from wash.core import env
 from wash.ui import handlers, identify as identify_ui, replay, texts
 from wash.ui.preload import Preload
 

@@ -7,7 +7,7 @@ import time
 from typing import Callable
 
 from wash.engine import Progress, is_loaded, load_model
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 
 
 class Preload:

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from wash.engine import MAX_PROVIDERS, GenerationConfig, ProviderSpec
-from wash.errors import WashInputError
-from wash.presets import preset
+from wash.core.errors import WashInputError
+from wash.content.presets import preset
 from wash.ui.settings import MAX_PROMPT_CHARS, check_app_model
 
 HEADERS = ["model", "scheme", "key", "params"]
@@ -123,7 +123,7 @@ def build_config(table: Any, prompt: str, max_new_tokens: Any, temperature: Any,
     return config
 
 
-# -- presets (defined in wash.presets, shared with ``experiment presets``) ---------------
+# -- presets (defined in wash.content.presets, shared with ``experiment presets``) ---------------
 def preset_rows(name: str, models: Sequence[str]) -> tuple[list[Row], str]:
     """The preset's rows with A/B resolved to the offered models, and its mode."""
     if not models:

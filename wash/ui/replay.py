@@ -6,7 +6,7 @@ A recording is the run's own event stream (``wash.engine.events``' ``to_dict``, 
 detection's per-token scores kept) in one gzip-compressed JSON file per step under
 ``RECORDINGS`` (a third of the plain JSON's size),
 with the inputs the Lesson sends (providers table, prompt, tokens, seed, ...), the
-app's models and the code that made it (``wash.version.code_version``, whose
+app's models and the code that made it (``wash.core.version.code_version``, whose
 ``engine`` fingerprint hashes the engine's source). ``streams`` hands the events back
 to ``handlers.make_generate`` at reading speed (or at once), which draws them as it
 draws a live run's: same text, routed spans, z traces, distributions, detection.
@@ -29,11 +29,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import wash.detection
-from wash import env
+from wash.core import env
 from wash.engine import FinishedEvent, GenerationConfig, LoadEvent, StepEvent, event_from_dict
 from wash.ui import identify as identify_ui
 from wash.ui.run import SINGLE, WASH, Streams, Throttle, drive
-from wash.version import ROOT, code_version, engine_fingerprint, source_fingerprint
+from wash.core.version import ROOT, code_version, engine_fingerprint, source_fingerprint
 
 #: Where the recordings are kept (unless ``WASH_LESSON_RECORDINGS`` says): one ``step-N.json.gz`` per step.
 RECORDINGS = ROOT / "assets" / "lesson"

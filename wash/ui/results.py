@@ -1,6 +1,6 @@
 """The Results tab: the two headline tables of the committed results and their figures.
 
-Pure plotly and pandas (no widgets). Every number comes from ``wash.results_tables``,
+Pure plotly and pandas (no widgets). Every number comes from ``wash.reporting.results_tables``,
 which reads the committed ``results/`` folders, so the tab, ``docs/RESULTS.md`` and the
 README cannot disagree; the prose around the figures holds no typed number.
 
@@ -34,7 +34,7 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from wash import results_tables as rt
+from wash.reporting import results_tables as rt
 from wash.reporting import (FPR_LEVEL, integer, num, num_ci, paper_pct, pct_ci, pval, display_name as name,
                             display_names as names)
 from wash.detection import TEST_NAME, ALPHA_IDENTIFY, FPR_CALIBRATED
@@ -74,7 +74,8 @@ IDENTIFICATION_CAPTION = (f"Verdict of the {TEST_NAME} per probed system (p: the
 
 # --- Loading (once per process). ---
 
-#: Each question's folders (``wash.results_tables``: our forms, the release's forms, the release's line-up).
+#: Each question's folders (``wash.reporting.results_tables``: our forms, the release's forms, the
+#: release's line-up).
 FOLDERS = {"detection": rt.DETECTION_FOLDERS, "identification": rt.IDENTIFICATION_FOLDERS}
 _READ = {"detection": (rt.detection_table, rt.DETECTION_COLUMNS),
          "identification": (rt.identification_table, rt.IDENTIFICATION_COLUMNS)}

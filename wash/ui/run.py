@@ -30,7 +30,7 @@ from typing import Callable, Iterator, Sequence
 import wash.baselines  # noqa: F401  (registers the baseline modes)
 from wash.engine import (MODE_TABLE, GenerationConfig, FinishedEvent, LoadEvent, ResyncEvent, RunResult,
                          StepEvent, Progress)
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.ui.preload import Preload
 from wash.ui.settings import missing_markdown, missing_models
 
@@ -153,7 +153,7 @@ def warm_up(models: Sequence[str], say: Progress, forward: bool = True) -> None:
     """
     from wash.api import generate
     from wash.engine import load_model, align, model_vocab
-    from wash.presets import preset_names
+    from wash.content.presets import preset_names
     from wash.ui.providers import build_config, preset_rows
     from wash.ui.texts import example_prompts
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from wash import env
-from wash.errors import WashInputError
+from wash.core import env
+from wash.core.errors import WashInputError
 from wash.engine import missing_reason, ALLOW_EXTERNAL_ENV, CATALOG, OFFLINE_DEFAULTS, check_model_name, external_allowed
 
 APP_MODELS_ENV = env.APP_MODELS.name

@@ -123,7 +123,7 @@ def results_headline(path: Path = RESULTS) -> str:
 
 def washed_line_measured() -> str:
     """`` (measured: 37 of 1,996 unwatermarked scores pass it)`` from the committed results, or nothing."""
-    from wash.results_tables import null_exceedance
+    from wash.reporting import null_exceedance
 
     try:
         e = null_exceedance(Z_WASHED)
@@ -216,7 +216,7 @@ def theory_markdown() -> str:
 def example_prompts(limit: int = 10) -> list[str]:
     """The project's prompt set (one per domain first), else the app's own few examples."""
     try:
-        from wash.prompts import load_prompts
+        from wash.content.prompts import load_prompts
 
         prompts = [p.text for p in load_prompts(limit=limit)]
         if prompts:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 
 KINDS = ("independent", "coordinated", "biased")
 MAX_VOCAB = 20_000

@@ -35,8 +35,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Hashable, Sequence
 
 import torch
 
-from wash.errors import WashInputError
-from wash.options import SCHEME_PARAMS, parse_params
+from wash.core.errors import WashInputError
+from wash.core.options import SCHEME_PARAMS, parse_params
 from wash.watermarks.scoring import Z_THRESHOLD, p_from_z, z_from_p
 
 if TYPE_CHECKING:

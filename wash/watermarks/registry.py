@@ -12,7 +12,7 @@ registered later is in every list it belongs to, and no name list outside
 
 from __future__ import annotations
 
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 from wash.watermarks.base import WatermarkScheme
 
 SCHEMES: dict[str, type[WatermarkScheme]] = {}

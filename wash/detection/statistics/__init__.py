@@ -262,7 +262,7 @@ STATISTICS: dict[str, Statistic] = {s.name: s for s in (
 
 
 def statistic(name: str) -> Statistic:
-    from wash.errors import WashInputError
+    from wash.core.errors import WashInputError
 
     try:
         return STATISTICS[name]
@@ -302,7 +302,7 @@ def detect_with(provider: Any, text: str, name: str = DEFAULT_STATISTIC, cache_d
     """
     stat = statistic(name)
     if not stat.applies(provider.scheme):
-        from wash.errors import WashInputError
+        from wash.core.errors import WashInputError
 
         raise WashInputError(f"statistic '{name}' does not apply to scheme '{provider.scheme.name}'")
     ids = provider.scheme_ids(provider.member.encode(text))

@@ -42,9 +42,9 @@ from typing import Callable
 
 import torch
 
-from wash.timing import PROMPT, _machine, _median_of, plain_decode_ms, wash_ms
+from wash.bench.timing import PROMPT, _machine, _median_of, plain_decode_ms, wash_ms
 from wash.engine.parallel import settings as forward_settings
-from wash.provenance import command_line, load_average
+from wash.core.provenance import command_line, load_average
 
 #: The paper's Table 5 (resource usage and decoding latency, 8B-class members).
 PAPER_TABLE5 = {"watermarked_ms": 30.0, "unwatermarked_ms": 29.5, "wash_par_ms": 56.9, "wash_par_vs_watermarked": 1.90,

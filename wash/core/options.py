@@ -17,7 +17,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 
 _CASTS = {"int": int, "float": float, "str": str, "bool": None}
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")

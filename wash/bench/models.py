@@ -23,7 +23,7 @@ Latencies are medians (or means, for lazy) over decoded tokens, then medians ove
 ``--rounds`` interleaved repeats. The re-encode reference and memory run once.
 
 ``--dummy SHAPE@TOKENIZER ...`` measures dummy members at any shape and on any device
-instead (``wash.shape_bench``: the GPU run of docs/BENCHMARKS.md).
+instead (``wash.bench.shapes``: the GPU run of docs/BENCHMARKS.md).
 
 ``--compare-backends`` measures instead the plain decodes and WASH at N = 2, 3, 5 on
 local members and on Ray actors, back to back within each round, and reports Ray's
@@ -44,8 +44,8 @@ import torch
 from wash.engine.config import add_backend_arguments
 from wash.engine.settings import PROFILES
 from wash.engine.parallel import settings as forward_settings
-from wash.provenance import command_line, load_average
-from wash.timing import PROMPT, _machine, _median_of, plain_decode_ms, wash_ms
+from wash.core.provenance import command_line, load_average
+from wash.bench.timing import PROMPT, _machine, _median_of, plain_decode_ms, wash_ms
 
 def providers_for(n: int, models: tuple[str, str]) -> list[str]:
     return [f"{models[i % 2]}:kgw:{1000 + i}" for i in range(n)]
@@ -60,7 +60,7 @@ def peak_rss_mb(models: tuple[str, str], tokens: int) -> dict:
     load = (f"import resource\nfrom wash.engine.models import load_model\n"
             f"[load_model(m) for m in {list(models)!r}]\n"
             "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
-    run = (f"import resource\nfrom wash.bench import wash_ms, providers_for\n"
+    run = (f"import resource\nfrom wash.bench.models import wash_ms, providers_for\n"
            f"wash_ms(providers_for(5, {tuple(models)!r}), {tokens})\n"
            "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)")
     base, wash = _child_rss(load), _child_rss(run)
@@ -241,7 +241,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     backend = parse_backend(args.backend)  # a bad --backend or $WASH_BACKEND: one line, exit 2
     if args.dummy:
         from wash.engine.models import parse_dtype
-        from wash.shape_bench import run_shape_bench
+        from wash.bench.shapes import run_shape_bench
 
         report = run_shape_bench(args.dummy, args.tokens, args.rounds, args.device, parse_dtype(args.dtype),
                                  args.out)
@@ -277,7 +277,7 @@ def add_parser(sub) -> None:
                         "ray:address=HOST:PORT names the cluster)")
     b.add_argument("--dummy", nargs="+", metavar="SHAPE@TOKENIZER",
                    help="measure dummy members instead (random weights at a published shape, e.g. "
-                        "llama-3.1-8b@smollm2 mistral-7b@gemma3 qwen2.5-7b@smollm2; wash/shape_bench.py): "
+                        "llama-3.1-8b@smollm2 mistral-7b@gemma3 qwen2.5-7b@smollm2; wash/bench/shapes.py): "
                         "plain decodes, WASH eager and lazy at N = 2, 3, N = 3 on the first member, the "
                         "averaging's share of a step and GPU memory")
     b.add_argument("--device", help="with --dummy: where the members run (cpu, cuda, cuda:1; default: a GPU "

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-ASSETS = Path(__file__).resolve().parent.parent / "assets"
+ASSETS = Path(__file__).resolve().parents[2] / "assets"
 PROMPTS_FILE = ASSETS / "prompts.jsonl"
 ARITHMETIC_FILE = ASSETS / "arithmetic.jsonl"
 DOMAINS = ("news", "law", "medicine", "fiction", "how-to")

@@ -1,6 +1,6 @@
 """Per-token latency of one WASH run and of one model decoding alone, shared by both benches.
 
-``wash.bench`` (the catalog's models on this machine) and ``wash.shape_bench`` (dummy members
+``wash.bench.models`` (the catalog's models on this machine) and ``wash.bench.shapes`` (dummy members
 at any shape and device) time the same two things the same way, so their numbers compare;
 this module is what both stand on, so neither bench imports the other.
 """
@@ -12,7 +12,7 @@ import time
 
 import torch
 
-from wash.provenance import cpu_description
+from wash.core.provenance import cpu_description
 
 PROMPT = ("The committee published its annual report on the state of the regional railways, and the "
           "first chapter explains")

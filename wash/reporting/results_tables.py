@@ -26,7 +26,7 @@ import pandas as pd
 
 from wash.watermarks import default_forms, form_params, paper_schemes
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: The committed results folder the tables are read from.
 RESULTS_ROOT = ROOT / "results"
 
@@ -382,7 +382,8 @@ def null_exceedance(z: float, root: Path = RESULTS_ROOT, folder: str = DETECTION
     """The share of a run's unwatermarked negatives (``role == "negative"``) whose own detector's z exceeds
     ``z``: the measured false-positive rate of the line ``z``. None where the run has no negatives."""
     path = Path(root) / folder
-    # a Space build ships a runs CSV over the Hub's 10 MB limit gzip-compressed (wash/space.py): same rows
+    # a Space build ships a runs CSV over the Hub's 10 MB limit gzip-compressed
+    # (wash/publish/space.py): same rows
     runs = sorted(path.glob("*_runs.csv")) or sorted(path.glob("*_runs.csv.gz"))
     if not runs:
         return None

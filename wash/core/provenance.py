@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 #: The repository root: paths under it are recorded relative to it.
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _is_python(path: Path) -> bool:

@@ -1,6 +1,6 @@
 """The Lesson: five steps a class follows in order, as plain data (no Gradio here).
 
-Each step is a ``wash.presets.Preset`` (providers, mode) plus what the click runs
+Each step is a ``wash.content.presets.Preset`` (providers, mode) plus what the click runs
 beside it (new tokens, seed, comparison, or a Water-Probe identification instead
 of a generation), what the class should look for and one question to discuss.
 ``wash/ui/lesson.py`` turns a step into the Generate tab's (or the Identify tab's)
@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from wash.errors import WashInputError
-from wash.presets import Preset, other_models_note, z_span
+from wash.core.errors import WashInputError
+from wash.content.presets import Preset, other_models_note, z_span
 
 #: What one step's click may take, click to finished, on a 2-core CPU with the real models.
 CLICK_BUDGET_S = 30.0
 #: Where ``tools/lesson_time.py`` writes its timings and the z of every step over several seeds.
-MEASURED = Path(__file__).resolve().parents[1] / "docs" / "bench-lesson.json"
+MEASURED = Path(__file__).resolve().parents[2] / "docs" / "bench-lesson.json"
 OFF, SINGLE = "off", "single"
 #: The Lesson tab's first lines: how to follow it.
 INTRO = ("**A lesson in five steps.** Click the steps in order. A click sets the step's providers and "

@@ -23,12 +23,12 @@ from pathlib import Path
 from typing import Sequence
 
 from wash.engine import ProviderSpec
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 
 #: New tokens a preset asks for: long enough that a lone watermark is clearly detected.
 DEMO_TOKENS = 200
 #: Where ``experiment presets`` writes its summary (the committed results folder).
-MEASURED = Path(__file__).resolve().parents[1] / "results" / "presets" / "presets_summary.csv"
+MEASURED = Path(__file__).resolve().parents[2] / "results" / "presets" / "presets_summary.csv"
 
 
 @dataclass(frozen=True)

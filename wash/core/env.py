@@ -11,7 +11,7 @@ Writing variables for a child process stays where the child starts (the experime
 workers' ``driver.init_worker``, Ray's local cluster in ``ray_members``); what a child
 inherits is ``child_environment``. ``tests/test_env.py`` checks that no other module
 of ``wash/``, nor ``app.py``, reads ``os.environ``, and that every ``WASH_*`` name the
-code and docs mention has a row here; ``python -m wash.facts --write`` copies the
+code and docs mention has a row here; ``python -m wash.publish.facts --write`` copies the
 table into the docs (the ``environment`` block).
 """
 
@@ -21,7 +21,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from wash.errors import WashInputError
+from wash.core.errors import WashInputError
 
 
 @dataclass(frozen=True)
@@ -252,7 +252,7 @@ def child_environment(defaults: dict[str, str] | None = None, **values: str) -> 
 
 
 def table() -> str:
-    """The docs' table of every variable (``python -m wash.facts``' ``environment`` block)."""
+    """The docs' table of every variable (``python -m wash.publish.facts``' ``environment`` block)."""
     rows = ["| variable | default | effect |", "|---|---|---|"]
     rows += [f"| `{v.name}` | {v.default} | {v.meaning} |" for v in VARIABLES]
     return "\n".join(rows)

@@ -16,13 +16,13 @@ from typing import Iterable
 #: The package's version (``wash.__version__``).
 __version__ = "0.1.0"
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 #: The folders whose files determine a generated text (relative to the repository root):
 #: the engine, the watermark schemes, the baselines' step strategies and the parser of their
 #: ``param=value`` options. Any change to a file in them changes ``engine_fingerprint``; a
 #: module added there is counted without anyone keeping a list.
-ENGINE_SOURCES = ("wash/engine/*.py", "wash/watermarks/*.py", "wash/baselines/*.py", "wash/options.py")
+ENGINE_SOURCES = ("wash/engine/*.py", "wash/watermarks/*.py", "wash/baselines/*.py", "wash/core/options.py")
 
 
 #: Tracked paths whose changes do not make the code dirty: experiment outputs and prose.

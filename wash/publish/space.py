@@ -45,9 +45,9 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from wash.errors import WashInputError
-from wash.results_tables import DETECTION_FOLDER
-from wash.version import ROOT, git_commit
+from wash.core.errors import WashInputError
+from wash.reporting import DETECTION_FOLDER
+from wash.core.version import ROOT, git_commit
 
 #: The Hub's limit for a file in a Space repository (10 MB; in bytes, the stricter reading).
 FILE_LIMIT = 10_000_000
@@ -256,7 +256,7 @@ def linked_pages(root: Path = ROOT, start: str = "README.md") -> tuple[list[str]
 
 def _app_data(root: Path) -> list[Path]:
     """Data files under docs/ the app reads at run time: the Lesson cards' measured z and times."""
-    from wash.lesson import MEASURED
+    from wash.content.lesson import MEASURED
 
     return [root / MEASURED.relative_to(ROOT)]
 
@@ -370,7 +370,7 @@ def summary(out: Path) -> dict:
 
 def measure(root: Path = ROOT) -> dict:
     """What a build of ``root`` holds, built into a temporary folder and removed: the docs quote it
-    (``wash.facts``), so the size they state is the size the build makes, not one typed after a build."""
+    (``wash.publish.facts``), so the size they state is the size the build makes, not one typed after a build."""
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -1,7 +1,7 @@
 """Facts the docs state, generated from what defines or measured them, so no copy can drift.
 
 Each block between ``<!-- facts:NAME -->`` and ``<!-- /facts:NAME -->`` is
-``BLOCKS[NAME]()``, written by ``python -m wash.facts --write`` and checked by
+``BLOCKS[NAME]()``, written by ``python -m wash.publish.facts --write`` and checked by
 ``tests/test_facts.py``. ``FILES[NAME]`` are the files that must hold the block; any
 other markdown file of the docs (``README.md``, ``docs/*.md``) that holds its markers
 is written and checked too, so a page can quote a fact by adding the two markers:
@@ -16,9 +16,10 @@ is written and checked too, so a page can quote a fact by adding the two markers
 * ``app-memory`` (docs/APP.md): the app's resident memory, ready and under load,
   from the committed soak reports ``docs/soak-*.json`` (``tools/soak.py``);
 * ``environment`` (docs/USAGE.md, docs/APP.md): every environment variable the package
-  reads, its default and effect, from ``wash.env.VARIABLES``;
+  reads, its default and effect, from ``wash.core.env.VARIABLES``;
 * ``space-size`` (README.md, docs/SPACE.md): what ``make space`` builds from this tree (files,
-  megabytes, binary files, the largest), from a build into a temporary folder (``wash.space.measure``);
+  megabytes, binary files, the largest), from a build into a temporary folder
+  (``wash.publish.space.measure``);
 * ``verdict`` (docs/APP.md): what *detected* means in the app (z above ``Z_THRESHOLD``) and in the
   results tables (a 5% false-positive rate), from ``wash.reporting.glossary``.
 
@@ -38,7 +39,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: The committed record of full runs of the test suite (``tools/suite_record.py``).
 SUITE_RECORD = "docs/test-suite.json"
 #: The committed soak reports (``python -m tools.soak --out docs/soak-NAME.json``).
@@ -172,8 +173,8 @@ def app_memory(root: Path | None = None) -> str:
 
 def space_size() -> str:
     """What ``make space`` builds from this tree: files, size, binary files, the largest (README, SPACE.md).
-    It builds into a temporary folder (well under a second of copying; ``wash.space.measure``)."""
-    from wash.space import measure
+    It builds into a temporary folder (well under a second of copying; ``wash.publish.space.measure``)."""
+    from wash.publish.space import measure
 
     m = measure(ROOT)
     return (f"{m['files']:,} files, {m['bytes'] / 1e6:.1f} MB ({m['binary_files']} binary, in LFS); largest "
@@ -191,7 +192,7 @@ def verdict() -> str:
 
 def environment() -> str:
     """The environment table (docs/USAGE.md, docs/APP.md)."""
-    from wash.env import table
+    from wash.core.env import table
 
     return table()
 
