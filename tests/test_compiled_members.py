@@ -147,3 +147,15 @@ def test_served_probabilities_differ_from_local_by_float_noise_only():
                         [*b.provider_probs, b.average_probs, b.consensus_probs]):
             gaps += [abs(p - q) for p, q in zip(x or [], y or [])]
     assert max(gaps) < 1e-5  # measured 7.1e-7 over 32 seeded runs of 32 tokens
+
+
+def test_bench_compares_local_with_the_compiled_backend_under_its_own_name():
+    """``bench --compare-backends --backend compiled``: the report's keys carry the other backend's name."""
+    from wash.bench.models import compare_backends
+
+    report = compare_backends(("tiny-smollm2", "tiny-gemma3"), tokens=2, rounds=1, other="compiled:compile=false")
+    assert report["backend"] == "compiled:compile=False"
+    for row in report["wash"] + report["plain_decode"] + report["top_k_rows_shipped"]:
+        assert row["local_ms"] > 0 and row["compiled_ms"] > 0
+        assert row["compiled_overhead_ms"] == pytest.approx(row["compiled_ms"] - row["local_ms"]) or "n" in row
+    assert list(report["targets"]) == ["compiled_eager_n3_overhead_ms<=3"]

@@ -35,6 +35,8 @@ LISTED = {
         "the paper's reported numbers, keyed as the paper prints them",
     "wash/experiments/see_through.py:SCHEME_ORDER": "the order this experiment reads its committed cells, "
                                                      "form variants included (its choice, not a fact)",
+    "wash/reporting/classroom.py:HOW": "the handout's plain words for the four schemes the Lesson shows "
+                                       "(a teaching text and its choice of schemes, not a scheme's fact)",
 }
 
 

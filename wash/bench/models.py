@@ -150,27 +150,31 @@ def run_bench(models: tuple[str, str], tokens: int, reencode_tokens: int, rounds
 TOP_K = PROFILES["paper"].top_k
 
 
-def _median_diff(local: list[float], ray: list[float]) -> float:
-    return statistics.median(b - a for a, b in zip(local, ray))
+def _median_diff(local: list[float], other: list[float]) -> float:
+    return statistics.median(b - a for a, b in zip(local, other))
 
 
-def compare_backends(models: tuple[str, str], tokens: int, rounds: int = 3, ray: str = "ray") -> dict:
-    """Local and Ray members side by side in one process, interleaved per measurement.
+def compare_backends(models: tuple[str, str], tokens: int, rounds: int = 3, other: str = "ray") -> dict:
+    """Local members and another backend's (``other``, e.g. ``ray`` or ``compiled``) side by side in one
+    process, interleaved per measurement; the report's keys carry the other backend's name.
 
     Each round measures every model's plain decode and WASH at N = 2, 3, 5, eager and
     lazy, once on each backend back to back, so a machine's drift hits both alike.
-    The Ray overhead is the per-round difference of the two, then its median: what a
-    step pays for its round trips to the actors (the text is the same on both).
+    The other backend's overhead is the per-round difference of the two, then its median:
+    for ``ray``, what a step pays for its round trips to the actors (the text is the same
+    on both); for ``compiled``, what its static cache and compiled step save (a negative
+    overhead) or cost.
 
     The same is measured under the paper's serving profile (top-k 10, ``TOP_K``) for
-    the plain decodes and N = 3: there an actor sends only the rows top-k can keep
+    the plain decodes and N = 3: there a Ray actor sends only the rows top-k can keep
     (``sampling.ServedRows``), so the difference to the whole-row numbers is what
     shipping the full 49k-262k row cost.
     """
-    from wash.engine.backends import parse_backend
+    from wash.engine.backends import backend_text, parse_backend
 
-    #: Each side's name in the report, and the backend it runs on (``ray``: the given spelling).
-    spelt = {"local": "local", "ray": ray}
+    name = parse_backend(other).name
+    #: Each side's name in the report, and the backend it runs on (the other: as given).
+    spelt = {"local": "local", name: other}
     for spec in spelt.values():
         parse_backend(spec).members(list(models))
     backends = tuple(spelt)
@@ -197,40 +201,34 @@ def compare_backends(models: tuple[str, str], tokens: int, rounds: int = 3, ray:
                                                     backend=spelt[b], top_k=TOP_K))
         print(f"[bench] round {r + 1}/{rounds}: " + "; ".join(
             f"N={n} eager local {steps['local']['eager'][str(n)][-1]['median_token_ms']:.1f} "
-            f"ray {steps['ray']['eager'][str(n)][-1]['median_token_ms']:.1f}" for n in (2, 3, 5)), file=sys.stderr)
+            f"{name} {steps[name]['eager'][str(n)][-1]['median_token_ms']:.1f}" for n in (2, 3, 5)),
+            file=sys.stderr)
+
+    def pair(local: list[float], theirs: list[float], rounds_too: bool = False) -> dict:
+        row = {"local_ms": statistics.median(local), f"{name}_ms": statistics.median(theirs),
+               f"{name}_overhead_ms": _median_diff(local, theirs)}
+        return {**row, "local_ms_rounds": local, f"{name}_ms_rounds": theirs} if rounds_too else row
+
     # Eager steps are steady: their median. Lazy steps are bimodal (one model or the other): their mean.
     key = {"eager": "median_token_ms", "lazy": "mean_token_ms"}
-    table = []
-    for forwards in ("eager", "lazy"):
-        for n in (2, 3, 5):
-            local = [x[key[forwards]] for x in steps["local"][forwards][str(n)]]
-            ray = [x[key[forwards]] for x in steps["ray"][forwards][str(n)]]
-            table.append({"forwards": forwards, "n": n, "statistic": key[forwards],
-                          "local_ms": statistics.median(local), "ray_ms": statistics.median(ray),
-                          "ray_overhead_ms": _median_diff(local, ray),
-                          "local_ms_rounds": local, "ray_ms_rounds": ray})
-    plain_table = [{"model": m, "local_ms": statistics.median(plain["local"][m]),
-                    "ray_ms": statistics.median(plain["ray"][m]),
-                    "ray_overhead_ms": _median_diff(plain["local"][m], plain["ray"][m])}
-                   for m in models]
-    top_k_table = [{"what": f"plain {m}", "local_ms": statistics.median(plain_k["local"][m]),
-                    "ray_ms": statistics.median(plain_k["ray"][m]),
-                    "ray_overhead_ms": _median_diff(plain_k["local"][m], plain_k["ray"][m])} for m in models]
-    for forwards in ("eager", "lazy"):
-        local = [x[key[forwards]] for x in steps_k["local"][forwards]]
-        ray = [x[key[forwards]] for x in steps_k["ray"][forwards]]
-        top_k_table.append({"what": f"WASH N=3 {forwards}", "statistic": key[forwards],
-                            "local_ms": statistics.median(local), "ray_ms": statistics.median(ray),
-                            "ray_overhead_ms": _median_diff(local, ray), "local_ms_rounds": local,
-                            "ray_ms_rounds": ray})
+    table = [{"forwards": forwards, "n": n, "statistic": key[forwards],
+              **pair([x[key[forwards]] for x in steps["local"][forwards][str(n)]],
+                     [x[key[forwards]] for x in steps[name][forwards][str(n)]], rounds_too=True)}
+             for forwards in ("eager", "lazy") for n in (2, 3, 5)]
+    plain_table = [{"model": m, **pair(plain["local"][m], plain[name][m])} for m in models]
+    top_k_table = [{"what": f"plain {m}", **pair(plain_k["local"][m], plain_k[name][m])} for m in models]
+    top_k_table += [{"what": f"WASH N=3 {forwards}", "statistic": key[forwards],
+                     **pair([x[key[forwards]] for x in steps_k["local"][forwards]],
+                            [x[key[forwards]] for x in steps_k[name][forwards]], rounds_too=True)}
+                    for forwards in ("eager", "lazy")]
     n3 = next(row for row in table if row["forwards"] == "eager" and row["n"] == 3)
     return {"command": command_line(["python", "-m", "wash", *sys.argv[1:]]),
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "machine": _machine(),
+            "machine": _machine(), "backend": backend_text(other),
             "models": list(models), "tokens": tokens, "rounds": rounds, "load_average_at_start": started,
             "forwards_settings": forward_settings(), "plain_decode": plain_table, "wash": table,
             "top_k": TOP_K, "top_k_rows_shipped": top_k_table,
-            "targets": {"ray_eager_n3_overhead_ms<=3": n3["ray_overhead_ms"] <= 3}}
+            "targets": {f"{name}_eager_n3_overhead_ms<=3": n3[f"{name}_overhead_ms"] <= 3}}
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -248,7 +246,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
         return 0
     if args.compare_backends:
-        # --backend names the Ray cluster to compare with (e.g. ray:address=HOST:PORT)
+        # --backend names what to compare with local (default ray; e.g. ray:address=HOST:PORT, compiled)
         report = compare_backends(tuple(args.models), args.tokens, args.rounds,
                                   backend_text(backend) if args.backend else "ray")
     else:
@@ -272,9 +270,10 @@ def add_parser(sub) -> None:
     b.add_argument("--out", help="also write the JSON report here")
     add_backend_arguments(b)
     b.add_argument("--compare-backends", action="store_true",
-                   help="local and ray members side by side in one run, interleaved: ms/token of WASH at "
-                        "N = 2, 3, 5 (eager and lazy) on each and Ray's overhead per step (--backend "
-                        "ray:address=HOST:PORT names the cluster)")
+                   help="local members and another backend's side by side in one run, interleaved: ms/token "
+                        "of plain decodes and WASH at N = 2, 3, 5 (eager and lazy) on each and the other's "
+                        "overhead per step; --backend names the other (default ray; ray:address=HOST:PORT, "
+                        "compiled)")
     b.add_argument("--dummy", nargs="+", metavar="SHAPE@TOKENIZER",
                    help="measure dummy members instead (random weights at a published shape, e.g. "
                         "llama-3.1-8b@smollm2 mistral-7b@gemma3 qwen2.5-7b@smollm2; wash/bench/shapes.py): "
