@@ -42,7 +42,7 @@ def test_the_gpu_script_runs_every_step_in_cpu_mode_from_its_bundle_alone(tmp_pa
     log = (out / "gpu-run.log").read_text() if (out / "gpu-run.log").exists() else run.stdout + run.stderr
     steps = (out / "steps.txt").read_text().split("\n")
     assert [line.split(" ")[:2] for line in steps if line] == [
-        ["unpack", "rc=0"], ["versions", "rc=0"], ["smoke", "rc=0"], ["bench", "rc=0"]], log
+        ["unpack", "rc=0"], ["versions", "rc=0"], ["smoke", "rc=0"], ["bench", "rc=0"], ["compiled", "rc=0"]], log
 
     versions = json.loads((out / "versions.json").read_text())
     assert versions["ok"] and not any(versions["app_only_modules_present"].values()), versions
@@ -63,6 +63,11 @@ def test_the_gpu_script_runs_every_step_in_cpu_mode_from_its_bundle_alone(tmp_pa
     assert 0 < bench["step_parts"]["averaging_share_of_eager_step"] < 1
     assert bench["step_parts"]["union_size"] > 262144 - 10000  # the Gemma 3 and SmolLM2 vocabularies' union
     assert "bench ratios:" in run.stdout
+
+    compiled = json.loads((out / "compiled.json").read_text())  # the same bench on compiled members
+    assert compiled["backend"] == "compiled:compile=False" and bench["backend"] == "local"
+    assert compiled["stage"] == "done" and set(compiled["wash"]) == set(bench["wash"])
+    assert set(compiled["ratios"]) == set(bench["ratios"]) and "compiled ratios:" in run.stdout
 
 
 def test_the_ratios_are_the_issues_and_leave_out_what_a_failed_run_did_not_measure():

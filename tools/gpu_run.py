@@ -59,7 +59,8 @@ def versions(path: str) -> dict:
 
     report: dict = {"imports": {}}
     save = _writer(path, report)
-    for module in ("wash", "wash.cli", "wash.bench.models", "wash.bench.shapes", "wash.engine.ensemble"):
+    for module in ("wash", "wash.cli", "wash.bench.models", "wash.bench.shapes", "wash.engine.ensemble",
+                   "wash.engine.compiled_members"):
         try:
             __import__(module)
             report["imports"][module] = "ok"
@@ -218,7 +219,7 @@ def smoke(path: str) -> dict:
 def summary(directory: str) -> str:
     """The lines to read first: each step's verdict and the bench's ratios."""
     out = []
-    for name in ("versions", "smoke", "bench"):
+    for name in ("versions", "smoke", "bench", "compiled"):
         f = Path(directory) / f"{name}.json"
         if not f.exists():
             out.append(f"{name}: no JSON")
@@ -232,11 +233,11 @@ def summary(directory: str) -> str:
             out.append(f"smoke: ok={d.get('ok')} seed_fixes_the_text={d.get('seed_fixes_the_text')} " + "; ".join(
                 f"{k} {v.get('plain_decode_ms', float('nan')):.1f} ms" for k, v in d.get("members", {}).items()))
         else:
-            out.append(f"bench: stage={d.get('stage')} rounds={d.get('rounds_done')} "
+            out.append(f"{name}: backend={d.get('backend')} stage={d.get('stage')} rounds={d.get('rounds_done')} "
                        f"plain={json.dumps(d.get('plain_decode_ms'))}")
-            out.append(f"bench ratios: {json.dumps(d.get('ratios'))}")
+            out.append(f"{name} ratios: {json.dumps(d.get('ratios'))}")
             parts = d.get("step_parts") or {}
-            out.append(f"bench averaging share: {parts.get('averaging_share_of_eager_step')} "
+            out.append(f"{name} averaging share: {parts.get('averaging_share_of_eager_step')} "
                        f"memory: {json.dumps(d.get('gpu_memory'))} targets: {json.dumps(d.get('targets'))}")
     return "\n".join(out)
 

@@ -241,8 +241,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         from wash.engine.models import parse_dtype
         from wash.bench.shapes import run_shape_bench
 
+        # the dummy members are built in this process: local unless --backend names another (compiled)
         report = run_shape_bench(args.dummy, args.tokens, args.rounds, args.device, parse_dtype(args.dtype),
-                                 args.out)
+                                 args.out, backend=backend_text(backend) if args.backend else "local")
         print(json.dumps(report, indent=2))
         return 0
     if args.compare_backends:

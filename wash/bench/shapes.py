@@ -234,11 +234,17 @@ def cases_for(names: list[str]) -> dict[str, tuple[list[str], str]]:
 
 def run_shape_bench(members: list[str], tokens: int, rounds: int, device: str | None = None,
                     dtype: torch.dtype | None = None, out: str | None = None, warmup_tokens: int | None = None,
-                    say: Callable[[str], None] | None = None) -> dict:
-    """Build the dummy ``members``, then measure (module docstring); the report, also written to ``out``."""
+                    say: Callable[[str], None] | None = None, backend: str = "local") -> dict:
+    """Build the dummy ``members``, then measure (module docstring); the report, also written to ``out``.
+
+    ``backend`` runs every plain decode and WASH run (``local``, or ``compiled``: the members are
+    built here once, and a backend that serves models in this process serves those copies); the
+    step parts stay local's, since they time the CPU work outside the forwards."""
+    from wash.engine.backends import backend_text
+
     say = say or (lambda msg: print(f"[bench] {msg}", file=sys.stderr, flush=True))
     names = dummy_names(members)
-    report: dict = {"command": command_line(["python", "-m", "wash", *sys.argv[1:]]),
+    report: dict = {"command": command_line(["python", "-m", "wash", *sys.argv[1:]]), "backend": backend_text(backend),
                     "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
                     "machine": _machine(), "environment": environment(), "members": names,
                     "tokens": tokens, "rounds": rounds, "load_average_at_start": load_average(),
@@ -273,10 +279,10 @@ def run_shape_bench(members: list[str], tokens: int, rounds: int, device: str | 
 
     warmup_tokens = warmup_tokens or min(8, tokens)
     for name in names:  # warm-up: kernels, allocator pools, tokenizers' caches
-        attempt(f"warm-up {name}", lambda name=name: plain_decode_ms(name, warmup_tokens))
+        attempt(f"warm-up {name}", lambda name=name: plain_decode_ms(name, warmup_tokens, backend))
     for case, (specs, forwards) in cases.items():
         attempt(f"warm-up {case}", lambda specs=specs, forwards=forwards: wash_ms(specs, warmup_tokens,
-                                                                                 forwards=forwards))
+                                                                                 forwards=forwards, backend=backend))
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
     save("warmed up")
@@ -285,13 +291,14 @@ def run_shape_bench(members: list[str], tokens: int, rounds: int, device: str | 
     for r in range(rounds):
         for name in names:
             _sync(dev)
-            ms = attempt(f"round {r + 1} plain {name}", lambda name=name: plain_decode_ms(name, tokens))
+            ms = attempt(f"round {r + 1} plain {name}", lambda name=name: plain_decode_ms(name, tokens, backend))
             if ms is not None:
                 plain_rounds[name].append(ms)
         for case, (specs, forwards) in cases.items():
             _sync(dev)
             got = attempt(f"round {r + 1} {case}",
-                          lambda specs=specs, forwards=forwards: wash_ms(specs, tokens, forwards=forwards, seed=r))
+                          lambda specs=specs, forwards=forwards: wash_ms(specs, tokens, forwards=forwards, seed=r,
+                                                                         backend=backend))
             if got is not None:
                 case_rounds[case].append(got)
         plain = {n: statistics.median(v) for n, v in plain_rounds.items() if v}
