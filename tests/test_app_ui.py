@@ -536,3 +536,21 @@ def test_a_new_run_of_a_session_stops_the_one_before_and_no_other() -> None:
     assert "tab-a" in stops and stops.stop("tab-a") and second.is_set()
     stops.finish("tab-a", second)
     assert "tab-a" not in stops and not stops.stop("tab-a")
+
+
+def test_a_page_that_falls_behind_gets_one_view_of_what_arrived_meanwhile(tiny_smollm2, tiny_gemma3):
+    """Events that arrive while the last view is being drawn are drawn together: a slow page catches
+    up in one view instead of being sent one stale view per token, and no event is lost."""
+    import time
+
+    from wash.engine.ensemble import generate
+
+    views = drive(_config(max_new=12), compare=False, stop=threading.Event())
+    first = next(views)
+    time.sleep(3)  # a page busy drawing: the tiny models finish the run meanwhile
+    rest = list(views)
+    record = rest[-1].record
+    assert record.finished and record.results["wash"].text == generate(_config(max_new=12)).text
+    assert len(record.steps["wash"]) == record.results["wash"].routing.tokens >= 8
+    assert len(rest) <= 3, [len(v.record.steps["wash"]) for v in rest]  # the backlog and the final view
+    assert rest[-1].finished and not first.finished

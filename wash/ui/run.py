@@ -393,7 +393,12 @@ def _status(record: RunRecord, config: GenerationConfig, started: float, stop: t
 def drive(config: GenerationConfig, compare: str | bool | None, stop: threading.Event,
           throttle: Throttle | None = None, poll_seconds: float = 0.5,
           preload: Preload | None = None, streams: Streams | None = None) -> Iterator[RunView]:
-    """Run a generation in a worker thread and yield a view after every event.
+    """Run a generation in a worker thread and yield a view after every event, or after every
+    batch of events that arrived while the page was drawing the last view.
+
+    Why batches: a page that falls behind (thirty students replaying at once on two cores, or a
+    slow browser) would otherwise be sent one stale view per token and fall further behind;
+    drawing what has arrived in one view keeps it at most one view behind the run.
 
     ``streams`` replaces the engine's (``live_streams``) with other events of the same
     kinds, such as a recorded run; those need no models, so they never wait for ``preload``.
@@ -417,28 +422,38 @@ def drive(config: GenerationConfig, compare: str | bool | None, stop: threading.
                               name="wash-generation")
     thread.start()
     try:
-        while True:
+        done = False
+        while not done:
             try:
-                stream, event = out.get(timeout=poll_seconds)
+                batch = [out.get(timeout=poll_seconds)]
             except queue.Empty:
                 yield RunView(_status(record, config, started, stop), record)
                 continue
-            if stream == _DONE:
-                break
-            if stream == _ERROR:
-                raise event
-            if stream == _PRELOAD_DONE:
-                record.waiting_for_preload = False
-                record.preload_wait_s = time.perf_counter() - started
-                continue
-            if stream == _PRELOAD:
-                record.waiting_for_preload = True
-                stream = WASH
-            record.add(stream, event)
-            if record.first_token_s is None and isinstance(event, StepEvent):
-                record.first_token_s = time.perf_counter() - started
-            refresh = isinstance(event, StepEvent) and stream == WASH and throttle.tick()
-            if not isinstance(event, (ResyncEvent, FinishedEvent)):
+            while batch[-1][0] not in (_DONE, _ERROR):  # what else arrived while the last view was drawn
+                try:
+                    batch.append(out.get_nowait())
+                except queue.Empty:
+                    break
+            show = refresh = False
+            for stream, event in batch:
+                if stream == _DONE:
+                    done = True
+                    break
+                if stream == _ERROR:
+                    raise event
+                if stream == _PRELOAD_DONE:
+                    record.waiting_for_preload = False
+                    record.preload_wait_s = time.perf_counter() - started
+                    continue
+                if stream == _PRELOAD:
+                    record.waiting_for_preload = True
+                    stream = WASH
+                record.add(stream, event)
+                if record.first_token_s is None and isinstance(event, StepEvent):
+                    record.first_token_s = time.perf_counter() - started
+                refresh = (isinstance(event, StepEvent) and stream == WASH and throttle.tick()) or refresh
+                show = show or not isinstance(event, (ResyncEvent, FinishedEvent))
+            if show:
                 yield RunView(_status(record, config, started, stop), record, refresh=refresh)
                 if refresh:
                     throttle.drawn()  # the consumer is back: that was the redraw's cost
