@@ -26,6 +26,7 @@ from wash.engine import DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_TOP_K
 from wash.ui.preload import Preload
 from wash.content.presets import DEMO_TOKENS, description as preset_description, preset_names
 from wash.detection import Z_THRESHOLD
+from wash.reporting import glossary_lines
 from wash.ui import handlers, plots, results, sessions, tables, texts
 from wash.ui import lesson as lesson_ui
 from wash.content.lesson import INTRO as LESSON_INTRO, STEPS as LESSON_STEPS
@@ -206,6 +207,9 @@ def _lesson_tab(models: list[str]) -> dict:
                 w["zplot"] = gr.Plot(plots.empty_figure("click a step: the live z-scores appear here"),
                                      show_label=False, elem_id="lesson-z-plot")
                 gr.Markdown(texts.z_score_markdown(), elem_id="lesson-z-score")
+                with gr.Accordion("Words used here", open=False, elem_id="lesson-glossary"):
+                    # the README's and the handout's glossary, one text (wash/reporting/glossary.py)
+                    gr.Markdown("\n".join(glossary_lines()))
         w["detection"] = gr.Dataframe(tables.empty_detection_frame(), label="Detection on the final text",
                                       interactive=False, elem_id="lesson-detection")
     with gr.Column(visible=False) as w["identification"]:

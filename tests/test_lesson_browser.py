@@ -47,6 +47,8 @@ def test_browser_lesson_walks_every_step_with_its_card_providers_and_results(les
     assert "A lesson in five steps" in page.locator("#lesson-intro").inner_text()
     assert "What is a z-score?" in page.locator("#lesson-z-score").inner_text()
     assert "What is a z-score?" in page.locator("#z-score").text_content()  # beside the Generate tab's chart too
+    page.locator("#lesson-glossary").get_by_text("Words used here").click()  # the glossary beside the chart
+    page.wait_for_function("() => document.querySelector('#lesson-glossary').innerText.includes('false positive')")
     seen = []
     for number, s in enumerate(STEPS, start=1):
         (result,) = walk(page, STEP_TIMEOUT_S, [number])

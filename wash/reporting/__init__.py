@@ -34,6 +34,7 @@ _EXPORTS = {
     **dict.fromkeys(("FPR_LEVEL", "integer", "num", "num_ci", "paper_pct", "pct_ci", "pval"), "fmt"),
     "display_name": "headline:name", "display_names": "headline:names",
     "GLOSSARY_ANCHOR": "glossary:ANCHOR", "glossary_definition": "glossary:definition",
+    "glossary_lines": "glossary:lines",
 }
 __all__, __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, ("see_through", "results_tables"))
 __all__ += ["add_parser", "generate", "differences", "write", "REGENERATE"]
