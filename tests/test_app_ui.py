@@ -554,3 +554,15 @@ def test_a_page_that_falls_behind_gets_one_view_of_what_arrived_meanwhile(tiny_s
     assert len(record.steps["wash"]) == record.results["wash"].routing.tokens >= 8
     assert len(rest) <= 3, [len(v.record.steps["wash"]) for v in rest]  # the backlog and the final view
     assert rest[-1].finished and not first.finished
+
+
+def test_only_the_final_view_says_done(tiny_smollm2, tiny_gemma3):
+    """A view that reads "Done" carries the run's results: none before the final one says the run ended,
+    however the events were batched (a page would show Done with an empty routing summary)."""
+    import time
+
+    views = drive(_config(max_new=6), compare=False, stop=threading.Event())
+    seen = [next(views)]
+    time.sleep(2)  # the run and its end arrive while the page is busy
+    seen += list(views)
+    assert [v.finished for v in seen if "Done" in v.status] == [True]

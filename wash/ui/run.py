@@ -427,7 +427,8 @@ def drive(config: GenerationConfig, compare: str | bool | None, stop: threading.
             try:
                 batch = [out.get(timeout=poll_seconds)]
             except queue.Empty:
-                yield RunView(_status(record, config, started, stop), record)
+                if not record.finished:  # once every run has finished, only the final view may say so
+                    yield RunView(_status(record, config, started, stop), record)
                 continue
             while batch[-1][0] not in (_DONE, _ERROR):  # what else arrived while the last view was drawn
                 try:
@@ -453,7 +454,7 @@ def drive(config: GenerationConfig, compare: str | bool | None, stop: threading.
                     record.first_token_s = time.perf_counter() - started
                 refresh = (isinstance(event, StepEvent) and stream == WASH and throttle.tick()) or refresh
                 show = show or not isinstance(event, (ResyncEvent, FinishedEvent))
-            if show:
+            if show and not record.finished:  # the final view, with the results, follows
                 yield RunView(_status(record, config, started, stop), record, refresh=refresh)
                 if refresh:
                     throttle.drawn()  # the consumer is back: that was the redraw's cost
