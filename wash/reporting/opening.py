@@ -16,7 +16,7 @@ import pandas as pd
 from wash.reporting import results_tables as rt
 from wash.reporting import glossary
 from wash.reporting.data import Folder
-from wash.reporting.fmt import num, pct
+from wash.reporting.fmt import num, pct_ci
 from wash.reporting.headline import name, names
 
 START = "<!-- results:opening:start -->"
@@ -112,7 +112,8 @@ def sentence(root: Path, F: dict[str, Folder]) -> str | None:
                    if s == best else "") for s in alive["scheme"]}
         text += (": " + " and ".join(f"{name(s)}" + (f", {why[s]}," if why[s] else "") for s in alive["scheme"])
                  + f" are still [detected]({glossary.ANCHOR}) in "
-                 + " and ".join(pct(v) for v in alive["tpr"]) + f" of texts at N = {N}")
+                 + " and ".join(pct_ci(r.tpr, r.tpr_low, r.tpr_high) for r in alive.itertuples())
+                 + f" of texts at N = {N} (95% intervals)")
     return text + _identified(root, F) + "."
 
 
