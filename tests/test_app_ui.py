@@ -536,6 +536,12 @@ def test_a_new_run_of_a_session_stops_the_one_before_and_no_other() -> None:
     assert "tab-a" in stops and stops.stop("tab-a") and second.is_set()
     stops.finish("tab-a", second)
     assert "tab-a" not in stops and not stops.stop("tab-a")
+    third = stops.start("tab-a")
+    stops.supersede("tab-a")  # a lesson step's click, before its run starts
+    assert third.is_set() and stops.superseded(third) and "tab-a" not in stops
+    fourth = stops.start("tab-a")
+    stops.finish("tab-a", third)
+    assert not fourth.is_set() and "tab-a" in stops and not stops.superseded(third)
 
 
 def test_a_page_that_falls_behind_gets_one_view_of_what_arrived_meanwhile(tiny_smollm2, tiny_gemma3):

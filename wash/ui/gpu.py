@@ -144,7 +144,9 @@ def _wait_for(preload: Preload | None) -> Iterator[str]:
 
 def _session(args: tuple, kwargs: dict) -> str:
     request = kwargs.get("request") or next((a for a in args if isinstance(a, gr.Request)), None)
-    return getattr(request, "session_hash", None) or "anonymous"
+    from wash.ui.run import session_of
+
+    return session_of(request)
 
 
 def _stream(decorated: Callable, seconds: Callable[..., int], preload: Preload | None,

@@ -22,7 +22,7 @@ from wash.content.presets import DEMO_TOKENS, description as preset_description,
 from wash.ui import identify as identify_ui, plots, results, tables, texts, tokens
 from wash.ui.detect import detect, result_models
 from wash.ui.providers import add_row, build_config, preset_rows, remove_last_row
-from wash.ui.run import (SINGLE, WASH, RunRecord, RunView, StopRegistry, Streams, comparison_mode, drive,
+from wash.ui.run import (SINGLE, WASH, RunRecord, RunView, StopRegistry, Streams, comparison_mode, drive, session_of,
                          preload_markdown)
 from wash.ui.settings import release_free_memory
 from wash.ui.theory import simulate, summary
@@ -163,7 +163,7 @@ def make_generate(preload: Preload | None, streams: Streams | None = None) -> Ca
                                   top_k=top_k, top_p=top_p, aggregate=aggregate)
         except WashInputError as err:
             raise _as_gr_error(err) from err
-        session = getattr(request, "session_hash", None) or "anonymous"
+        session = session_of(request)
         stop = STOPS.start(session)
         views = drive(config, compare, stop, preload=preload, streams=streams)
         try:
@@ -233,7 +233,7 @@ def describe_mode(mode: str, forwards: str) -> str:
 
 
 def stop(request: gr.Request) -> None:
-    session = getattr(request, "session_hash", None) or "anonymous"
+    session = session_of(request)
     if STOPS.stop(session):
         gr.Info("Stopping after the current token…")
 

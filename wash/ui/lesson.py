@@ -26,6 +26,7 @@ from wash.content.lesson import IDENTIFY_SYSTEMS, OFF, STEPS, Step, measured, st
 from wash.core import env
 from wash.ui import handlers, identify as identify_ui, replay, texts
 from wash.ui.preload import Preload
+from wash.ui.run import session_of
 
 #: The Generate handler's outputs the Lesson shows (names of ``handlers.GENERATE_OUTPUTS``).
 OUTPUTS = ("status", "text", "single_text", "zplot", "detection")
@@ -103,7 +104,8 @@ def make_load(number: int, models: Sequence[str]) -> Callable[[str], tuple]:
     follows (replayed or live) and why; the last two values start that run (a fresh value of its go state)."""
     s = step(number)
 
-    def load(pace: str = replay.READING) -> tuple:
+    def load(pace: str = replay.READING, request: gr.Request = None) -> tuple:
+        handlers.STOPS.supersede(session_of(request))
         replaying, line = source_line(number, models, pace)
         doing = ("replaying its recorded run" if replaying else
                  "probing the systems" if s.identify else "starting")

@@ -92,6 +92,11 @@ class Throttle:
         self.last = now
 
 
+def session_of(request: object) -> str:
+    """The browser session a request comes from (its tab): runs, stops and supersession are per session."""
+    return getattr(request, "session_hash", None) or "anonymous"
+
+
 class StopRegistry:
     """One stop flag per browser session (``gr.Request.session_hash``): one run per session."""
 
@@ -116,6 +121,18 @@ class StopRegistry:
         if previous is not None:
             previous.set()
         return flag
+
+    def supersede(self, session: str) -> None:
+        """End the session's running run now, before its successor starts.
+
+        A lesson step's card lands at its click, while the new run may still wait for
+        a generation slot; the old run must not draw its last status under the new card."""
+        with self._lock:
+            previous = self._flags.pop(session, None)
+            if previous is not None:
+                self._superseded.add(id(previous))
+        if previous is not None:
+            previous.set()
 
     def superseded(self, flag: threading.Event) -> bool:
         """Whether a newer run of the same session has started since ``flag``'s run did."""
