@@ -47,7 +47,7 @@ def test_the_backend_is_one_registry_line_with_options_parsed_once():
         with pytest.raises(WashInputError) as refused:
             parse_backend(f"compiled:{option}")
         assert str(refused.value) == f"backend 'compiled': {message}"
-    accepted = r"\(accepted: device, mode, compile, cache_len\)$"
+    accepted = r"\(accepted: device, mode, compile, cache_len, host_logits\)$"
     with pytest.raises(WashInputError, match=r"^backend 'compiled' has no parameter 'graphs' " + accepted):
         parse_backend("compiled:graphs=on")
 

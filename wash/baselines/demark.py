@@ -148,8 +148,8 @@ from wash.engine.events import LoadEvent, RunResult, StepEvent
 from wash.engine.members import FeedCost, Member, require, side_by_side
 from wash.engine.modes import register
 from wash.core.options import check_range
-from wash.engine.averaging import candidates, probs_at
-from wash.engine.sampling import entropy, process_logits, sample
+from wash.engine.readback import ShownProvider, read_step
+from wash.engine.sampling import draw, entropy_of, process_logits, uniform
 from wash.engine.vocab import served_mask
 from wash.watermarks import SCHEMES
 from wash.watermarks.hashing import derive_seed
@@ -598,9 +598,9 @@ class _DeMarkSteps(Stepper):
         t0 = time.perf_counter()
         run, m, method = self.run, self.m, self.method
 
-        def served() -> tuple[torch.Tensor, float]:
+        def served() -> tuple[torch.Tensor, torch.Tensor]:
             base = run.base_logits(m)
-            return run.provider_dist(0, base), entropy(base)
+            return run.provider_dist(0, base), entropy_of(base)
 
         dist, h_base = side_by_side([(self.member, served)])[0]
         top = torch.topk(dist, min(method.k, dist.numel()))
@@ -618,11 +618,10 @@ class _DeMarkSteps(Stepper):
         debiased = torch.zeros_like(dist)
         debiased[index] = torch.softmax(logits, dim=0)
         q = run.system.on_union(m, debiased)
-        x = sample(q, run.gen)
-        if run.end_of_step(x):
+        shown = read_step(draw(q, uniform(run.gen)), h_base, [q], self.config.view_k, [ShownProvider(q)])
+        if run.end_of_step(shown.token):
             return None
-        view = candidates([q], self.config.view_k)
-        return run.commit(x, t0, 0, view, [probs_at(q, view)], None, None, h_base)
+        return run.commit(shown.token, t0, 0, shown)
 
     def finish(self, result: RunResult) -> RunResult:
         cal = self.calibration

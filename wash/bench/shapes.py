@@ -14,7 +14,9 @@ numbers measured side by side:
 * the CPU work of an eager N = 3 step outside the forwards, piece by piece
   (``step_parts``): the watermarks, the union-vocabulary averaging (scatters onto the
   union, p̄ and p*) and the draw;
-* on CUDA, the GPU memory the weights take and the peak (``max_memory_allocated``).
+* on CUDA, the GPU memory the weights take and the peak (``max_memory_allocated``);
+* host reads per drawn token in each WASH run (``host_reads``): the step's packed copies,
+  and on CUDA every synchronisation torch's sync debug mode reports, with their sites.
 
 The ratios the issue's goals name (``ratios``) stand beside the paper's Table 5:
 WASH-Par. at 56.9 ms a token, 1.90x one watermarked 8B model (30.0 ms). The paper
@@ -24,8 +26,9 @@ only where decodes wait on kernel launches and the members' threads overlap them
 the paper's 1.90x is out of reach there by construction: what one GPU shows is the
 engine's own overhead above that floor.
 
-Timing: each forward ends by copying its logits row to the CPU (``members.ModelContext``),
-which waits for the GPU, so step times include the GPU work; the device is also
+Timing: each step ends by copying to the host what it drew (a local member copies its
+logits row, a compiled one the step's packed report, ``engine.readback``), which waits
+for the GPU, so step times include the GPU work; the device is also
 synchronised before each measurement. Every measurement is preceded by a short
 warm-up. The report is rewritten to ``--out`` after every stage, so a run stopped
 by a time limit still leaves what it measured.
@@ -38,6 +41,7 @@ import statistics
 import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Callable
 
 import torch
@@ -232,6 +236,40 @@ def cases_for(names: list[str]) -> dict[str, tuple[list[str], str]]:
     return cases
 
 
+def host_reads(specs: list[str], tokens: int, forwards: str, backend: str, device: torch.device) -> dict:
+    """Per drawn token of one WASH run: the step's packed copies (``engine.readback``) and, on CUDA, every
+    synchronisation torch reports (its sync debug mode warns at each one, wherever it happens: the
+    members' forwards, the served step, the copies of new ids).
+
+    Why both: the copies are what the engine asks for, the same on every device; the
+    synchronisations are what the GPU pays, including any that transformers' code adds."""
+    import warnings
+
+    from wash.engine import readback
+
+    before = readback.copies()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if device.type == "cuda":
+            torch.cuda.set_sync_debug_mode("warn")
+        try:
+            got = wash_ms(specs, tokens, forwards=forwards, backend=backend, seed=101)
+        finally:
+            if device.type == "cuda":
+                torch.cuda.set_sync_debug_mode(0)
+    drawn = max(1, got["tokens"])
+    syncs = [w for w in caught if "synchroniz" in str(w.message).lower()]
+    out = {"tokens": got["tokens"], "step_copies_per_token": (readback.copies() - before) / drawn}
+    if device.type == "cuda":
+        out["cuda_syncs_per_token"] = len(syncs) / drawn
+        where = {}
+        for w in syncs:
+            key = f"{Path(w.filename).name}:{w.lineno}"
+            where[key] = where.get(key, 0) + 1
+        out["cuda_syncs_by_site"] = dict(sorted(where.items(), key=lambda kv: -kv[1])[:12])
+    return out
+
+
 def run_shape_bench(members: list[str], tokens: int, rounds: int, device: str | None = None,
                     dtype: torch.dtype | None = None, out: str | None = None, warmup_tokens: int | None = None,
                     say: Callable[[str], None] | None = None, backend: str = "local") -> dict:
@@ -313,6 +351,10 @@ def run_shape_bench(members: list[str], tokens: int, rounds: int, device: str | 
                                 "peak_allocated_gb": _gb(torch.cuda.max_memory_allocated(dev)),
                                 "peak_reserved_gb": _gb(torch.cuda.max_memory_reserved(dev))}
     save("timed")
+    report["host_reads"] = {c: attempt(f"host reads {c}", lambda specs=specs, forwards=forwards:
+                                       host_reads(specs, tokens, forwards, backend, dev))
+                            for c, (specs, forwards) in cases.items()}
+    save("host reads")
     case = f"eager_{min(3, len(names))}" if len(names) >= 2 else "one_model_3"
     parts = attempt("step parts", lambda: step_parts(cases[case][0]))
     step = report.get("wash", {}).get(case)

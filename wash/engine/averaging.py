@@ -37,22 +37,3 @@ def average(union_vectors: Sequence[torch.Tensor], n: int) -> torch.Tensor:
     for v in union_vectors[1:]:
         total = total + v
     return total / n if n != 1 else total
-
-
-def candidates(reference: Sequence[torch.Tensor], k: int) -> list[int]:
-    """Union ids worth showing: the top-k of each reference distribution, in first-one order."""
-    seen: dict[int, None] = {}
-    for dist in reference:
-        for i in torch.topk(dist, min(k, dist.numel())).indices.tolist():
-            seen.setdefault(int(i), None)
-    first = reference[0]
-    return sorted(seen, key=lambda i: -float(first[i]))
-
-
-def probs_at(dist: torch.Tensor, ids: Sequence[int]) -> list[float]:
-    return [float(dist[i]) for i in ids]
-
-
-def linf(a: torch.Tensor, b: torch.Tensor) -> float:
-    """‖a − b‖∞, the distance Theorem 1 bounds."""
-    return float((a - b).abs().max())

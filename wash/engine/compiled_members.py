@@ -131,6 +131,9 @@ class CompiledMember(TokenizerSide):
     mode: str = ""
     #: A new context's cache length; a longer context doubles it.
     cache_len: int = 256
+    #: Copy each step's logits to the host (the local backend's way); by default they stay on the model's
+    #: device and the served step runs there (``readback``).
+    host_logits: bool = False
 
     @property
     def device(self) -> torch.device:
@@ -180,6 +183,10 @@ class CompiledContext(ModelContext):
                          parallel_forwards=member.parallel_forwards)
         self.step = member.step
         self.cache_len = member.cache_len
+        self.host_logits = member.host_logits
+        #: The step's input id, written in place: no host-to-device copy to wait for, and a CUDA graph's
+        #: input keeps its address.
+        self._next_id = torch.zeros((1, 1), dtype=torch.long, device=member.lm.device)
         #: The static cache, kept when ``restart`` or an uncached step drops ``cache``: its addresses stay.
         self._static: Any = None
 
@@ -219,9 +226,11 @@ class CompiledContext(ModelContext):
         if self.step is None or not logits or target - self.n_cached != 1:
             return super()._feed(target, logits)
         t0 = time.perf_counter()
-        last = torch.tensor([self.ids[target - 1:target]], dtype=torch.long, device=self.lm.device)
-        out = self.step(last, self.cache)
-        self._logits, self._logits_len = out[0, -1].float().cpu(), target
+        self._next_id.fill_(int(self.ids[target - 1]))
+        out = self.step(self._next_id, self.cache)
+        # a copy: a CUDA graph's output is overwritten by its next replay
+        row = out[0, -1].to(torch.float32, copy=True)
+        self._logits, self._logits_len = (row.cpu() if self.host_logits else row), target
         self.forward_s += time.perf_counter() - t0
         self.forward_calls += 1
         self.ids_fed += 1
@@ -230,12 +239,14 @@ class CompiledContext(ModelContext):
 
 @dataclass(frozen=True)
 class CompiledBackend:
-    """``compiled[:device=cuda,mode=reduce-overhead,compile=true,cache_len=256]``: models in this process,
-    their one-id decode steps compiled on a static KV cache.
+    """``compiled[:device=cuda,mode=reduce-overhead,compile=true,cache_len=256,host_logits=false]``: models
+    in this process, their one-id decode steps compiled on a static KV cache.
 
     ``device``: where a model loads when this process loads it first (empty: ``models.resolve_device``);
     ``mode``: ``torch.compile``'s (empty: ``reduce-overhead`` on CUDA, ``default`` elsewhere);
-    ``compile=false``: the same static-cache path, eager; ``cache_len``: a context's first cache length."""
+    ``compile=false``: the same static-cache path, eager; ``cache_len``: a context's first cache length;
+    ``host_logits=true``: each step's logits copied to the host, as the local backend does (by default
+    they stay on the device and the whole served step runs there, ``readback``)."""
 
     name: ClassVar[str] = "compiled"
     in_process: ClassVar[bool] = True
@@ -243,6 +254,7 @@ class CompiledBackend:
     mode: str = ""
     compile: bool = True
     cache_len: int = 256
+    host_logits: bool = False
 
     def __post_init__(self) -> None:
         what = f"backend '{self.name}'"
@@ -260,12 +272,16 @@ class CompiledBackend:
 
     def members(self, names: Sequence[str], progress: Callable[[str], None] | None = None,
                 parallel_forwards: bool | None = None) -> dict[str, CompiledMember]:
-        lanes = parallel.parallel_enabled(parallel_forwards)
         loaded = {n: load_model(n, progress=progress, device=self.device or None) for n in names}
+        # On a GPU with the logits kept there, a step returns once its kernels are queued: one driver
+        # thread queues every member's (threads would only queue on the interpreter).
+        on_gpu = not self.host_logits and any(lm.device.type == "cuda" for lm in loaded.values())
+        lanes = False if on_gpu else parallel.parallel_enabled(parallel_forwards)
         for lm in loaded.values():
             check_layers(lm)
         return {n: CompiledMember(lm, parallel_forwards=lanes, compile=self.compile, mode=self.mode,
-                                  cache_len=self.cache_len) for n, lm in loaded.items()}
+                                  cache_len=self.cache_len, host_logits=self.host_logits)
+                for n, lm in loaded.items()}
 
     def member(self, name: str, progress: Callable[[str], None] | None = None) -> CompiledMember:
         return self.members([name], progress)[name]

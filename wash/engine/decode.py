@@ -54,7 +54,6 @@ from typing import TYPE_CHECKING, Callable, ClassVar, Iterator, Protocol
 import torch
 
 from wash.engine import parallel
-from wash.engine.averaging import candidates, linf, probs_at
 from wash.engine.backends import backend_name
 from wash.engine.detectors import LiveDetector, own_verdicts
 from wash.core.errors import WashInputError
@@ -64,7 +63,8 @@ from wash.engine.members import side_by_side
 from wash.core.options import params_text
 from wash.engine.resync import resynchronise
 from wash.engine.routing import pick_specialist, specialists, starts_new_word, word_complete
-from wash.engine.sampling import entropy, sample
+from wash.engine.readback import ShownProvider, StepReadback, read_step
+from wash.engine.sampling import draw, entropy_of, uniform
 from wash.engine.served import ModelPart, ServedSystem
 from wash.core.version import code_version
 from wash.engine.vocab import encode_bytes
@@ -285,13 +285,13 @@ class Generation:
         ctx = self.contexts[m]
         return self.system.model_part(m, self.base_logits(m), ctx.ids, ctx.prompt_len)
 
-    def provider_union(self, i: int) -> tuple[torch.Tensor, float]:
-        """Provider i's distribution on the union, and its served base entropy, computed on its lane."""
+    def provider_union(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Provider i's distribution on the union, and its served base entropy (0-d), computed on its lane."""
         m = self.prov_model[i]
 
-        def work() -> tuple[torch.Tensor, float]:
+        def work() -> tuple[torch.Tensor, torch.Tensor]:
             base = self.base_logits(m)
-            return self.system.on_union(m, self.provider_dist(i, base)), entropy(base)
+            return self.system.on_union(m, self.provider_dist(i, base)), entropy_of(base)
 
         return side_by_side([(self.members[m], work)])[0]
 
@@ -333,23 +333,30 @@ class Generation:
         return b"".join(self.alignment.token_bytes(t.union_id) for t in self.tokens)
 
     def record(self, u: int, routed: bool, specialists_: list[int], chosen: int | None, t0: float,
-               view: list[int], provider_probs: list, average_: torch.Tensor | None,
-               consensus: torch.Tensor | None, entropy_: float | None) -> StepEvent:
+               shown: StepReadback) -> StepEvent:
+        """The token ``u`` as the run's record and its event; ``shown`` is what its step read back."""
         text = self.decoder.decode(self.alignment.token_bytes(u))
         span_id = len(self.spans) if routed else None
         self.tokens.append(TokenRecord(text=text, union_id=u, routed=routed, span_id=span_id,
-                                       specialists=list(specialists_), chosen=chosen, entropy=entropy_))
+                                       specialists=list(specialists_), chosen=chosen, entropy=shown.entropy))
         self.step_ms.append((time.perf_counter() - t0) * 1000)
+        view = shown.view
         return StepEvent(
             step=len(self.tokens) - 1, token=text, union_id=u, routed=routed, span_id=span_id,
             specialists=list(specialists_), chosen=chosen,
             candidates=[self.alignment.token_text(v) for v in view], candidate_ids=view,
-            provider_probs=provider_probs,
-            average_probs=probs_at(average_, view) if average_ is not None else None,
-            consensus_probs=probs_at(consensus, view) if consensus is not None else None,
-            linf=linf(average_, consensus) if average_ is not None and consensus is not None else None,
+            provider_probs=shown.provider_probs, average_probs=shown.average_probs,
+            consensus_probs=shown.consensus_probs, linf=shown.linf,
             live_z=[d.z() for d in self.live] if self.live else [None] * self.n,
-            elapsed_ms=self.step_ms[-1], entropy=entropy_)
+            elapsed_ms=self.step_ms[-1], entropy=shown.entropy)
+
+    def own_draw(self, k: int) -> StepReadback:
+        """Provider k draws from its own law on the union (a lazy step's, a turn's, a routed one's):
+        the token and what the step shows, read back in one copy (``readback``)."""
+        with parallel.caller_on_one_thread():
+            dist, h = self.provider_union(k)
+            return read_step(draw(dist, uniform(self.gen)), h, [dist], self.config.view_k,
+                             [ShownProvider(dist) if i == k else None for i in range(self.n)])
 
     def end_of_step(self, x: int) -> bool:
         """True when the run ends at ``x``: end of text drawn, or some context is full."""
@@ -363,20 +370,16 @@ class Generation:
 
     def one_provider_step(self, k: int, t0: float) -> StepEvent | None:
         """Provider k draws the token from its own distribution on the union (a lazy step's or a turn's)."""
-        dist, h = self.provider_union(k)
-        x = sample(dist, self.gen)
-        if self.end_of_step(x):
+        shown = self.own_draw(k)
+        if self.end_of_step(shown.token):
             return None
-        view = candidates([dist], self.config.view_k)
-        provider_probs = [probs_at(dist, view) if i == k else None for i in range(self.n)]
-        return self.commit(x, t0, k, view, provider_probs, None, None, h)
+        return self.commit(shown.token, t0, k, shown)
 
     # -- committing a token, routing, re-synchronisation --------------------------------
-    def commit(self, x: int, t0: float, chosen: int | None, view: list[int], provider_probs: list,
-               p_bar: torch.Tensor | None, p_star: torch.Tensor | None, h: float | None) -> StepEvent:
+    def commit(self, x: int, t0: float, chosen: int | None, shown: StepReadback) -> StepEvent:
         """Give a drawn token to every member, or open a routed span when some vocabularies lack it.
 
-        ``h`` is the step's served base entropy, recorded with the token (``StepEvent.entropy``).
+        ``shown`` is what the step read back with the token (``readback``): its view, entropy, probabilities.
         """
         a = self.alignment
         if bool(a.intersection[x]) or not self.strategy.routing:
@@ -387,13 +390,13 @@ class Generation:
                 self.contexts[m].append([mid] if mid >= 0 else
                                         encode_bytes(a.token_bytes(x), member.encode, member.vocab))
             self.feed_live()
-            return self.record(x, False, [], chosen, t0, view, provider_probs, p_bar, p_star, h)
+            return self.record(x, False, [], chosen, t0, shown)
         # x is missing from some vocabularies: open a routed span with its specialists.
         self.span = [x]
         self.span_starts = {m: len(self.contexts[m].ids) for m in self.models}
         self.span_specialists = specialists(range(self.n), self.prov_model, a.from_union, x)
         self._commit_to_specialists(x, self.span_specialists)
-        return self.record(x, True, self.span_specialists, chosen, t0, view, provider_probs, p_bar, p_star, h)
+        return self.record(x, True, self.span_specialists, chosen, t0, shown)
 
     def _commit_to_specialists(self, u: int, current: list[int]) -> None:
         for m in dict.fromkeys(self.prov_model[i] for i in current):
@@ -420,9 +423,8 @@ class Generation:
                 return
             t0 = time.perf_counter()
             k = pick_specialist(current, self.gen)
-            with parallel.caller_on_one_thread():
-                dist, h = self.provider_union(k)
-                y = sample(dist, self.gen)
+            shown = self.own_draw(k)
+            y = shown.token
             if y == a.eos_index:
                 self.finish = "eos"
                 return
@@ -434,10 +436,7 @@ class Generation:
             current = specialists(current, self.prov_model, a.from_union, y)
             self._commit_to_specialists(y, current)
             self.span.append(y)
-            with parallel.caller_on_one_thread():
-                view = candidates([dist], self.config.view_k)
-            probs = [probs_at(dist, view) if i == k else None for i in range(self.n)]
-            yield self.record(y, True, current, k, t0, view, probs, None, None, h)
+            yield self.record(y, True, current, k, t0, shown)
 
     def resync(self) -> ResyncEvent:
         """Context re-synchronisation: every member re-tokenises the finished span."""

@@ -48,12 +48,12 @@ from typing import Callable, Iterator
 
 import torch
 
-from wash.engine.averaging import candidates
 from wash.engine.decode import Event, Generation, RunSettings, Stepper, Strategy, decode
 from wash.engine.events import FinishedEvent, LoadEvent, RunResult, StepEvent
 from wash.engine.members import side_by_side
 from wash.engine.providers import build_providers
-from wash.engine.sampling import sample, uniform_choice
+from wash.engine.readback import ShownProvider, read_step
+from wash.engine.sampling import draw, uniform, uniform_choice
 from wash.engine.settings import Forwards
 from wash.watermarks.hashing import derive_seed
 
@@ -136,12 +136,13 @@ class EagerSteps(Stepper):
         t0 = time.perf_counter()
         parts = side_by_side([(run.members[m], lambda m=m: run.model_part(m)) for m in run.models])
         agg = run.system.combine(dict(zip(run.models, parts)))
-        x = sample(agg.p_bar, run.gen)
-        if run.end_of_step(x):
+        shown = read_step(draw(agg.p_bar, uniform(run.gen)), agg.entropy, [agg.p_bar, agg.p_star],
+                          run.config.view_k,
+                          [ShownProvider(d, run.system.maps[pm]) for d, pm in zip(agg.dists, run.prov_model)],
+                          average=agg.p_bar, consensus=agg.p_star)
+        if run.end_of_step(shown.token):
             return None
-        view = candidates([agg.p_bar, agg.p_star], run.config.view_k)
-        provider_probs = [run.system.maps[pm].read(d, view) for d, pm in zip(agg.dists, run.prov_model)]
-        return run.commit(x, t0, None, view, provider_probs, agg.p_bar, agg.p_star, agg.entropy)
+        return run.commit(shown.token, t0, None, shown)
 
 
 class LazySteps(Stepper):

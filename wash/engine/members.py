@@ -444,7 +444,7 @@ class ModelContext(ContextIds):
             self.n_cached = 0
 
     def next_logits(self) -> torch.Tensor:
-        """Logits for the token after ``self.ids`` (float32, on the CPU)."""
+        """Logits for the token after ``self.ids`` (float32; on the CPU here, on its device for a compiled member)."""
         self.settle()
         if self._logits is not None and self._logits_len == len(self.ids):
             return self._logits

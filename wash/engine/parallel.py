@@ -35,8 +35,12 @@ How it combines with other concurrency:
 
 On GPUs each model sits on its own device where there are several
 (``models.resolve_device``); where two share one device, each model's thread
-issues its work on its own CUDA stream so the kernels can overlap. (No GPU was
-available where this was written; the CUDA path is not exercised by the tests.)
+issues its work on its own CUDA stream so the kernels can overlap, and the caller's
+stream waits for it on the GPU, not on the host. Compiled members that keep their
+logits on the GPU run on one driver thread instead (``compiled_members``): each step
+returns once its kernels are queued, so one thread queues every member's step and
+the members on different GPUs compute at the same time. (No GPU was available where
+this was written; the CUDA path is not exercised by the tests.)
 
 A run's ``parallel_forwards=False`` (``WASH_PARALLEL_FORWARDS=0`` makes it every
 run's default) puts every model on one shared executor thread: the same work in
@@ -101,7 +105,11 @@ def _executor(model: str, parallel_forwards: bool | None) -> ThreadPoolExecutor:
 
 
 def _on_stream(device: torch.device | None, task: Callable[[], T]) -> T:
-    """Run ``task``, on this thread's own CUDA stream when its model is on a GPU."""
+    """Run ``task``, on this thread's own CUDA stream when its model is on a GPU.
+
+    The task's tensors are then used on the device's default stream (the caller's): that
+    stream is made to wait for this one on the GPU, and the host waits for nothing, so a
+    task that leaves its results on the device returns as soon as its kernels are queued."""
     if device is None or device.type != "cuda":
         return task()
     streams = getattr(_LOCAL, "streams", None)
@@ -111,7 +119,7 @@ def _on_stream(device: torch.device | None, task: Callable[[], T]) -> T:
         streams[device] = torch.cuda.Stream(device=device)
     with torch.cuda.stream(streams[device]):
         out = task()
-    streams[device].synchronize()
+    torch.cuda.default_stream(device).wait_stream(streams[device])
     return out
 
 

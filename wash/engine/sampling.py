@@ -32,6 +32,8 @@ def process_logits(logits: torch.Tensor, invalid: torch.Tensor, temperature: flo
     """
     # Out of place: ``to`` returns ``logits`` itself when it is already float64, and the
     # caller's cached logits must stay untouched.
+    if invalid.device != logits.device:  # a host mask for logits on a GPU: queued, never waited for
+        invalid = invalid.to(logits.device, non_blocking=True)
     x = logits.to(torch.float64).masked_fill(invalid, float("-inf"))
     if temperature <= 0.0:
         # argmax takes the first of tied maxima, a row alone or in a batch
@@ -116,35 +118,52 @@ class ServedRows:
         return row
 
 
-def entropy(logits: torch.Tensor) -> float:
-    """Shannon entropy (nats) of softmax(``logits``); rows at -inf (masked, truncated) carry no mass.
+def entropy_of(logits: torch.Tensor) -> torch.Tensor:
+    """Shannon entropy (nats) of softmax(``logits``), as a 0-d tensor where the logits are; rows at -inf
+    (masked, truncated) carry no mass.
 
     Measured on the served base logits (after temperature, top-k, top-p), it says how
     much room a step leaves a watermark. H = log Z - E_p[x], with log Z read off the
     largest entry (x_max - log p_max) instead of a second pass over the vocabulary:
-    about a millisecond on a 262k-entry vector, beside a forward of 60-100 ms.
+    about a millisecond on a 262k-entry vector, beside a forward of 60-100 ms. The
+    largest logit and the largest probability sit on the same row, so no index is read.
     """
     x = logits.to(torch.float64)
     p = torch.softmax(x, dim=-1)
-    top = int(torch.argmax(x))
-    log_z = x[top] - torch.log(p[top])
+    log_z = x.max() - torch.log(p.max())
     # -inf rows have p = 0: clamping them to the float minimum makes their 0 * x a 0, not a NaN
-    return float(log_z - torch.dot(p, x.clamp_min(torch.finfo(torch.float64).min)))
+    return log_z - torch.dot(p, x.clamp_min(torch.finfo(torch.float64).min))
+
+
+def entropy(logits: torch.Tensor) -> float:
+    """``entropy_of`` read by the host."""
+    return float(entropy_of(logits))
+
+
+def uniform(generator: torch.Generator) -> float:
+    """The next seeded uniform in [0, 1) of a generation's draws (host-side: a GPU step needs no copy of it)."""
+    return float(torch.rand(1, generator=generator, dtype=torch.float64))
+
+
+def draw(probs: torch.Tensor, u: float) -> torch.Tensor:
+    """The index a uniform ``u`` picks from a probability vector, by inverting its CDF; a 0-d tensor on
+    the vector's device, so a step on a GPU draws without waiting for the host.
+
+    ``torch.multinomial`` costs ~30 ms on a 262k-entry float64 vector on a CPU; a
+    cumulative sum and a binary search cost ~1 ms and draw from the same law. Where u
+    lands on a flat stretch the last row with mass before it is taken, as a masked
+    maximum rather than a walk back on the host.
+    """
+    cdf = torch.cumsum(probs.to(torch.float64).clamp_min(0), dim=0)
+    n = cdf.numel()
+    i = torch.searchsorted(cdf, (cdf[-1] * u).reshape(1), right=True)[0].clamp_max(n - 1)
+    rows = torch.arange(n, device=probs.device)
+    return torch.where((probs > 0) & (rows <= i), rows, 0).max()
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator) -> int:
-    """One draw from a probability vector, by inverting its CDF at one seeded uniform.
-
-    ``torch.multinomial`` costs ~30 ms on a 262k-entry float64 vector on a CPU; a
-    cumulative sum and a binary search cost ~1 ms and draw from the same law.
-    """
-    cdf = torch.cumsum(probs.to(torch.float64).clamp_min(0), dim=0)
-    u = float(torch.rand(1, generator=generator, dtype=torch.float64)) * float(cdf[-1])
-    i = int(torch.searchsorted(cdf, torch.tensor([u], dtype=torch.float64), right=True))
-    i = min(i, cdf.numel() - 1)
-    while i > 0 and probs[i] <= 0:  # u landed exactly on a flat stretch of the CDF
-        i -= 1
-    return i
+    """One draw from a probability vector at the generation's next seeded uniform (``draw``)."""
+    return int(draw(probs, uniform(generator)))
 
 
 def uniform_choice(n: int, generator: torch.Generator) -> int:

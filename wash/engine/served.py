@@ -31,7 +31,7 @@ import torch
 from wash.engine.aggregation import Rule
 from wash.engine.averaging import average
 from wash.engine.providers import OWN_STATE
-from wash.engine.sampling import ServedRows, entropy, process_logits
+from wash.engine.sampling import ServedRows, entropy_of, process_logits
 from wash.watermarks.base import softmax
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ class ModelPart:
     dists: list[torch.Tensor]  # p_i of this model's providers, in provider order
     p_bar_part: torch.Tensor  # Σ of those p_i on the union
     p_star_part: torch.Tensor  # (number of those providers) × softmax(base) on the union
-    entropy: float  # of softmax(base), the served base distribution (nats)
+    entropy: torch.Tensor  # 0-d, of softmax(base), the served base distribution (nats), where base is
     #: Each p_i on the union, for a rule other than the mean (``None`` under the mean).
     union_dists: list[torch.Tensor] | None = None
 
@@ -57,7 +57,7 @@ class Aggregate:
     p_bar: torch.Tensor  # the rule's aggregate on the union (the mean by default)
     p_star: torch.Tensor  # the mean of the unwatermarked distributions on the union
     dists: list[torch.Tensor]  # every provider's p_i on its model's rows, in provider order
-    entropy: float  # the providers' served base entropies, averaged like p*
+    entropy: torch.Tensor  # 0-d: the providers' served base entropies, averaged like p*
 
 
 class ServedSystem:
@@ -87,6 +87,7 @@ class ServedSystem:
         self.temperature, self.top_p, self.top_k = temperature, top_p, top_k
         #: Provider distributions computed so far (identification reports it).
         self.distributions = 0
+        self._masks: dict[tuple[str, bool, torch.device], torch.Tensor] = {}
 
     # -- one provider ------------------------------------------------------------------
     def serve(self, model: str, logits: torch.Tensor, end_of_text: bool = True) -> torch.Tensor:
@@ -94,8 +95,18 @@ class ServedSystem:
 
         ``end_of_text=False`` masks the end-of-text rows too (before ``min_new_tokens``).
         """
-        mask = self.invalid[model] if end_of_text else self.no_eos[model]
+        mask = self.mask_on(model, end_of_text, logits.device)
         return process_logits(logits, mask, self.temperature, self.top_p, self.top_k)
+
+    def mask_on(self, model: str, end_of_text: bool, device: torch.device) -> torch.Tensor:
+        """``serve``'s mask where the logits are (copied to a device once: a GPU step reads no host mask)."""
+        mask = self.invalid[model] if end_of_text else self.no_eos[model]
+        if device.type == "cpu":
+            return mask
+        key = (model, end_of_text, device)
+        if key not in self._masks:
+            self._masks[key] = mask.to(device)
+        return self._masks[key]
 
     def served_rows(self, model: str) -> ServedRows | None:
         """The rows of ``model``'s logits that ``serve`` can keep under either mask (``None``: all of them)."""
@@ -126,7 +137,7 @@ class ServedSystem:
         p_bar_part = self.on_union(model, summed)
         p_star_part = p_bar_part if not self.watermark else self.on_union(model, softmax(base) * len(dists))
         union_dists = [self.on_union(model, d) for d in dists] if self.robust else None
-        return ModelPart(dists, p_bar_part, p_star_part, entropy=entropy(base), union_dists=union_dists)
+        return ModelPart(dists, p_bar_part, p_star_part, entropy=entropy_of(base), union_dists=union_dists)
 
     def combine(self, parts: dict[str, ModelPart]) -> Aggregate:
         """Every model's part -> p̄ under the rule, p*, every p_i and the mean served entropy."""

@@ -22,7 +22,7 @@ model set, whatever order the providers are listed in.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Sequence
 
@@ -131,6 +131,28 @@ class UnionMap:
     rows_of: dict[int, list[int]]
     size: int
     eos_index: int
+    #: The index tensors above as a device needs them, built on first use there: a step on a GPU
+    #: never indexes with a host tensor (``index_on``).
+    _on_device: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def index_on(self, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+        """``scatter_index`` and the read table (``read_at``) on ``device``, each built once.
+
+        The read table has a row per union id: the model rows spelling it, padded with
+        the row count (the zero slot ``read_at`` appends), so reading a union entry is one
+        gather and a sum of a fixed width, with no host read of which rows those are.
+        """
+        device = torch.device(device)
+        if device not in self._on_device:
+            width = max((len(rows) for rows in self.rows_of.values()), default=1)
+            pad = self.to_union.numel()
+            table = torch.full((self.size, width), pad, dtype=torch.long)
+            present = self.from_union >= 0
+            table[present, 0] = self.from_union[present].long()
+            for u, rows in self.rows_of.items():
+                table[u, :len(rows)] = torch.tensor(rows, dtype=torch.long)
+            self._on_device[device] = (self.scatter_index.to(device), table.to(device))
+        return self._on_device[device]
 
     def union_ids(self, rows: torch.Tensor) -> torch.Tensor:
         """The union ids of model rows (-1: a row that is no text)."""
@@ -150,14 +172,24 @@ class UnionMap:
 
     def project(self, probs: torch.Tensor) -> torch.Tensor:
         """A distribution over the model's rows onto the union (float64, mass kept; non-text rows dropped)."""
-        acc = torch.zeros(self.size + 1, dtype=torch.float64)
-        acc.scatter_add_(0, self.scatter_index, probs.to(torch.float64))
+        index = self.scatter_index if probs.device.type == "cpu" else self.index_on(probs.device)[0]
+        acc = torch.zeros(self.size + 1, dtype=torch.float64, device=probs.device)
+        acc.scatter_add_(0, index, probs.to(torch.float64))
         return acc[:self.size]
 
     def lift(self, union_vector: torch.Tensor, probs: torch.Tensor) -> torch.Tensor:
         """``probs`` with each row scaled by its union entry's value (non-text rows: 0)."""
         padded = torch.cat([union_vector, union_vector.new_zeros(1)])
         return probs * padded[self.scatter_index]
+
+    def read_at(self, probs: torch.Tensor, union_ids: torch.Tensor) -> torch.Tensor:
+        """``read`` on the device of ``probs``, for union ids held there: a tensor, nothing read by the host.
+
+        Rows absent from the model read the appended zero; several rows of one union id add up."""
+        table = self.index_on(probs.device)[1]
+        padded = torch.cat([probs.to(torch.float64), probs.new_zeros(1, dtype=torch.float64)])
+        rows = torch.index_select(table, 0, union_ids)
+        return torch.index_select(padded, 0, rows.reshape(-1)).view(rows.shape).sum(-1)
 
     def read(self, probs: torch.Tensor, union_ids: Sequence[int]) -> list[float]:
         """Union probabilities of a few union ids, read off a model-row vector without projecting it all."""
@@ -191,6 +223,7 @@ class VocabAlignment:
     scatter_index: dict[str, torch.Tensor]
     #: Per model, the union ids that several of its rows spell, with those rows.
     rows_of: dict[str, dict[int, list[int]]]
+    _maps: dict = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def size(self) -> int:
@@ -201,9 +234,11 @@ class VocabAlignment:
         return len(self.union_bytes)
 
     def union_map(self, model: str) -> UnionMap:
-        """``model``'s projection onto the union (``UnionMap``)."""
-        return UnionMap(self.to_union[model], self.from_union[model], self.scatter_index[model],
-                        self.rows_of[model], self.size, self.eos_index)
+        """``model``'s projection onto the union (``UnionMap``), one per model (it keeps its device copies)."""
+        if model not in self._maps:
+            self._maps[model] = UnionMap(self.to_union[model], self.from_union[model], self.scatter_index[model],
+                                         self.rows_of[model], self.size, self.eos_index)
+        return self._maps[model]
 
     def served_mask(self, model: str, end_of_text: bool = True) -> torch.Tensor:
         """The rows of ``model``'s logits the engine never serves (True): those that are no text, and

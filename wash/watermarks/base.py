@@ -378,6 +378,17 @@ def _show(x: Any) -> str:
 BOOL = (False, True)
 
 
+def keyed_on(keyed: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """A keyed tensor (a list, an order, uniforms) where the logits it perturbs are.
+
+    Keyed draws are made on the host by seeded CPU generators, so a text's key, and
+    with it its detection, does not depend on the device that served it. The copy to a
+    GPU is asynchronous: the step queues it and never waits for it (a blocking copy would
+    wait for every kernel queued before it).
+    """
+    return keyed if keyed.device == like.device else keyed.to(like.device, non_blocking=True)
+
+
 def softmax(logits: torch.Tensor) -> torch.Tensor:
     """Softmax in float64: watermark reweights are small differences of large numbers."""
     return torch.softmax(logits.to(torch.float64), dim=-1)

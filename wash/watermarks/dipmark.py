@@ -44,7 +44,7 @@ import torch
 
 from wash.watermarks import hashing
 from wash.watermarks.registry import register
-from wash.watermarks.base import Detector, WatermarkScheme, check_range, softmax
+from wash.watermarks.base import Detector, WatermarkScheme, check_range, keyed_on, softmax
 from wash.watermarks.greenlist import GreenCountDetector, check_fraction
 from wash.watermarks.laws import KeyedLaw, RereadText, served
 
@@ -56,6 +56,7 @@ def alpha_reweight(probs: torch.Tensor, order: torch.Tensor, alpha: float) -> to
     nothing to the cumulative mass wherever they sit, so reweighting a position's served
     rows equals reweighting the whole vocabulary under the same keyed order.
     """
+    order = keyed_on(order, probs)
     in_order = torch.gather(probs.expand_as(order), -1, order)
     cdf = torch.cumsum(in_order, dim=-1)
     new_cdf = (cdf - alpha).clamp_min(0.0) + (cdf - (1.0 - alpha)).clamp_min(0.0)

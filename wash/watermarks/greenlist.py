@@ -37,14 +37,14 @@ import numpy as np
 import torch
 
 from wash.watermarks.base import (BOOL, Detection, Detector, WatermarkScheme, check_choice, check_range,
-                                  softmax)
+                                  keyed_on, softmax)
 from wash.watermarks.laws import KeyedLaw, RereadText, served
 from wash.watermarks.scoring import binomial_z
 
 
 def boost_green(logits: torch.Tensor, mask: torch.Tensor, delta: float) -> torch.Tensor:
     """softmax(logits + delta * mask) in float64; ``-inf`` logits stay at probability 0."""
-    shifted = logits.to(torch.float64) + float(delta) * mask.to(torch.float64)
+    shifted = logits.to(torch.float64) + float(delta) * keyed_on(mask, logits).to(torch.float64)
     return softmax(shifted)
 
 

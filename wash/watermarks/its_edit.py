@@ -62,7 +62,7 @@ import torch
 
 from wash.watermarks import hashing
 from wash.watermarks.registry import register
-from wash.watermarks.base import Detection, check_choice
+from wash.watermarks.base import Detection, check_choice, keyed_on
 from wash.watermarks.keyseq import EditScheme, release_detection, run_edit_test
 
 #: ``per-position``: a fresh permutation per key element (the paper's definition);
@@ -138,9 +138,8 @@ class ITSEdit(EditScheme):
         return inverse_transform_pick(probs, order, self.u[:, None])
 
     def _law(self, probs: torch.Tensor, k: int) -> torch.Tensor:
-        out = torch.zeros_like(probs)
-        out[self._pick(probs, k)] = 1.0
-        return out
+        pick = inverse_transform_pick(probs, keyed_on(self.row(k), probs), keyed_on(self.u[k], probs))
+        return torch.zeros_like(probs).scatter_(-1, pick.reshape(1), 1.0)
 
     def observed_cost(self, unique_tokens: torch.Tensor) -> torch.Tensor:
         eta = self.key_values(unique_tokens.tolist()) / self.vocab_size

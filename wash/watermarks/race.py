@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from wash.watermarks.base import keyed_on
 from wash.watermarks.laws import KeyedLaw, RereadText, served
 
 #: How a keyed exponential race serves its uniforms: ``gumbel`` (point mass) or ``soft``.
@@ -28,7 +29,7 @@ RACE_FORMS = ("gumbel", "soft")
 
 def race_scores(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """``log(u) / p`` in float64: the race's ranking of every token (``-inf`` where p = 0)."""
-    return torch.log(u.to(torch.float64)) / probs
+    return torch.log(keyed_on(u, probs).to(torch.float64)) / probs
 
 
 def race_winner(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -44,7 +45,7 @@ def race_law(probs: torch.Tensor, u: torch.Tensor, form: str) -> torch.Tensor:
     """
     scores = race_scores(probs, u)
     if form == "gumbel":
-        out = torch.zeros(scores.shape, dtype=probs.dtype)
+        out = torch.zeros(scores.shape, dtype=probs.dtype, device=probs.device)
         return out.scatter_(-1, scores.argmax(-1, keepdim=True), 1.0)
     if form != "soft":
         raise ValueError(f"unknown race form '{form}' (accepted: {', '.join(RACE_FORMS)})")

@@ -54,7 +54,7 @@ import torch
 
 from wash.watermarks import hashing
 from wash.watermarks.registry import register
-from wash.watermarks.base import Detection, Detector, WatermarkScheme, check_range, softmax
+from wash.watermarks.base import Detection, Detector, WatermarkScheme, check_range, keyed_on, softmax
 from wash.watermarks.laws import KeyedLaw, RereadText, served
 
 #: Most tournament layers accepted: each layer is one pass over the support per step.
@@ -143,7 +143,7 @@ class SynthID(WatermarkScheme):
     def _lookup(self, hashes: torch.Tensor) -> torch.Tensor:
         """g-values (float64 0/1) of summed hash parts."""
         index = hashes & self._mask if self._mask is not None else hashes % self.params.sampling_table_size
-        return torch.index_select(self._table64, 0, index.reshape(-1)).view(index.shape)
+        return torch.index_select(keyed_on(self._table64, index), 0, index.reshape(-1)).view(index.shape)
 
     def g_values(self, context: Sequence[int], candidates: torch.Tensor) -> torch.Tensor:
         """(depth, len(candidates)) g-values (float64 0/1) of each candidate after ``context``."""
