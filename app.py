@@ -240,9 +240,8 @@ def _quiz_tab(models: list[str]) -> dict:
     w["reveal"] = gr.Markdown("", elem_id="quiz-reveal")
     w["detection"] = gr.Dataframe(tables.empty_detection_frame(), label="Each text's detectors", interactive=False,
                                   visible=False, elem_id="quiz-detection")
-    with gr.Row():
-        for i in range(len(QUIZ_LETTERS)):
-            w[f"plot_{i}"] = gr.Plot(show_label=False, visible=False, elem_id=f"quiz-plot-{i}")
+    for i in range(len(QUIZ_LETTERS)):  # one under the other: five providers' legend needs the width
+        w[f"plot_{i}"] = gr.Plot(show_label=False, visible=False, elem_id=f"quiz-plot-{i}")
     w["tally"] = gr.Markdown(quiz_ui.tally_markdown(), elem_id="quiz-tally")
     with gr.Row():
         w["refresh"] = gr.Button("Refresh the tally", size="sm", elem_id="quiz-refresh")

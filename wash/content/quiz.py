@@ -86,6 +86,10 @@ class Question:
                 return p.text
         raise WashInputError(f"unknown prompt '{self.prompt_id}'")
 
+    def short(self, mode: str) -> str:
+        """The text's system in a few words (a figure's title)."""
+        return {UNWATERMARKED: "unwatermarked", SINGLE: "provider 1 alone", WASH: f"WASH, N = {self.n}"}[mode]
+
     def system(self, mode: str) -> str:
         """What wrote the text of ``mode``, in words."""
         scheme = self.line_up.rows[0][1]

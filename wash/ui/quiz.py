@@ -105,6 +105,7 @@ class Text:
     letter: str
     mode: str
     system: str
+    short: str
     steps: list[StepEvent]
     result: RunResult
 
@@ -122,7 +123,7 @@ def texts(number: int, rec: dict) -> list[Text]:
         mode = mode_of(number, letter)
         events = [event_from_dict(d) for d in by_mode[mode]["events"][WASH_STREAM]]
         finished = next(e for e in events if isinstance(e, FinishedEvent))
-        out.append(Text(letter, mode, q.system(mode), [e for e in events if isinstance(e, StepEvent)],
+        out.append(Text(letter, mode, q.system(mode), q.short(mode), [e for e in events if isinstance(e, StepEvent)],
                         finished.result))
     return out
 
@@ -273,13 +274,16 @@ def reveal_markdown(answer: Grade, shown: Sequence[Text]) -> str:
     ticked = ", ".join(sorted(answer.ticked)) or "none"
     key = ", ".join(sorted(answer.key)) or "none"
     head = ("**Right**" if answer.right else "**Not quite**") + f": you ticked {ticked}; the watermarked texts are {key}."
-    return "\n".join([head, "", *(_text_line(t, answer) for t in shown)])
+    return "\n".join([head, "", *(_text_line(t, answer) for t in shown), "",
+                      "The verdicts are each detector's on the finished text, re-tokenised with its own tokenizer as "
+                      "a third party would run it; the traces below are the same detectors live, on the tokens as "
+                      "they were drawn, so their last point can differ from the table's z."])
 
 
 def z_trace(text: Text) -> go.Figure:
     """The text's z traces, one per detector, drawn as the Generate tab draws them."""
     fig = plots.z_figure(text.labels, text.steps)
-    fig.update_layout(title_text=f"Text {text.letter}: {text.system}")
+    fig.update_layout(title_text=f"Text {text.letter} ({text.short}): each detector's z-score as it was written")
     return fig
 
 
