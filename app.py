@@ -446,7 +446,7 @@ def _wire_lesson(demo: gr.Blocks, les: dict, g: dict, i: dict, tabs: gr.Tabs, mo
 def _wire_quiz(q: dict, tab: gr.Tab, models: list[str]) -> None:
     """The quiz reads recordings only (no model, no GPU): every event runs at once, outside the generation slot."""
     load = [q[n] for n in quiz_ui.LOAD_OUTPUTS]
-    opened = quiz_ui.make_load(models)
+    opened = quiz_ui.make_question(models)
     q["question"].change(opened, q["question"], load, concurrency_limit=None, api_name="quiz_question",
                          api_visibility="undocumented")
     tab.select(opened, q["question"], load, concurrency_limit=None, api_visibility="undocumented")

@@ -167,7 +167,7 @@ def test_the_reset_asks_for_the_teacher_code_when_one_is_set(monkeypatch):
 
 def test_the_page_shows_a_recorded_question_and_grades_and_counts_an_answer(recordings, monkeypatch):
     monkeypatch.setattr(quiz, "TALLY", quiz.Tally())
-    view = dict(zip(quiz.LOAD_OUTPUTS, quiz.make_load(TINY)(1)))
+    view = dict(zip(quiz.LOAD_OUTPUTS, quiz.make_question(TINY)(1)))
     assert view["source"].startswith("Texts recorded with the question's seed on tiny-smollm2, tiny-gemma3")
     assert QUESTIONS[0].prompt() in view["prompt"]
     shown = quiz.texts(1, quiz.load(1))
@@ -176,13 +176,13 @@ def test_the_page_shows_a_recorded_question_and_grades_and_counts_an_answer(reco
     out = dict(zip(quiz.SUBMIT_OUTPUTS, quiz.make_submit(TINY)(1, sorted(key(1)))))
     assert out["reveal"].startswith("**Right**") and out["plot_0"]["visible"]
     assert "| 1 | 1 | 1 | 0 |" in out["tally"]
-    view = dict(zip(quiz.LOAD_OUTPUTS, quiz.make_load(TINY)(2)))  # two texts: the third box hides
+    view = dict(zip(quiz.LOAD_OUTPUTS, quiz.make_question(TINY)(2)))  # two texts: the third box hides
     assert view["text_2"]["visible"] is False and len(view["picks"]["choices"]) == 2
 
 
 def test_a_question_without_a_usable_recording_says_why_and_takes_no_answer(recordings, tiny_quiz, monkeypatch):
     quiz.path(3).unlink()
-    view = dict(zip(quiz.LOAD_OUTPUTS, quiz.make_load(TINY)(3)))
+    view = dict(zip(quiz.LOAD_OUTPUTS, quiz.make_question(TINY)(3)))
     assert view["source"].startswith("**Question 3 cannot be shown here**: question 3 has no recorded run")
     assert quiz.COMMAND in view["source"] and view["submit"]["interactive"] is False
     assert not any(view[f"text_{i}"]["visible"] for i in range(len(LETTERS)))
@@ -190,9 +190,9 @@ def test_a_question_without_a_usable_recording_says_why_and_takes_no_answer(reco
         quiz.make_submit(TINY)(3, [])
     stale = dict(tiny_quiz[1], code=dict(tiny_quiz[1]["code"], engine="000000000000"))
     quiz.write(stale, recordings)
-    view = dict(zip(quiz.LOAD_OUTPUTS, quiz.make_load(TINY)(1)))
+    view = dict(zip(quiz.LOAD_OUTPUTS, quiz.make_question(TINY)(1)))
     assert "made by another engine (engine 000000000000" in view["source"]
-    view = dict(zip(quiz.LOAD_OUTPUTS, quiz.make_load(REAL)(2)))
+    view = dict(zip(quiz.LOAD_OUTPUTS, quiz.make_question(REAL)(2)))
     assert "made for other settings or models (tiny-smollm2, tiny-gemma3)" in view["source"]
 
 

@@ -39,10 +39,10 @@ from wash.core import env
 from wash.core.version import ROOT, code_version
 from wash.detection import Z_THRESHOLD
 from wash.engine import DEFAULT_PROFILE, PROFILES, FinishedEvent, RunResult, StepEvent, event_from_dict
-from wash.reporting.fmt import md_table
+from wash.reporting import md_table
 from wash.ui import plots, replay, tables
 from wash.ui.providers import preset_rows
-from wash.ui.run import OFF, WASH as WASH_STREAM
+from wash.ui.run import OFF, WASH as RUN_STREAM
 
 #: Where the recordings are kept (unless ``WASH_QUIZ_RECORDINGS`` says): one ``q-N.json.gz`` per question.
 RECORDINGS = ROOT / "assets" / "quiz"
@@ -121,7 +121,7 @@ def texts(number: int, rec: dict) -> list[Text]:
     out = []
     for letter in letters(number):
         mode = mode_of(number, letter)
-        events = [event_from_dict(d) for d in by_mode[mode]["events"][WASH_STREAM]]
+        events = [event_from_dict(d) for d in by_mode[mode]["events"][RUN_STREAM]]
         finished = next(e for e in events if isinstance(e, FinishedEvent))
         out.append(Text(letter, mode, q.system(mode), q.short(mode), [e for e in events if isinstance(e, StepEvent)],
                         finished.result))
@@ -229,7 +229,7 @@ def _source(number: int, rec: dict | None, why: str | None) -> str:
             "the same texts.")
 
 
-def make_load(models: Sequence[str]) -> Callable[..., tuple]:
+def make_question(models: Sequence[str]) -> Callable[..., tuple]:
     """Choosing a question: its prompt, its texts under their letters (or why there are none), an empty answer,
     the reveal cleared, and the tally."""
     def load(number: Any = 1) -> tuple:
