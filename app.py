@@ -30,6 +30,8 @@ from wash.reporting import glossary_lines
 from wash.ui import handlers, plots, results, sessions, tables, texts
 from wash.ui import lesson as lesson_ui
 from wash.content.lesson import INTRO as LESSON_INTRO, STEPS as LESSON_STEPS
+from wash.ui import quiz as quiz_ui
+from wash.content.quiz import INTRO as QUIZ_INTRO, LETTERS as QUIZ_LETTERS, QUESTIONS as QUIZ_QUESTIONS
 from wash.ui.providers import HEADERS, preset_rows
 from wash.ui.identify import NULL_RUNS as IDENTIFY_NULL_RUNS, PROBES as IDENTIFY_PROBES, SYSTEMS as IDENTIFY_SYSTEMS
 from wash.ui.detect import STATISTIC_NOTE, statistic_choices
@@ -217,6 +219,35 @@ def _lesson_tab(models: list[str]) -> dict:
         w["identify_table"] = gr.Dataframe(label="identification per system", interactive=False,
                                            elem_id="lesson-identify-table")
         w["identify_summary"] = gr.Markdown("", elem_id="lesson-identify-summary")
+    return w
+
+
+def _quiz_tab(models: list[str]) -> dict:
+    """Widgets of the Quiz tab: the question, its texts, the answer, the reveal and the class tally."""
+    w: dict = {}
+    gr.Markdown(QUIZ_INTRO, elem_id="quiz-intro")
+    w["question"] = gr.Radio([(f"Question {n}", n) for n in range(1, len(QUIZ_QUESTIONS) + 1)], value=1,
+                             label="question", elem_id="quiz-question")
+    # opening the tab loads the chosen question (its recording is read then, not when the app starts)
+    w["prompt"] = gr.Markdown("", elem_id="quiz-prompt")
+    w["source"] = gr.Markdown("", elem_id="quiz-source")
+    for i, letter in enumerate(QUIZ_LETTERS):
+        w[f"text_{i}"] = gr.Textbox(label=f"Text {letter}", lines=4, interactive=False, visible=False,
+                                    elem_id=f"quiz-text-{i}")
+    w["picks"] = gr.CheckboxGroup([], value=[], label="Which texts were made by watermarked providers? Tick every "
+                                  "one you think was (none is a possible answer).", elem_id="quiz-picks")
+    w["submit"] = gr.Button("Submit", variant="primary", interactive=False, elem_id="quiz-submit")
+    w["reveal"] = gr.Markdown("", elem_id="quiz-reveal")
+    w["detection"] = gr.Dataframe(tables.empty_detection_frame(), label="Each text's detectors", interactive=False,
+                                  visible=False, elem_id="quiz-detection")
+    for i in range(len(QUIZ_LETTERS)):  # one under the other: five providers' legend needs the width
+        w[f"plot_{i}"] = gr.Plot(show_label=False, visible=False, elem_id=f"quiz-plot-{i}")
+    w["tally"] = gr.Markdown(quiz_ui.tally_markdown(), elem_id="quiz-tally")
+    with gr.Row():
+        w["refresh"] = gr.Button("Refresh the tally", size="sm", elem_id="quiz-refresh")
+        w["code"] = gr.Textbox("", label=quiz_ui.reset_label(), type="password", elem_id="quiz-code")
+        w["reset"] = gr.Button("Reset tally", variant="stop", size="sm", elem_id="quiz-reset")
+    w["reset_note"] = gr.Markdown("", elem_id="quiz-reset-note")
     return w
 
 
@@ -412,6 +443,22 @@ def _wire_lesson(demo: gr.Blocks, les: dict, g: dict, i: dict, tabs: gr.Tabs, mo
                    api_visibility="undocumented")
 
 
+def _wire_quiz(q: dict, tab: gr.Tab, models: list[str]) -> None:
+    """The quiz reads recordings only (no model, no GPU): every event runs at once, outside the generation slot."""
+    load = [q[n] for n in quiz_ui.LOAD_OUTPUTS]
+    opened = quiz_ui.make_question(models)
+    q["question"].change(opened, q["question"], load, concurrency_limit=None, api_name="quiz_question",
+                         api_visibility="undocumented")
+    tab.select(opened, q["question"], load, concurrency_limit=None, api_visibility="undocumented")
+    q["submit"].click(quiz_ui.make_submit(models), [q["question"], q["picks"]],
+                      [q[n] for n in quiz_ui.SUBMIT_OUTPUTS], concurrency_limit=None, api_name="quiz_submit",
+                      api_visibility="undocumented")
+    q["refresh"].click(quiz_ui.tally_markdown, None, q["tally"], concurrency_limit=None,
+                       api_visibility="undocumented")
+    q["reset"].click(quiz_ui.reset, q["code"], [q["tally"], q["reset_note"]], concurrency_limit=None,
+                     api_name="quiz_reset", api_visibility="undocumented")
+
+
 def _wire_detect(d: dict, preload: Preload | None) -> None:
     # models comes last so API callers' positional order from before it existed still holds.
     inputs = [d["text"], d["table"], d["threshold"], d["models"], d["statistic"]]
@@ -439,6 +486,8 @@ def build_demo(preload: Preload | None = None) -> gr.Blocks:
                 g = _generate_tab(models, preload)
             with gr.Tab("Lesson", id="lesson"):
                 lesson = _lesson_tab(models)
+            with gr.Tab("Quiz", id="quiz") as quiz_tab:
+                quiz = _quiz_tab(models)
             with gr.Tab("Detect", id="detect"):
                 d = _detect_tab(models)
             with gr.Tab("Identify", id="identify"):
@@ -457,6 +506,7 @@ def build_demo(preload: Preload | None = None) -> gr.Blocks:
                       [i["table"], i["systems"], i["probe"]],
                       [i["plot"], i["result"], i["summary"]], api_name="identify")
         _wire_lesson(demo, lesson, g, i, tabs, models, preload)
+        _wire_quiz(quiz, quiz_tab, models)
         for name in results.SELECTORS:
             r[name].change(handlers.show_results, [r[n] for n in results.SELECTORS],
                            [r[n] for n in results.OUTPUTS], queue=False, api_visibility="undocumented")

@@ -311,12 +311,13 @@ def _touching(paths: list[Path]) -> set[str]:
 
 
 def test_on_zero_gpu_every_handler_that_touches_a_model_runs_inside_spaces_gpu(gpu_space):
-    """A handler touches a model when it is one of wash/ui's handlers or lesson runs whose body reaches the
+    """A handler touches a model when it is one of wash/ui's handlers, lesson runs or quiz handlers whose body reaches the
     engine's generation (``drive``, ``generate``), detection (``detect``), identification
     (``run_identify``) or a model load; app.py must hand each one to Gradio through ``gpu.on_gpu``."""
     target, folder = gpu_space
-    touching = _touching([folder / "wash/ui/handlers.py", folder / "wash/ui/lesson.py"])
+    touching = _touching([folder / "wash/ui/handlers.py", folder / "wash/ui/lesson.py", folder / "wash/ui/quiz.py"])
     assert {"make_generate", "run_detect", "run_identify", "make_run"} <= touching
+    assert not touching & {"make_question", "make_submit", "reset"}  # the Quiz reads recordings only
     assert set(NO_MODEL) <= {n.name for n in ast.walk(ast.parse((folder / "wash/ui/lesson.py").read_text()))
                              if isinstance(n, ast.FunctionDef)}, "a NO_MODEL handler is gone: drop it"
     tree = ast.parse((folder / "app.py").read_text())

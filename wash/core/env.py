@@ -62,6 +62,12 @@ LESSON_TOKENS_PER_S = Variable(
 LESSON_RECORDINGS = Variable(
     "WASH_LESSON_RECORDINGS", "`assets/lesson`",
     "the folder of the Lesson's recorded runs (`python -m tools.lesson_record --out`; relative to the repository)")
+QUIZ_RECORDINGS = Variable(
+    "WASH_QUIZ_RECORDINGS", "`assets/quiz`",
+    "the folder of the Quiz's recorded runs (`python -m tools.quiz_record --out`; relative to the repository)")
+QUIZ_TEACHER_CODE = Variable(
+    "WASH_QUIZ_TEACHER_CODE", "unset",
+    "the code the Quiz's *Reset tally* button asks for; unset: anyone on the page can reset the class tally")
 MALLOC_ARENAS = Variable(
     "WASH_MALLOC_ARENAS", "unset",
     "a cap on glibc's malloc arenas in the app process (`mallopt(M_ARENA_MAX)`; unset or `0`: glibc's "
@@ -114,6 +120,7 @@ PYTHONPATH = Variable(
 #: Every variable the package reads, in the order the docs list them.
 VARIABLES: tuple[Variable, ...] = (
     APP_MODELS, ALLOW_EXTERNAL_MODELS, APP_CONCURRENCY, APP_QUEUE_SIZE, LESSON_TOKENS_PER_S, LESSON_RECORDINGS,
+    QUIZ_RECORDINGS, QUIZ_TEACHER_CODE,
     MALLOC_ARENAS, MALLOC_TRIM, CACHE_DIR, BACKEND, RAY_CALL_TIMEOUT_S, RAY_LOAD_TIMEOUT_S, THREADS_PER_MODEL,
     PARALLEL_FORWARDS, GPU_RUN_CPU, RAY_ADDRESS, HF_HUB_OFFLINE, TRANSFORMERS_VERBOSITY, GRADIO_SERVER_NAME,
     GRADIO_SERVER_PORT, PORT, SPACES_ZERO_GPU, PYTHONPATH)
@@ -174,6 +181,17 @@ def lesson_recordings(root: Path) -> Path | None:
     """The recordings' folder as set (relative paths under ``root``), or ``None``: the default."""
     text = LESSON_RECORDINGS.text()
     return (root / text if not Path(text).is_absolute() else Path(text)) if text else None
+
+
+def quiz_recordings(root: Path) -> Path | None:
+    """The Quiz's recordings folder as set (relative paths under ``root``), or ``None``: the default."""
+    text = QUIZ_RECORDINGS.text()
+    return (root / text if not Path(text).is_absolute() else Path(text)) if text else None
+
+
+def quiz_teacher_code() -> str:
+    """The teacher's code for resetting the Quiz's tally ("" when unset: no code is asked)."""
+    return QUIZ_TEACHER_CODE.text()
 
 
 def malloc_arenas() -> int:

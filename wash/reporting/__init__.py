@@ -27,11 +27,11 @@ from wash.core.exports import lazy_exports
 from wash.reporting.results_tables import RESULTS_ROOT
 
 #: What the ways in may use besides this module's own functions: the number formats and the
-#: schemes' display names (for the app's Results tab), the see-through section and the
+#: schemes' display names (for the app's Results tab), markdown tables (the Quiz's tally), the see-through section and the
 #: results tables whole, and the tables' names the ways in import.
 _EXPORTS = {
     **dict.fromkeys(("DETECTION_FOLDER", "null_exceedance"), "results_tables"),
-    **dict.fromkeys(("FPR_LEVEL", "integer", "num", "num_ci", "paper_pct", "pct_ci", "pval"), "fmt"),
+    **dict.fromkeys(("FPR_LEVEL", "integer", "md_table", "num", "num_ci", "paper_pct", "pct_ci", "pval"), "fmt"),
     "display_name": "headline:name", "display_names": "headline:names",
     "GLOSSARY_ANCHOR": "glossary:ANCHOR", "glossary_definition": "glossary:definition",
     "glossary_lines": "glossary:lines",

@@ -69,8 +69,8 @@ def header(F: dict[str, Folder]) -> list[str]:
     f = F["tpr-paper"]
     return [GENERATED.replace("the committed results/ folders", f"the committed results/ folders and {BENCH}"), "",
             "# WASH in the classroom: averaging watermarked language models", "",
-            "A handout for the app's **Lesson** tab, with answers and a plan for the teacher. Every number below "
-            "is read from a committed run: a folder under `results/` named beside it (commands and dates on "
+            "A handout for the app's **Lesson** and **Quiz** tabs, with answers and a plan for the teacher. Every number "
+            "below is read from a committed run: a folder under `results/` named beside it (commands and dates on "
             f"[RESULTS.md](RESULTS.md)), or the Lesson's own measurement, [`{BENCH}`](bench-lesson.json). "
             f"Models: SmolLM2-135M and Gemma-3-270M on a CPU; per-text runs use {f.config.get('prompts')} prompts "
             f"x {f.config.get('tokens')} new tokens; brackets are 95% intervals. Words in bold are explained "
@@ -247,6 +247,29 @@ def lesson(bench: dict | None) -> list[str]:
     return lines
 
 
+def quiz() -> list[str]:
+    """The Quiz tab, for a class: its questions as ``wash.content.quiz`` defines them, and how to run it."""
+    from wash.content.quiz import QUESTIONS, key, letters, mode_of
+
+    rows = [[str(n), q.preset, f"\"{q.prompt()}\"",
+             "; ".join(f"{x}: {q.system(mode_of(n, x))}" for x in letters(n)), ", ".join(sorted(key(n))) or "none"]
+            for n, q in enumerate(QUESTIONS, start=1)]
+    return ["## The blind quiz (the Quiz tab)", "",
+            "After the Lesson, each student opens the **Quiz** tab on their own screen. A question shows two or "
+            f"three continuations of one prompt ({QUESTIONS[0].tokens} new tokens each, seed {QUESTIONS[0].seed}), "
+            "in an order shuffled once per question, so text B is the same text for everyone. The student ticks "
+            "the texts made by watermarked providers and submits; the reveal gives each text's system, each "
+            f"provider's detector verdict (z above {Z_THRESHOLD:g}) and z, and its z trace. A WASH text counts as "
+            "watermarked even when no detector finds it: that is the point to discuss.", "",
+            *md_table(["question", "providers (preset)", "prompt", "each text's system", "the answer: watermarked"],
+                      rows), "",
+            "The texts are recorded runs (`python -m tools.quiz_record`), so the tab runs no model and thirty "
+            "students answer at once. The **class tally** under the questions counts each student's first answer "
+            "per question (right, wrong, how often each text was ticked); *Refresh the tally* shows the latest. "
+            "Show it on the projector, discuss, then *Reset tally* before the next class (set "
+            "`WASH_QUIZ_TEACHER_CODE` when the app starts to make the reset ask for a code).", ""]
+
+
 def answers(root: Path, F: dict[str, Folder], bench: dict | None) -> list[str]:
     steps = _steps(bench)
     hide = math.floor(20 / Z_THRESHOLD) + 1
@@ -340,6 +363,6 @@ def page(root: Path, F: dict[str, Folder], repo: Path) -> str | None:
     if rt.DETECTION_FOLDER not in F:
         return None
     bench = _bench(repo)
-    lines = [*header(F), *idea(F), *z_score(), *survival(root, F), *lesson(bench), *answers(root, F, bench),
+    lines = [*header(F), *idea(F), *z_score(), *survival(root, F), *lesson(bench), *quiz(), *answers(root, F, bench),
              *plan(), *glossary.section(), "", *running(bench), *on_a_space(repo)]
     return "\n".join(lines).rstrip() + "\n"

@@ -11,7 +11,8 @@ app's models and the code that made it (``wash.core.version.code_version``, whos
 to ``handlers.make_generate`` at reading speed (or at once), which draws them as it
 draws a live run's: same text, routed spans, z traces, distributions, detection.
 The identification step's recording is its probed systems (``identify.Probed``),
-drawn by the Identify tab's own figure, table and summary.
+drawn by the Identify tab's own figure, table and summary. The Quiz
+(``wash.ui.quiz``) keeps its questions' runs in files of the same kind (``save``, ``read``).
 
 A recording is replayed only when it was made for the step's inputs on the app's
 models and by the running engine (``why_not``); otherwise the page says why and the
@@ -51,13 +52,17 @@ def path(number: int, root: Path | None = None) -> Path:
     return (root or env.lesson_recordings(ROOT) or RECORDINGS) / f"step-{number}.json.gz"
 
 
-def write(rec: dict, root: Path | None = None) -> Path:
-    """Write ``rec`` as its step's file (the same bytes for the same recording: no time in the gzip header)."""
-    file = path(rec["step"], root)
+def save(rec: dict, file: Path) -> Path:
+    """Write ``rec`` to ``file`` (the same bytes for the same recording: no time in the gzip header)."""
     file.parent.mkdir(parents=True, exist_ok=True)
     data = json.dumps(rec, ensure_ascii=False, sort_keys=True).encode("utf-8")
     file.write_bytes(gzip.compress(data, compresslevel=9, mtime=0))
     return file
+
+
+def write(rec: dict, root: Path | None = None) -> Path:
+    """Write ``rec`` as its step's file."""
+    return save(rec, path(rec["step"], root))
 
 
 def _identify_sources() -> list[Path]:
@@ -123,28 +128,33 @@ def _read(file: Path, mtime: float) -> dict | None:
         return None
 
 
-def load(number: int, root: Path | None = None) -> dict | None:
-    """Step ``number``'s recording, or ``None`` where there is none (read once per file version)."""
-    file = path(number, root)
+def read(file: Path) -> dict | None:
+    """The recording in ``file``, or ``None`` where there is none (read once per file version)."""
     try:
         return _read(file, file.stat().st_mtime)
     except OSError:
         return None
 
 
-def why_not(rec: dict | None, kind: str, inputs: Sequence[Any]) -> str | None:
-    """Why ``rec`` cannot stand for a live run of ``inputs`` (``None``: it can)."""
+def load(number: int, root: Path | None = None) -> dict | None:
+    """Step ``number``'s recording, or ``None`` where there is none."""
+    return read(path(number, root))
+
+
+def why_not(rec: dict | None, kind: str, inputs: Sequence[Any], subject: str = "this step") -> str | None:
+    """Why ``rec`` cannot stand for a live run of ``inputs`` (``None``: it can); ``subject`` names what was
+    recorded (a Lesson step, a quiz question)."""
     if rec is None:
-        return "this step has no recorded run"
+        return f"{subject} has no recorded run"
     if rec.get("format") != FORMAT or rec.get("kind") != kind:
-        return "this step's recorded run is of another format"
+        return f"{subject}'s recorded run is of another format"
     if rec.get("inputs") != plain(list(inputs)):
-        return (f"this step's recorded run was made for other settings or models "
+        return (f"{subject}'s recorded run was made for other settings or models "
                 f"({', '.join(rec.get('models', [])) or 'unknown'})")
     code = rec.get("code", {})
     for part, now in fingerprint(kind).items():
         if code.get(part) != now:
-            return (f"this step's recorded run was made by another engine ({part} {code.get(part)}, "
+            return (f"{subject}'s recorded run was made by another engine ({part} {code.get(part)}, "
                     f"this app runs {now})")
     return None
 
