@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import time
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -109,7 +108,7 @@ def _member(model: str):
 
 
 def lineup_models(providers: str) -> list[str]:
-    """The base model of each slot of a line-up (the ``providers`` field of a committed row), in slot order."""
+    """The base model of each slot of a line-up (a committed row's ``providers``), in slot order."""
     from wash.engine import ProviderSpec
 
     return [ProviderSpec.parse(spec).model for spec in providers.split("|")]
@@ -133,7 +132,8 @@ def read(sources: tuple[str, ...], n_values: tuple[int, ...] = N_ORDER,
     t0 = time.time()
     for source, scheme, n, sub in cells(sources, models=models, n_values=n_values, schemes=schemes):
         sub = sub[sub["role"].isin(roles)].sort_values("role", ascending=True)  # negative before positive
-        todo = [(m, t) for m, t in forwards(sub, lineup) if not (SERVED / f"{text_key(m, PROFILE, t)}.npz").exists()]
+        todo = [(m, t) for m, t in forwards(sub, lineup)
+                if not (SERVED / f"{text_key(m, PROFILE, t)}.npz").exists()]
         for model, text in todo:
             if (SERVED / f"{text_key(model, PROFILE, text)}.npz").exists():  # another reader got there first
                 continue
@@ -149,27 +149,13 @@ def cell_path(source: str, scheme: str, n: int, statistics: tuple[str, ...] = ST
     return ROWS / f"{source}-{scheme.replace(':', '_').replace('+', '_').replace('=', '-')}-n{n}{tag}.csv"
 
 
-@lru_cache(maxsize=None)
-def token_bytes(model: str) -> tuple[bytes | None, ...]:
-    """The bytes each row of ``model``'s tokenizer spells (``wash.engine.vocab``), without loading the model."""
-    from wash.engine.models import load_tokenizer
-    from wash.engine.vocab import build_model_vocab
+def lineup_of(row: pd.Series) -> Any:
+    """``lineup_ratio`` of a row's text for its provider, from the reads ``read --lineup`` stored: the
+    other slots of its line-up, each read by its base model."""
+    from wash.detection import stored_lineup
 
-    tokenizer = load_tokenizer(model)
-    return build_model_vocab(model, tokenizer, len(tokenizer), frozenset()).token_bytes
-
-
-def lineup_of(row: pd.Series, served) -> Any:
-    """``lineup.lineup_ratio`` of a row's text for its provider: the other slots of its line-up, each read
-    by its base model (stored by ``read --lineup``)."""
-    from wash.detection.statistics.lineup import ReadBy, lineup_ratio
-    from wash.detection import stored_text
-
-    slots = lineup_models(row["providers"])
-    own = ReadBy(served, token_bytes(row["provider_model"]))
-    others = [own if m == row["provider_model"] else ReadBy(stored_text(m, row["text"], PROFILE, SERVED), token_bytes(m))
-              for j, m in enumerate(slots) if j != int(row["provider"])]
-    return lineup_ratio(own, others)
+    others = [m for j, m in enumerate(lineup_models(row["providers"])) if j != int(row["provider"])]
+    return stored_lineup(row["text"], row["provider_model"], others, PROFILE, SERVED)
 
 
 def _scheme(spec_text: str, vocab_size: int):
@@ -191,8 +177,9 @@ def score_row(row: pd.Series, n_null: int, statistics: tuple[str, ...] = STATIST
     served = stored_text(row["provider_model"], row["text"], PROFILE, SERVED)
     scheme = _scheme(row["spec"], served.vocab_size)
     length = len(served.ids)
-    lineup = lineup_of(row, served) if any(statistic(s).needs_lineup for s in statistics) else None
-    scores = score_ids(scheme, served.ids, statistics, served, cuts=[*CUTS, length], n_null=n_null, lineup=lineup)
+    lineup = lineup_of(row) if any(statistic(s).needs_lineup for s in statistics) else None
+    scores = score_ids(scheme, served.ids, statistics, served, cuts=[*CUTS, length], n_null=n_null,
+                       lineup=lineup)
     base = {k: row[k] for k in ("source", "scheme", "n", "mode", "role", "prompt_id", "provider",
                                 "provider_model", "provider_key", "text_id")}
     base["committed_p"] = float(row["p"])  # the scheme's own p as the TPR run recorded it: sum must match
@@ -204,7 +191,8 @@ def score_row(row: pd.Series, n_null: int, statistics: tuple[str, ...] = STATIST
             j = at[min(cut, length)]
             out.append({**base, "statistic": name, "cut": int(cut), "full": full, "length": length,
                         "value": float(sc.value[j]), "p": float(sc.p[j]), "tokens_scored": int(sc.tokens_scored[j]),
-                        "null_scores": sc.null_scores, **{k: v for k, v in sc.extra.items() if k.startswith("q_")}})
+                        "null_scores": sc.null_scores,
+                        **{k: v for k, v in sc.extra.items() if k.startswith("q_")}})
     return out
 
 
@@ -229,13 +217,14 @@ def score(sources: tuple[str, ...], n_null: int, only_read: bool = False, worker
     lineup = any(statistic(s).needs_lineup for s in statistics)
     todo = [(source, scheme, n, sub)
             for source, scheme, n, sub in cells(sources, models=models, n_values=n_values, schemes=schemes)
-            if not cell_path(source, scheme, n, statistics).exists() and (not only_read or _read_already(sub, lineup))]
+            if not cell_path(source, scheme, n, statistics).exists()
+            and (not only_read or _read_already(sub, lineup))]
     if not todo:
         print("[score] nothing to score", flush=True)
         return
     t0 = time.time()
-    rows = [(cell_path(source, scheme, n, statistics), row, n_null, statistics) for source, scheme, n, sub in todo
-            for _, row in sub.iterrows()]
+    rows = [(cell_path(source, scheme, n, statistics), row, n_null, statistics)
+            for source, scheme, n, sub in todo for _, row in sub.iterrows()]
     left = {}  # rows still to come per cell: a cell is written as soon as its last row is scored
     for path, *_ in rows:
         left[path] = left.get(path, 0) + 1
@@ -329,7 +318,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--roles", nargs="+", default=["negative", "positive"], help="read: which rows' texts")
     ap.add_argument("--note", default="", help="summarize: where and how long the steps ran (kept in the meta)")
     ap.add_argument("--workers", type=int, default=1, help="score: processes, one cell each (no model needed)")
-    ap.add_argument("--models", nargs="+", default=list(MODELS), help="read/score: the providers' base models scored")
+    ap.add_argument("--models", nargs="+", default=list(MODELS),
+                    help="read/score: the base models whose providers are scored")
     ap.add_argument("--lineup", action="store_true", help="read: every base model of each text's line-up too")
     ap.add_argument("--statistics", nargs="+", default=list(STATISTICS),
                     help=f"score: these statistics, in cell files of their own unless the default set "
@@ -339,7 +329,8 @@ def main(argv: list[str] | None = None) -> None:
 
     torch.set_num_threads(1)
     if args.step == "read":
-        read(tuple(args.sources), tuple(args.n), tuple(args.roles), _schemes(args), tuple(args.models), args.lineup)
+        read(tuple(args.sources), tuple(args.n), tuple(args.roles), _schemes(args), tuple(args.models),
+             args.lineup)
     elif args.step == "score":
         score(tuple(args.sources), args.null, args.only_read, args.workers, tuple(args.n), _schemes(args),
               tuple(args.statistics), tuple(args.models))

@@ -55,7 +55,7 @@ def _rate(flags: pd.Series) -> dict[str, float]:
 
 
 def _any_provider(rows: pd.DataFrame) -> pd.Series:
-    """Per text: Bonferroni (Holm's first step) over its m scored providers' p (flag when min p < alpha / m)."""
+    """Per text: Bonferroni (Holm's first step) over its m scored providers' p (flag: min p < alpha / m)."""
     g = rows.groupby("text_id")["p"]
     return g.min() < ALPHA / g.count()
 

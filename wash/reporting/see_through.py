@@ -20,7 +20,8 @@ FOLDER = "see-through"
 #: The statistic reported beside each scheme's own sum (fixed before any result: the model-aware LR).
 NEW = ("lr", "lr-mix")
 STAT_NAMES = {"sum": "own sum", "lr": "model-aware LR (max over w)", "lr-mix": "model-aware LR (mean over w)",
-              "lr-lineup": "line-up-aware LR (mean over w)", "hc": "higher criticism", "entropy": "entropy-weighted"}
+              "lr-lineup": "line-up-aware LR (mean over w)", "hc": "higher criticism",
+              "entropy": "entropy-weighted"}
 LEFT_OUT = ("Water-Bag's ratio takes the best (`lr`) or the average (`lr-mix`) over the 2 x bag_size lists a "
             "generation may have drawn; EXP-Edit's and ITS-Edit's over the 420 key offsets a generation may have "
             "started at (a generation reads key element offset + position). Not in these tables: EXP-Edit's soft "

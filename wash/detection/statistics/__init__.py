@@ -213,9 +213,10 @@ def _mixture_score(name: str, ev: Evidence, served: ServedText, cuts: np.ndarray
     p = tests.simulated_p(value, null_mix)
     _value, w_hat, best = _glr_over_laws(sums)
     j, w = int(best[-1]), float(w_hat[-1])
-    return StatisticScore(name, cuts, value, p, _scored_counts(ev, cuts), _lr_per_token(ev, rho[j], w, r), n_null,
-                          note=(f"likelihood ratio averaged over w (log {value[-1]:.3g}){_variants_note(rho, j)}"
-                                f"{about}; p from {n_null} null draws with the same served laws"))
+    return StatisticScore(name, cuts, value, p, _scored_counts(ev, cuts), _lr_per_token(ev, rho[j], w, r),
+                          n_null, note=(f"likelihood ratio averaged over w (log {value[-1]:.3g})"
+                                        f"{_variants_note(rho, j)}{about}; p from {n_null} null draws with "
+                                        "the same served laws"))
 
 
 def _run_lr_mix(ev, served, cuts, rng, n_null):
@@ -279,9 +280,9 @@ STATISTICS: dict[str, Statistic] = {s.name: s for s in (
                     "(one forward per text)", True, lambda s: keyed_law(s) is not None, _run_lr),
     Statistic("lr-mix", "the model-aware likelihood ratio averaged over a uniform prior on w (a Bayes factor; "
                         "one forward per text)", True, lambda s: keyed_law(s) is not None, _run_lr_mix),
-    Statistic("lr-lineup", "lr-mix with the line-up's other base models as the law of the tokens the provider "
-                           "did not serve (one forward per text and base model of the line-up)", True,
-              lambda s: keyed_law(s) is not None, _run_lr_lineup, needs_lineup=True),
+    Statistic("lr-lineup", "lr-mix with the line-up's other base models as the law of the tokens the "
+                           "provider did not serve (one forward per text and base model of the line-up)",
+              True, lambda s: keyed_law(s) is not None, _run_lr_lineup, needs_lineup=True),
     Statistic("hc", "higher criticism over per-token pivots (model-free sparse-mixture test)", False, _has_exp_scores,
               _run_hc),
     Statistic("entropy", "green count weighted by the served entropy (SWEET/EWD-style; one forward per text)",
@@ -305,10 +306,12 @@ def null_rng(scheme: WatermarkScheme, ids: Sequence[int], name: str) -> np.rando
 
 def score_ids(scheme: WatermarkScheme, ids: Sequence[int], names: Sequence[str], served: ServedText | None = None,
               cuts: Sequence[int] | None = None, n_null: int = N_NULL,
-              evidence: Evidence | None = None, lineup: LineupRatio | None = None) -> dict[str, StatisticScore]:
+              evidence: Evidence | None = None,
+              lineup: LineupRatio | None = None) -> dict[str, StatisticScore]:
     """Each named statistic that applies to ``scheme`` on ``ids`` (prefix cuts default to the whole text).
 
-    ``lineup``: r = q / p from the line-up's other base models (``lineup.lineup_ratio``), for ``lr-lineup``."""
+    ``lineup``: r = q / p from the line-up's other base models (``lineup.lineup_ratio``), for
+    ``lr-lineup``."""
     cuts_arr = np.array(sorted(set(min(int(c), len(ids)) for c in (cuts or [len(ids)]))), dtype=int)
     out: dict[str, StatisticScore] = {}
     with masks_kept():  # the detector and the keyed law read the same green lists
@@ -322,7 +325,8 @@ def score_ids(scheme: WatermarkScheme, ids: Sequence[int], names: Sequence[str],
             if stat.needs_model and served is None:
                 raise ValueError(f"statistic '{name}' needs the provider's model to re-read the text")
             if stat.needs_lineup and ev.lineup is None:
-                raise ValueError(f"statistic '{name}' needs the line-up's other base models to re-read the text")
+                raise ValueError(f"statistic '{name}' needs the line-up's other base models to re-read the "
+                                 "text")
             out[name] = stat.run(ev, served, cuts_arr, null_rng(scheme, ids, name), n_null)
     return out
 

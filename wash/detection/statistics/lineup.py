@@ -1,4 +1,4 @@
-"""The line-up's other base models at each of a provider's tokens: q for the line-up-aware ratio (``lr-lineup``).
+"""The line-up's other base models at each of a provider's tokens: q for the line-up-aware ratio.
 
 Why: under WASH a token provider i did not serve was drawn from the average of the
 other providers' laws, q. ``lr-mix`` scores (1 - w) + w p_wm / p, the mixture likelihood
@@ -44,12 +44,13 @@ an approximate q costs power, not calibration.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
-from wash.detection.statistics.served_text import ServedText, served_text
+from wash.detection.statistics.served_text import ServedText, served_text, stored_text
 from wash.engine.members import Member, require
 
 #: The share of provider i's own plain law mixed into each aligned other-model q_j (see the module docstring).
@@ -80,11 +81,13 @@ class LineupRatio:
 
     def note(self) -> str:
         other = self.matched + self.fallback
-        share = f"{self.matched} of {other} (slot, token) pairs aligned" if other else "no slot on another model"
+        share = (f"{self.matched} of {other} (slot, token) pairs aligned" if other
+                 else "no slot on another model")
         return f"q over {self.slots} other slots ({self.same_model} on this model; {share}, the rest q = p)"
 
 
-def byte_spans(ids: Sequence[int], token_bytes: Sequence[bytes | None]) -> tuple[np.ndarray, np.ndarray, bytes]:
+def byte_spans(ids: Sequence[int],
+               token_bytes: Sequence[bytes | None]) -> tuple[np.ndarray, np.ndarray, bytes]:
     """(starts, ends, text): each token's byte offsets in the concatenation of the tokens' bytes."""
     pieces = [token_bytes[int(i)] or b"" for i in ids]
     lengths = np.fromiter((len(b) for b in pieces), dtype=np.int64, count=len(pieces))
@@ -102,7 +105,8 @@ def _agreeing_bytes(a: bytes, b: bytes) -> int:
 
 
 def slot_law(target: ReadBy, other: ReadBy) -> np.ndarray:
-    """(T,) q_j(x_t) at each of ``target``'s tokens from ``other``'s re-read; NaN where no boundary pair matches.
+    """(T,) q_j(x_t) at each of ``target``'s tokens from ``other``'s re-read; NaN where no boundary pair
+    matches.
 
     q_j is the product of ``other``'s served probabilities of its tokens between the byte
     offsets where ``target``'s token starts and ends (0 if one of them was not served)."""
@@ -130,8 +134,8 @@ def slot_law(target: ReadBy, other: ReadBy) -> np.ndarray:
 
 
 def lineup_ratio(target: ReadBy, others: Sequence[ReadBy]) -> LineupRatio:
-    """r = q / p at ``target``'s tokens, q the mean over ``others`` (the line-up's other slots, one entry each;
-    a slot on ``target``'s base model gives q_j = p). No other slot: r = 1, the ratio is lr-mix's."""
+    """r = q / p at ``target``'s tokens, q the mean over ``others`` (the line-up's other slots, one entry
+    each; a slot on ``target``'s base model gives q_j = p). No other slot: r = 1, the ratio is lr-mix's."""
     p = target.served.observed_probs()
     served = p > 0
     same = sum(o.served.model == target.served.model for o in others)
@@ -166,3 +170,24 @@ def read_lineup(member: Member, text: str, others: Sequence[Member], profile: st
         return ReadBy(served_text(m, text, profile, cache_dir), m.vocab.token_bytes)
 
     return lineup_ratio(read(member), [read(m) for m in others])
+
+
+@lru_cache(maxsize=None)
+def tokenizer_bytes(model: str) -> tuple[bytes | None, ...]:
+    """The bytes each row of ``model``'s tokenizer spells (``wash.engine.vocab``), without its weights."""
+    from wash.engine.models import load_tokenizer
+    from wash.engine.vocab import build_model_vocab
+
+    tokenizer = load_tokenizer(model)
+    return build_model_vocab(model, tokenizer, len(tokenizer), frozenset()).token_bytes
+
+
+def stored_lineup(text: str, model: str, others: Sequence[str], profile: str,
+                  cache_dir: str | Path) -> LineupRatio:
+    """``lineup_ratio`` from the reads ``served_text`` stored under ``cache_dir``: the provider on ``model``,
+    the line-up's other slots on ``others`` (one model name per slot). No model is loaded, only tokenizers."""
+    def read(m: str) -> ReadBy:
+        return ReadBy(stored_text(m, text, profile, cache_dir), tokenizer_bytes(m))
+
+    own = read(model)
+    return lineup_ratio(own, [own if m == model else read(m) for m in others])

@@ -67,7 +67,7 @@ class ServedText:
         return np.where(self.has_law, col, -1)
 
     def observed_probs(self) -> np.ndarray:
-        """(T,) the served plain probability of each observed token (0 where it was not served or has no law)."""
+        """(T,) the served plain probability of each observed token (0: not served, or no law there)."""
         cols = self.observed()
         p = self.probs()[np.arange(len(self)), np.maximum(cols, 0)]
         return np.where(cols >= 0, p, 0.0)
