@@ -239,7 +239,8 @@ def test_null_on_looping_text(stat: str, spec: str, looping_ps) -> None:
 
 
 def test_registry_names_and_scope() -> None:
-    assert list(STATISTICS) == ["sum", "lr", "lr-mix", "hc", "entropy"]
+    assert list(STATISTICS) == ["sum", "lr", "lr-mix", "lr-lineup", "hc", "entropy"]
+    assert statistic("lr-lineup").needs_lineup and not statistic("lr-mix").needs_lineup
     assert statistic("lr").needs_model and not statistic("sum").needs_model
     assert statistic("lr").applies(build_scheme("waterbag", 1, 1000, {}))
     assert statistic("lr").applies(build_scheme("exp-edit", 1, 1000, {}))
@@ -331,7 +332,9 @@ def test_a_scheme_scored_later_joins_the_committed_summary(tmp_path) -> None:
     cells = pd.read_csv(out / "see_through_cells.csv")
     assert set(cells["scheme"]) == set(before["see_through_cells.csv"]["scheme"]) | {"newscheme"}
     kept = cells[cells["scheme"] != "newscheme"].reset_index(drop=True)
-    pd.testing.assert_frame_equal(kept, before["see_through_cells.csv"])
+    old = before["see_through_cells.csv"]
+    pd.testing.assert_frame_equal(kept[list(old.columns)], old)  # columns added later stay empty there
+    assert cells.loc[cells["scheme"] == "newscheme", ["fisher_tpr", "fisher_fpr"]].notna().all().all()
     new = table[table["scheme"] == "newscheme"].set_index("n")
     assert list(new.index) == [1, 3] and (new["positives"] == 10).all() and (new["negatives"] == 10).all()
     meta = json.loads((out / "see_through_run.json").read_text())
@@ -399,3 +402,223 @@ def test_score_writes_each_cell_when_its_last_row_is_scored(tmp_path, monkeypatc
     assert f"{five.name} written" in out and "4 of 4 rows" in out
     st.score(("paper",), n_null=10)
     assert "nothing to score" in capsys.readouterr().out
+
+
+# -- the line-up-aware ratio (lr-lineup) -------------------------------------------------------------
+#: Keyed specs the line-up-aware ratio is calibrated on: a green list, a point-mass race and the Edit picks.
+LINEUP_CALIBRATED = ["kgw", "aar", "exp-edit:keylen=105"]
+
+
+def _read_by(lm, text: str):
+    from wash.detection.statistics.lineup import ReadBy
+    from wash.engine.vocab import model_vocab
+
+    return ReadBy(read_ids(LocalMember(lm), lm.encode(text)), model_vocab(lm).token_bytes)
+
+
+def test_lineup_terms_reduce_to_lr_mix_and_the_point_mass_shortcut_holds_with_q() -> None:
+    """r = 1 gives lr-mix's term; with r (zeros included) the Edit null's shortcut still equals summing the
+    terms directly, a token the alternative cannot give (rho = 0 where r = 0) included."""
+    from wash.detection.statistics import tests as st_tests
+
+    rng = np.random.default_rng(11)
+    T = 50
+    rho = rng.exponential(1.0, (4, T))
+    np.testing.assert_allclose(st_tests.glr_terms(rho, np.ones(T)), st_tests.glr_terms(rho), rtol=0,
+                               atol=1e-15)
+    assert (st_tests.glr_terms(rho, rng.random(T))[..., 0] == 0).all()  # w = 0: no evidence either way
+    ratio = 1.0 / rng.uniform(0.05, 1.0, T)
+    live = rng.random(T) < 0.8
+    r = rng.uniform(0.0, 3.0, T)
+    r[::7] = 0.0
+    wins = rng.random((6, 3, T)) < 1.0 / ratio
+    wins[0, 0] = True
+    cuts = np.array([0, 5, 17, 30, 50])
+    want = st_tests.log_ratio_sums(np.where(live, np.where(wins, ratio, 0.0), 1.0), cuts, r)
+    got = st_tests.point_mass_sums(wins, ratio, live, cuts, r)
+    assert np.isneginf(got[..., 1:]).any() and np.isfinite(got[0, 0, :, 1:]).all()
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
+
+
+def test_lineup_slot_law_aligns_on_bytes(tiny_smollm2, tiny_gemma3) -> None:
+    """q_j at a SmolLM2 token is Gemma 3's served probability of its tokens spanning exactly those bytes
+    (a product over them), NaN where a Gemma token crosses a boundary; a model against itself gives p."""
+    from wash.detection.statistics.lineup import byte_spans, slot_law
+
+    text = TEXT + " Thereafter, the naïve keeper's 都 lamp glowed\n\nuntil dawn."
+    small, gem = _read_by(tiny_smollm2, text), _read_by(tiny_gemma3, text)
+    p = small.served.observed_probs()
+    own = slot_law(small, small)
+    np.testing.assert_array_equal(own[small.served.has_law], p[small.served.has_law])
+    q = slot_law(small, gem)
+    s_start, s_end, s_text = byte_spans(small.served.ids, small.token_bytes)
+    g_start, g_end, g_text = byte_spans(gem.served.ids, gem.token_bytes)
+    assert s_text == g_text == text.encode("utf-8")
+    g_p = gem.served.observed_probs()
+    for t in range(len(s_start)):  # brute force: gemma tokens whose spans tile [start, end) exactly
+        inside = [s for s in range(len(g_start)) if s_start[t] <= g_start[s] and g_end[s] <= s_end[t]]
+        tiles = bool(inside) and g_start[inside[0]] == s_start[t] and g_end[inside[-1]] == s_end[t]
+        if tiles and gem.served.has_law[inside].all():
+            assert q[t] == pytest.approx(float(np.prod(g_p[inside])), rel=1e-9, abs=1e-300), t
+        else:
+            assert np.isnan(q[t]), t
+    aligned = np.isfinite(q)
+    assert 0.5 < aligned.mean() < 1.0, aligned.mean()  # most tokens cut alike, some not ("Thereafter", 都)
+
+
+def test_lineup_of_one_base_model_is_lr_mix(tiny_smollm2) -> None:
+    """Every slot on the provider's own base model: q = p, so lr-lineup's value is lr-mix's and its p (the
+    same key simulation, the same draws) is lr-mix's p, through the product's entry point too."""
+    from wash.detection import detect_text
+    from wash.detection.statistics.lineup import read_lineup
+    from wash.engine.providers import build_providers
+    from wash.engine.settings import ProviderSpec
+
+    member = LocalMember(tiny_smollm2)
+    ratio = read_lineup(member, TEXT, [member, member])
+    assert (ratio.r == 1.0).all() and ratio.same_model == 2 and ratio.matched == ratio.fallback == 0
+    ids = tiny_smollm2.encode(TEXT)
+    served = read_ids(member, ids)
+    for spec in ("kgw", "aar", "synthid", "exp-edit:keylen=64", "waterbag"):
+        got = score_ids(_scheme(spec, 31, tiny_smollm2.vocab_size), ids, ["lr-mix", "lr-lineup"], served,
+                        cuts=[20, 60, len(ids)], n_null=200, lineup=ratio)
+        np.testing.assert_allclose(got["lr-lineup"].value, got["lr-mix"].value, rtol=1e-10, atol=1e-10)
+        np.testing.assert_array_equal(got["lr-lineup"].p, got["lr-mix"].p)
+    specs = [ProviderSpec.parse(f"tiny-smollm2:kgw:{k}") for k in (5, 6, 7)]
+    providers = build_providers(specs, backend="local").providers
+    mix = detect_text(providers, TEXT, statistic="lr-mix")
+    lineup = detect_text(providers, TEXT, statistic="lr-lineup")
+    assert [d.p for d in lineup] == [d.p for d in mix]
+
+
+def test_lineup_refuses_a_member_that_cannot_reread_a_text(tiny_smollm2, tiny_gemma3) -> None:
+    """A slot's member without ``position_logits`` is refused in one line naming it, before any forward;
+    score_ids without a line-up says what lr-lineup needs."""
+    from wash.core.errors import WashInputError
+    from wash.detection import statistics
+    from wash.engine.providers import build_providers
+    from wash.engine.settings import ProviderSpec
+
+    class NextTokenOnly(LocalMember):
+        capabilities = frozenset()
+        backend = "next-token-only"
+
+    [provider] = build_providers([ProviderSpec.parse("tiny-smollm2:kgw:1")], backend="local").providers
+    text = " a text no cache has read, for the line-up capability test"
+    with pytest.raises(WashInputError, match=r"^the line-up-aware ratio 'lr-lineup' needs 'position_logits', "
+                                             r"which model 'tiny-gemma3' on backend 'next-token-only' "
+                                             r"does not give$"):
+        statistics.detect_with(provider, text, "lr-lineup", lineup=[NextTokenOnly(tiny_gemma3)])
+    from wash.detection.statistics.served_text import _MEMORY
+
+    assert not any(key[2] == text for key in _MEMORY)  # refused before the provider's own forward
+    ids = tiny_smollm2.encode(text)
+    with pytest.raises(ValueError, match="needs the line-up's other base models"):
+        score_ids(provider.scheme, ids, ["lr-lineup"], read_ids(LocalMember(tiny_smollm2), ids))
+
+
+@pytest.fixture(scope="module")
+def lineup_null_text(smollm2, gemma3):
+    """The calibration text (real SmolLM2 held-out negative, its first CAL_TOKENS tokens) as SmolLM2 and the
+    real Gemma 3 re-read it, and its line-up ratio with two other slots, both on Gemma 3: q is Gemma's law
+    wherever the tokenizers cut alike (the hardest case: no slot shares the provider's model)."""
+    from wash.detection.statistics.lineup import lineup_ratio
+
+    ids = smollm2.encode(_committed("negative", "unwatermarked", "kgw", 1, 1)[0])[:CAL_TOKENS]
+    text = smollm2.tokenizer.decode(ids)
+    own, other = _read_by(smollm2, text), _read_by(gemma3, text)
+    ratio = lineup_ratio(own, [other, other])
+    return own.served, ratio
+
+
+@pytest.mark.parametrize("spec", LINEUP_CALIBRATED)
+def test_lineup_null_is_uniform_over_keys_on_real_text(spec: str, lineup_null_text, smollm2) -> None:
+    """lr-lineup's p on one real unwatermarked text under 200 real keys: P(p <= a) within 3 sd of a, as for
+    the other statistics (its null is the same key simulation; r does not depend on the key)."""
+    served, ratio = lineup_null_text
+    assert ratio.matched > ratio.fallback > 0 and ratio.r.min() > 0 and ratio.r.std() > 0.1
+    scores = [score_ids(_scheme(spec, 900_001 + k, smollm2.vocab_size), served.ids, ["lr-lineup"], served,
+                        n_null=_n_null(spec), lineup=ratio)["lr-lineup"] for k in range(KEYS)]
+    ps = np.array([s.p[-1] for s in scores])
+    for a in (0.05, 0.1, 0.25):
+        rate = float(np.mean(ps <= a))
+        tol = 3 * np.sqrt(a * (1 - a) / KEYS) + 1.0 / (_n_null(spec) + 1)
+        print(f"lr-lineup {spec}: P(p <= {a}) = {rate:.3f}")
+        assert a - tol <= rate <= a + tol, (spec, a, rate)
+
+
+# -- the text-level decision: Fisher beside Bonferroni ----------------------------------------------
+def test_fisher_is_scipys_combination_per_text_and_flags_where_bonferroni_does_not() -> None:
+    from scipy import stats
+
+    from wash.experiments.see_through_summary import _any_provider, _any_provider_fisher, fisher_p
+
+    known = [0.02, 0.03, 0.04, 0.2, 0.5]  # no p below 0.05 / 5, yet jointly strong
+    assert fisher_p(np.array(known)) == stats.combine_pvalues(known, method="fisher").pvalue
+    assert fisher_p(np.array([np.nan, 0.3])) == pytest.approx(0.3) and fisher_p(np.array([])) == 1.0
+    rows = pd.DataFrame({"text_id": [0] * 5 + [1] * 3 + [2] * 2,
+                         "p": known + [0.005, 0.9, 0.9] + [0.6, 0.7]})
+    fisher, bonferroni = _any_provider_fisher(rows), _any_provider(rows)
+    want = {t: stats.combine_pvalues(g["p"], method="fisher").pvalue < 0.05
+            for t, g in rows.groupby("text_id")}
+    assert fisher.to_dict() == want
+    assert fisher[0] and not bonferroni[0]  # Fisher flags the text Bonferroni misses
+    assert bonferroni[1] and not fisher[1]  # and the reverse: one strong p among two nulls
+    assert not fisher[2] and not bonferroni[2]
+
+
+def test_fisher_holds_the_fpr_on_independent_nulls() -> None:
+    from wash.experiments.see_through_summary import _any_provider_fisher
+
+    rng = np.random.default_rng(4)
+    texts, m = 4000, 5
+    rows = pd.DataFrame({"text_id": np.repeat(np.arange(texts), m), "p": rng.random(texts * m)})
+    rate = float(_any_provider_fisher(rows).mean())
+    assert abs(rate - 0.05) <= 3 * np.sqrt(0.05 * 0.95 / texts), rate
+
+
+def test_the_cell_table_reports_both_decisions_over_the_scored_providers() -> None:
+    from wash.experiments.see_through_summary import cell_table
+
+    rows = []
+    for text_id, (role, ps) in enumerate([("positive", [0.02, 0.03, 0.04]), ("positive", [0.001, 0.5, 0.6]),
+                                          ("negative", [0.5, 0.6, 0.7]), ("negative", [0.3, 0.04, 0.9])]):
+        for k, p in enumerate(ps):
+            rows.append({"source": "paper", "scheme": "kgw", "n": 5, "statistic": "lr-lineup", "role": role,
+                         "text_id": text_id, "provider": k, "full": True, "p": p, "null_scores": 1000})
+    t = cell_table(pd.DataFrame(rows)).iloc[0]
+    assert t["providers_scored"] == 3
+    assert t["any_tpr"] == 0.5 and t["fisher_tpr"] == 1.0  # 0.02, 0.03, 0.04: Fisher only
+    assert t["any_fpr"] == 0.0 and t["fisher_fpr"] == 0.0
+
+
+def test_score_row_reads_the_lineup_from_the_stored_forwards(tmp_path, monkeypatch, tiny_smollm2,
+                                                              tiny_gemma3) -> None:
+    """The experiment's lr-lineup path: ``forwards`` lists every line-up model's read of a text, and
+    ``score_row`` scores from the stored reads alone, with where q came from in its records."""
+    from wash.detection import stored_text, text_key
+    from wash.detection.statistics.served_text import read_text
+    from wash.experiments import see_through as st
+
+    monkeypatch.setattr(st, "SERVED", tmp_path)
+    line = "tiny-smollm2:kgw:11|tiny-gemma3:kgw:12|tiny-smollm2:kgw:13"
+    row = pd.Series({"source": "paper", "scheme": "kgw", "n": 3, "mode": "wash", "role": "positive",
+                     "prompt_id": "p0", "provider": 2, "provider_model": "tiny-smollm2", "provider_key": 13,
+                     "text_id": 0, "p": 0.5, "text": TEXT, "providers": line, "spec": "tiny-smollm2:kgw:13"})
+    sub = pd.DataFrame([row])
+    assert st.forwards(sub) == [("tiny-smollm2", TEXT)]
+    assert st.forwards(sub, lineup=True) == [("tiny-smollm2", TEXT), ("tiny-gemma3", TEXT)]
+    assert not st._read_already(sub, lineup=True)
+    for lm in (tiny_smollm2, tiny_gemma3):  # stored as ``read`` stores them (the memory cache may hold them)
+        path = tmp_path / f"{text_key(lm.name, st.PROFILE, TEXT)}.npz"
+        read_text(LocalMember(lm), TEXT, st.PROFILE).to_npz(path)
+    assert st._read_already(sub, lineup=True)
+    recs = st.score_row(row, n_null=50, statistics=("lr-lineup",))
+    assert {r["statistic"] for r in recs} == {"lr-lineup"} and len(recs) == len(st.CUTS) + 1
+    whole = recs[-1]
+    assert whole["full"] and 0 < whole["p"] <= 1 and whole["null_scores"] == 50
+    assert whole["q_slots"] == 2 and whole["q_same_model"] == 1
+    own = stored_text("tiny-smollm2", TEXT, st.PROFILE, tmp_path)
+    served_tokens = int((own.observed_probs() > 0).sum())
+    assert whole["q_matched"] + whole["q_fallback"] == served_tokens  # one slot on another model
+    assert st.cell_path("paper", "kgw", 3, ("lr-lineup",)).name == "paper-kgw-n3-lr-lineup.csv"

@@ -20,6 +20,7 @@ _EXPORTS = {
                      "permutation_p"), "identify_stats"),
     **dict.fromkeys(("STATISTICS", "DEFAULT_STATISTIC", "statistic", "score_ids"), "statistics"),
     "keyed_law": "statistics.keyed",
+    "stored_lineup": "statistics.lineup",
     **dict.fromkeys(("served_text", "stored_text", "text_key"), "statistics.served_text"),
 }
 #: Modules declared whole: their names are read as a namespace (``key_null.COLUMNS``).

@@ -44,7 +44,8 @@ def detect_text(providers: Sequence[Provider], text: str, threshold: float = Z_T
     provider's model (one forward per text and model, ``wash.detection.statistics``);
     a provider whose scheme it does not cover keeps its own sum. Such a statistic reads p
     against its simulated null draws, whose floor (1 / (draws + 1)) lies above z = 4's p,
-    so it flags at p < ``FPR_CALIBRATED``.
+    so it flags at p < ``FPR_CALIBRATED``. ``lr-lineup`` takes ``providers`` as the line-up:
+    each provider's q is the mean of the other providers' base models.
     """
     if statistic == "sum":
         return detectors.own_verdicts(providers, text, threshold)
@@ -58,7 +59,8 @@ def detect_text(providers: Sequence[Provider], text: str, threshold: float = Z_T
         if not stat.applies(p.scheme) or p.space is not None:
             out.append(detect_ids(p, ids, threshold))
             continue
-        detection = statistics.detect_with(p, text, statistic)
+        lineup = [q.member for q in providers if q is not p] if stat.needs_lineup else ()
+        detection = statistics.detect_with(p, text, statistic, lineup=lineup)
         tokens = [p.member.decode_id(i) for i in ids]
         out.append(detectors.verdict(p, detection, threshold, tokens,
                                      detected=detection.tokens_scored > 0 and detection.p < FPR_CALIBRATED))

@@ -12,6 +12,20 @@ Run: ``python -m wash.experiments.see_through read`` (the forwards, in priority
 order), ``... score`` (the statistics), ``... summarize``. A scheme scored later
 joins the committed summary without re-scoring the others:
 ``... read --schemes S``, ``... score --schemes S``, ``... add``.
+
+The line-up-aware ratio (``lr-lineup``) needs every text read by every base model of its
+line-up too (``read --lineup``: the gemma3 forwards of the smollm2 providers' texts and
+the reverse) and writes its own cell files (``<cell>-lr-lineup.csv``, resumable per cell
+like the others), scored for the providers on ``--models``:
+
+    python -m wash.experiments.see_through read --lineup --models smollm2 gemma3
+    python -m wash.experiments.see_through score --statistics lr-lineup --models smollm2 gemma3 \
+        --only-read --workers 16
+    python -m wash.experiments.see_through summarize
+
+``summarize`` reads every cell file under ``out/see-through/rows``, so the other
+statistics' cells must be there as well (``add`` replaces a scheme's committed cells by
+the rows present: run it only with all of a scheme's statistics scored).
 """
 
 from __future__ import annotations
@@ -37,6 +51,8 @@ MODELS = ("smollm2",)
 #: Prefix lengths (text tokens) each text is also scored at.
 CUTS = (10, 20, 30, 50, 75, 100, 150, 200)
 STATISTICS = ("sum", "lr", "lr-mix", "hc", "entropy")
+#: Statistics that also read the line-up's other base models (their own cell files, ``cell_path``).
+LINEUP_STATISTICS = ("lr-lineup",)
 #: Cells in the order they are read and scored: N = 5 and 3 first (the question), then N = 1.
 N_ORDER = (5, 3, 1)
 #: Schemes in the order they are read and scored within an N (the issue's headline schemes first).
@@ -91,17 +107,32 @@ def _member(model: str):
     return member_of(model)
 
 
+def lineup_models(providers: str) -> list[str]:
+    """The base model of each slot of a line-up (a committed row's ``providers``), in slot order."""
+    from wash.engine import ProviderSpec
+
+    return [ProviderSpec.parse(spec).model for spec in providers.split("|")]
+
+
+def forwards(sub: pd.DataFrame, lineup: bool = False) -> list[tuple[str, str]]:
+    """The (model, text) forwards a cell's rows need, in row order: each provider's own model and, with
+    ``lineup``, every base model of the text's line-up."""
+    pairs = zip(sub["provider_model"], sub["text"], sub["providers"])
+    need = (((m, t), *(((o, t) for o in lineup_models(line)) if lineup else ())) for m, t, line in pairs)
+    return list(dict.fromkeys(pair for group in need for pair in group))
+
+
 def read(sources: tuple[str, ...], n_values: tuple[int, ...] = N_ORDER,
-         roles: tuple[str, ...] = ("negative", "positive"), schemes: tuple[str, ...] | None = None) -> None:
+         roles: tuple[str, ...] = ("negative", "positive"), schemes: tuple[str, ...] | None = None,
+         models: tuple[str, ...] = MODELS, lineup: bool = False) -> None:
     """Every (text, model) forward the cells need, cached on disk (resumable; negatives first in a cell)."""
     from wash.detection import served_text, text_key
 
     done = 0
     t0 = time.time()
-    for source, scheme, n, sub in cells(sources, n_values=n_values, schemes=schemes):
+    for source, scheme, n, sub in cells(sources, models=models, n_values=n_values, schemes=schemes):
         sub = sub[sub["role"].isin(roles)].sort_values("role", ascending=True)  # negative before positive
-        pairs = sub.drop_duplicates(["text", "provider_model"])
-        todo = [(m, t) for m, t in zip(pairs["provider_model"], pairs["text"])
+        todo = [(m, t) for m, t in forwards(sub, lineup)
                 if not (SERVED / f"{text_key(m, PROFILE, t)}.npz").exists()]
         for model, text in todo:
             if (SERVED / f"{text_key(model, PROFILE, text)}.npz").exists():  # another reader got there first
@@ -112,8 +143,19 @@ def read(sources: tuple[str, ...], n_values: tuple[int, ...] = N_ORDER,
               flush=True)
 
 
-def cell_path(source: str, scheme: str, n: int) -> Path:
-    return ROWS / f"{source}-{scheme.replace(':', '_').replace('+', '_').replace('=', '-')}-n{n}.csv"
+def cell_path(source: str, scheme: str, n: int, statistics: tuple[str, ...] = STATISTICS) -> Path:
+    """A cell's rows file; statistics other than the default set write their own (``-lr-lineup``)."""
+    tag = "" if tuple(statistics) == STATISTICS else "-" + "+".join(statistics)
+    return ROWS / f"{source}-{scheme.replace(':', '_').replace('+', '_').replace('=', '-')}-n{n}{tag}.csv"
+
+
+def lineup_of(row: pd.Series) -> Any:
+    """``lineup_ratio`` of a row's text for its provider, from the reads ``read --lineup`` stored: the
+    other slots of its line-up, each read by its base model."""
+    from wash.detection import stored_lineup
+
+    others = [m for j, m in enumerate(lineup_models(row["providers"])) if j != int(row["provider"])]
+    return stored_lineup(row["text"], row["provider_model"], others, PROFILE, SERVED)
 
 
 def _scheme(spec_text: str, vocab_size: int):
@@ -125,14 +167,19 @@ def _scheme(spec_text: str, vocab_size: int):
     return build_scheme(spec.scheme, spec.key, vocab_size, dict(spec.params))
 
 
-def score_row(row: pd.Series, n_null: int) -> list[dict[str, Any]]:
-    """One (text, provider) under every statistic that applies: one record per statistic and cut."""
-    from wash.detection import score_ids, stored_text
+def score_row(row: pd.Series, n_null: int, statistics: tuple[str, ...] = STATISTICS) -> list[dict[str, Any]]:
+    """One (text, provider) under every statistic that applies: one record per statistic and cut.
+
+    ``lr-lineup`` rows also say where q came from (``q_*``: slots, those on the provider's own model,
+    (slot, token) pairs aligned and fallen back to p)."""
+    from wash.detection import score_ids, statistic, stored_text
 
     served = stored_text(row["provider_model"], row["text"], PROFILE, SERVED)
     scheme = _scheme(row["spec"], served.vocab_size)
     length = len(served.ids)
-    scores = score_ids(scheme, served.ids, STATISTICS, served, cuts=[*CUTS, length], n_null=n_null)
+    lineup = lineup_of(row) if any(statistic(s).needs_lineup for s in statistics) else None
+    scores = score_ids(scheme, served.ids, statistics, served, cuts=[*CUTS, length], n_null=n_null,
+                       lineup=lineup)
     base = {k: row[k] for k in ("source", "scheme", "n", "mode", "role", "prompt_id", "provider",
                                 "provider_model", "provider_key", "text_id")}
     base["committed_p"] = float(row["p"])  # the scheme's own p as the TPR run recorded it: sum must match
@@ -144,40 +191,47 @@ def score_row(row: pd.Series, n_null: int) -> list[dict[str, Any]]:
             j = at[min(cut, length)]
             out.append({**base, "statistic": name, "cut": int(cut), "full": full, "length": length,
                         "value": float(sc.value[j]), "p": float(sc.p[j]), "tokens_scored": int(sc.tokens_scored[j]),
-                        "null_scores": sc.null_scores})
+                        "null_scores": sc.null_scores,
+                        **{k: v for k, v in sc.extra.items() if k.startswith("q_")}})
     return out
 
 
-def _read_already(sub: pd.DataFrame) -> bool:
+def _read_already(sub: pd.DataFrame, lineup: bool = False) -> bool:
     from wash.detection import text_key
 
-    return all((SERVED / f"{text_key(m, PROFILE, t)}.npz").exists()
-               for m, t in zip(sub["provider_model"], sub["text"]))
+    return all((SERVED / f"{text_key(m, PROFILE, t)}.npz").exists() for m, t in forwards(sub, lineup))
 
 
 def score(sources: tuple[str, ...], n_null: int, only_read: bool = False, workers: int = 1,
-          n_values: tuple[int, ...] = N_ORDER, schemes: tuple[str, ...] | None = None) -> None:
+          n_values: tuple[int, ...] = N_ORDER, schemes: tuple[str, ...] | None = None,
+          statistics: tuple[str, ...] = STATISTICS, models: tuple[str, ...] = MODELS) -> None:
     """Each cell's rows scored once (a cell whose CSV exists is skipped: resumable per cell; each cell is
     written when its last row is scored, with progress every 50 rows).
 
-    ``only_read``: skip the cells whose forwards ``read`` has not cached yet (to run beside it).
+    ``only_read``: skip the cells whose forwards ``read`` has not cached yet (to run beside it; with a
+    line-up statistic, every model of the line-up).
     """
+    from wash.detection import statistic
+
     ROWS.mkdir(parents=True, exist_ok=True)
-    todo = [(source, scheme, n, sub) for source, scheme, n, sub in cells(sources, n_values=n_values, schemes=schemes)
-            if not cell_path(source, scheme, n).exists() and (not only_read or _read_already(sub))]
+    lineup = any(statistic(s).needs_lineup for s in statistics)
+    todo = [(source, scheme, n, sub)
+            for source, scheme, n, sub in cells(sources, models=models, n_values=n_values, schemes=schemes)
+            if not cell_path(source, scheme, n, statistics).exists()
+            and (not only_read or _read_already(sub, lineup))]
     if not todo:
         print("[score] nothing to score", flush=True)
         return
     t0 = time.time()
-    rows = [(cell_path(source, scheme, n), row, n_null) for source, scheme, n, sub in todo
-            for _, row in sub.iterrows()]
+    rows = [(cell_path(source, scheme, n, statistics), row, n_null, statistics)
+            for source, scheme, n, sub in todo for _, row in sub.iterrows()]
     left = {}  # rows still to come per cell: a cell is written as soon as its last row is scored
-    for path, _, _ in rows:
+    for path, *_ in rows:
         left[path] = left.get(path, 0) + 1
     by_cell: dict[Path, list[dict[str, Any]]] = {}
 
     def take(results: Iterator[list[dict[str, Any]]]) -> None:
-        for i, ((path, _, _), recs) in enumerate(zip(rows, results), start=1):
+        for i, ((path, *_), recs) in enumerate(zip(rows, results), start=1):
             by_cell.setdefault(path, []).extend(recs)
             left[path] -= 1
             if not left[path]:
@@ -206,8 +260,8 @@ def _one_thread() -> None:
     torch.set_num_threads(1)
 
 
-def _score_one(item: tuple[Path, pd.Series, int]) -> list[dict[str, Any]]:
-    return score_row(item[1], item[2])
+def _score_one(item: tuple[Path, pd.Series, int, tuple[str, ...]]) -> list[dict[str, Any]]:
+    return score_row(item[1], item[2], item[3])
 
 
 def run_meta(args: argparse.Namespace) -> dict[str, Any]:
@@ -264,14 +318,22 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--roles", nargs="+", default=["negative", "positive"], help="read: which rows' texts")
     ap.add_argument("--note", default="", help="summarize: where and how long the steps ran (kept in the meta)")
     ap.add_argument("--workers", type=int, default=1, help="score: processes, one cell each (no model needed)")
+    ap.add_argument("--models", nargs="+", default=list(MODELS),
+                    help="read/score: the base models whose providers are scored")
+    ap.add_argument("--lineup", action="store_true", help="read: every base model of each text's line-up too")
+    ap.add_argument("--statistics", nargs="+", default=list(STATISTICS),
+                    help=f"score: these statistics, in cell files of their own unless the default set "
+                         f"(line-up-aware: {', '.join(LINEUP_STATISTICS)})")
     args = ap.parse_args(argv)
     import torch
 
     torch.set_num_threads(1)
     if args.step == "read":
-        read(tuple(args.sources), tuple(args.n), tuple(args.roles), _schemes(args))
+        read(tuple(args.sources), tuple(args.n), tuple(args.roles), _schemes(args), tuple(args.models),
+             args.lineup)
     elif args.step == "score":
-        score(tuple(args.sources), args.null, args.only_read, args.workers, tuple(args.n), _schemes(args))
+        score(tuple(args.sources), args.null, args.only_read, args.workers, tuple(args.n), _schemes(args),
+              tuple(args.statistics), tuple(args.models))
     elif args.step == "add":
         from wash.experiments.see_through_summary import add_schemes
 

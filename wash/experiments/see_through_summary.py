@@ -8,9 +8,15 @@ provider, statistic and prefix cut) and writes:
   negatives flagged at p < 0.05, never used to set anything), both with Wilson
   intervals, the null scores behind each threshold (``null_scores``: the simulated
   draws per text; 0 for ``sum``, whose p comes from its scheme's own exact or
-  Gaussian null), and the text-level "any provider" decision: a text is flagged
-  when Holm's first step over its N providers fires (min p < 0.05 / N), which holds
-  the family-wise FPR at 5% across the N detectors; its TPR and FPR with intervals;
+  Gaussian null), and two text-level "any provider" decisions over the providers of the
+  text that were scored (``providers_scored``; at most N): ``any_*``, Bonferroni (Holm's
+  first step: min p < 0.05 / m over the m scored providers), valid under any dependence;
+  and ``fisher_*``, Fisher's combination (``scipy.stats.combine_pvalues``: -2 sum log p
+  against chi-square with 2m degrees of freedom) at 0.05. Fisher's is valid because,
+  given the text, each provider's p is a function of its own key alone (the statistic's
+  null is drawn over keys given the text) and the keys are independent, so the m p-values
+  are independent given the text, each at least uniform; Bonferroni pays for a dependence
+  they do not have. Each with its TPR and FPR and intervals;
 * ``see_through_tokens.csv``: the text tokens each statistic needs for 80% TPR at
   N (prefixes of every text, interpolated in log tokens; empty where no prefix up
   to the whole text reaches it) and ``see_through_exponents.csv``: the fitted
@@ -49,9 +55,22 @@ def _rate(flags: pd.Series) -> dict[str, float]:
 
 
 def _any_provider(rows: pd.DataFrame) -> pd.Series:
-    """Per text: Holm's first step over its providers' p (flag when min p < alpha / m)."""
+    """Per text: Bonferroni (Holm's first step) over its m scored providers' p (flag: min p < alpha / m)."""
     g = rows.groupby("text_id")["p"]
     return g.min() < ALPHA / g.count()
+
+
+def fisher_p(pvalues: np.ndarray) -> float:
+    """Fisher's combination of independent p-values (``scipy.stats.combine_pvalues``); 1 with none."""
+    ps = np.asarray(pvalues, dtype=float)
+    ps = ps[np.isfinite(ps)]
+    return float(stats.combine_pvalues(ps, method="fisher").pvalue) if ps.size else 1.0
+
+
+def _any_provider_fisher(rows: pd.DataFrame) -> pd.Series:
+    """Per text: Fisher's combination of its m scored providers' p below alpha (independent given the text:
+    one key each)."""
+    return rows.groupby("text_id")["p"].agg(lambda g: fisher_p(g.to_numpy())) < ALPHA
 
 
 def _full(rows: pd.DataFrame) -> pd.Series:
@@ -66,6 +85,7 @@ def cell_table(rows: pd.DataFrame) -> pd.DataFrame:
         neg = g[g["role"] == "negative"]
         tpr, fpr = _rate(pos["p"] < ALPHA), _rate(neg["p"] < ALPHA)
         atpr, afpr = _rate(_any_provider(pos)), _rate(_any_provider(neg))
+        ftpr, ffpr = _rate(_any_provider_fisher(pos)), _rate(_any_provider_fisher(neg))
         out.append({
             "source": source, "scheme": scheme, "n": int(n), "statistic": stat,
             "tpr": tpr["rate"], "tpr_lo": tpr["lo"], "tpr_hi": tpr["hi"], "positives": tpr["n"],
@@ -74,6 +94,9 @@ def cell_table(rows: pd.DataFrame) -> pd.DataFrame:
             "any_tpr": atpr["rate"], "any_tpr_lo": atpr["lo"], "any_tpr_hi": atpr["hi"], "texts": atpr["n"],
             "any_fpr": afpr["rate"], "any_fpr_lo": afpr["lo"], "any_fpr_hi": afpr["hi"],
             "negative_texts": afpr["n"],
+            "fisher_tpr": ftpr["rate"], "fisher_tpr_lo": ftpr["lo"], "fisher_tpr_hi": ftpr["hi"],
+            "fisher_fpr": ffpr["rate"], "fisher_fpr_lo": ffpr["lo"], "fisher_fpr_hi": ffpr["hi"],
+            "providers_scored": int(g.groupby("text_id")["p"].count().max()),
         })
     return pd.DataFrame(out)
 

@@ -20,7 +20,8 @@ FOLDER = "see-through"
 #: The statistic reported beside each scheme's own sum (fixed before any result: the model-aware LR).
 NEW = ("lr", "lr-mix")
 STAT_NAMES = {"sum": "own sum", "lr": "model-aware LR (max over w)", "lr-mix": "model-aware LR (mean over w)",
-              "hc": "higher criticism", "entropy": "entropy-weighted"}
+              "lr-lineup": "line-up-aware LR (mean over w)", "hc": "higher criticism",
+              "entropy": "entropy-weighted"}
 LEFT_OUT = ("Water-Bag's ratio takes the best (`lr`) or the average (`lr-mix`) over the 2 x bag_size lists a "
             "generation may have drawn; EXP-Edit's and ITS-Edit's over the 420 key offsets a generation may have "
             "started at (a generation reads key element offset + position). Not in these tables: EXP-Edit's soft "
@@ -45,7 +46,7 @@ def _cell(r: pd.Series, key: str) -> str:
 
 def cell_rows(summary: pd.DataFrame) -> list[list[str]]:
     rows = []
-    order = {"sum": 0, "lr": 1, "lr-mix": 2, "entropy": 3, "hc": 4}
+    order = {"sum": 0, "lr": 1, "lr-mix": 2, "lr-lineup": 3, "entropy": 4, "hc": 5}
     t = summary.assign(_o=summary["statistic"].map(order)).sort_values(["source", "scheme", "n", "_o"])
     for _, r in t.iterrows():
         rows.append([name(r["scheme"]), f"tpr-{r['source']}", str(int(r["n"])), STAT_NAMES.get(r["statistic"], r["statistic"]),

@@ -28,11 +28,14 @@ from wash.detection import Z_THRESHOLD
 
 
 #: What the tab says beside its statistic choice.
-STATISTIC_NOTE = ("**Statistic.** `sum` is each scheme's own detector. `lr` and `lr-mix` (model-aware likelihood ratio, "
-                  "maximised or averaged over the share of the provider's tokens), `hc` (higher criticism, AAR) and `entropy` (entropy-weighted green count) re-read the text "
-                  "with each provider's own model: one forward of that model per text, then p from 1,000 "
-                  "simulated null draws (flagged at p < 0.05). A scheme a statistic does not cover keeps its "
-                  "sum. See docs/DETECTORS.md, \"Can a detector see through the wash?\".")
+STATISTIC_NOTE = ("**Statistic.** `sum` is each scheme's own detector. `lr` and `lr-mix` (model-aware "
+                  "likelihood ratio, maximised or averaged over the share of the provider's tokens), "
+                  "`lr-lineup` (`lr-mix` with the other providers' base models as the law of the tokens a "
+                  "provider did not serve), `hc` (higher criticism, AAR) and `entropy` (entropy-weighted "
+                  "green count) re-read the text with each provider's own model (`lr-lineup`: with every "
+                  "model of the line-up): one forward of that model per text, then p from 1,000 simulated "
+                  "null draws (flagged at p < 0.05). A scheme a statistic does not cover keeps its sum. See "
+                  "docs/DETECTORS.md, \"Can a detector see through the wash?\".")
 
 
 def statistic_choices() -> list[str]:

@@ -16,6 +16,10 @@ only diluted (docs/DETECTORS.md, "Can a detector see through the wash?"):
 * ``lr-mix``: the same ratio averaged over a fixed uniform prior on w (and on
   Water-Bag's lists, the Edit schemes' offsets) instead of maximised (no atom at w = 0, so its p is not
   conservative);
+* ``lr-lineup``: ``lr-mix`` with the line-up's other base models as the law q of the
+  tokens the provider did not serve, (w p_wm + (1 - w) q) / (w p + (1 - w) q) per token
+  (``lineup``: the others re-read the text, aligned on bytes); lr-mix is the case q = p.
+  It knows the line-up's public base models, not their keys or schemes;
 * ``hc``: higher criticism over the per-token pivots of a scheme that has them
   (AAR's 1 - r): the model-free sparse-mixture baseline;
 * ``entropy``: a green count weighted by each position's served entropy
@@ -23,7 +27,8 @@ only diluted (docs/DETECTORS.md, "Can a detector see through the wash?"):
 
 The model-aware and model-free statistics get their p-value from ``N_NULL`` draws of
 the same statistic under the null with the same per-token model quantities
-(``tests.simulated_p``); ``sum`` keeps its scheme's own null. None of them knows N.
+(``tests.simulated_p``); ``sum`` keeps its scheme's own null. None of them knows N, except
+through the line-up ``lr-lineup`` is handed (which slots q averages over; w stays unknown).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ import numpy as np
 
 from wash.detection.statistics import tests
 from wash.detection.statistics.keyed import keyed_law
+from wash.detection.statistics.lineup import LineupRatio, read_lineup
 from wash.detection.statistics.served_text import ServedText, served_text
 from wash.watermarks.base import Detection, WatermarkScheme
 from wash.watermarks.hashing import derive_seed, masks_kept
@@ -61,6 +67,8 @@ class Evidence:
     final: Detection | None
     #: Quantities several statistics share (the keyed ratios, under the key and simulated).
     cache: dict[str, Any] = field(default_factory=dict)
+    #: r = q / p at each token from the line-up's other base models (``lr-lineup``; ``None``: not given).
+    lineup: LineupRatio | None = None
 
 
 @dataclass
@@ -103,6 +111,8 @@ class Statistic:
     needs_model: bool
     applies: Callable[[WatermarkScheme], bool]
     run: Callable[[Evidence, ServedText | None, np.ndarray, np.random.Generator, int], StatisticScore]
+    #: Whether it needs the line-up's other base models to re-read the text as well (``lineup``).
+    needs_lineup: bool = False
 
 
 def read_evidence(scheme: WatermarkScheme, ids: Sequence[int], cuts: np.ndarray, verdicts: bool = True) -> Evidence:
@@ -144,11 +154,10 @@ def _run_sum(ev, served, cuts, rng, n_null):
                           note=ev.final.note)
 
 
-def _lr_per_token(ev: Evidence, rho: np.ndarray, w: float) -> list[float | None]:
-    """Each scored token's log((1 - w) + w rho): what the statistic leans on (at w = 0.5 when w-hat is 0)."""
-    w = w if w > 0 else 0.5
-    with np.errstate(divide="ignore"):
-        terms = np.log((1.0 - w) + w * rho)
+def _lr_per_token(ev: Evidence, rho: np.ndarray, w: float, r: np.ndarray | None = None) -> list[float | None]:
+    """Each scored token's log ratio at w (``tests.ratio_terms``): what the statistic leans on (at w = 0.5
+    when w-hat is 0)."""
+    terms = tests.ratio_terms(rho, w if w > 0 else 0.5, r)
     return [float(max(terms[t], -10.0)) if ev.scored[t] else None for t in range(len(rho))]
 
 
@@ -156,22 +165,23 @@ def _variants_note(rho: np.ndarray, best: int) -> str:
     return f"; best of {rho.shape[0]} keyed laws: {best}" if rho.shape[0] > 1 else ""
 
 
-def _ratio_sums(ev: Evidence, served: ServedText, cuts: np.ndarray,
-                n_null: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _ratio_sums(ev: Evidence, served: ServedText, cuts: np.ndarray, n_null: int,
+                r: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """rho under the provider's key, (J, T); the summed log ratios under it (``tests.log_ratio_sums``),
     (J, C, W); and under ``n_null`` random keys the generalised LR and the mixture, each (n, C), best of
-    and averaged over the J keyed laws. Computed once per text and key: ``lr`` and ``lr-mix`` read the
-    same draws (reduced block by block, so hundreds of keyed laws per draw fit in memory)."""
-    key = f"sums{n_null}:{cuts.tolist()}"
+    and averaged over the J keyed laws. Computed once per text, key and q: ``lr`` and ``lr-mix`` read the
+    same draws (reduced block by block, so hundreds of keyed laws per draw fit in memory), and
+    ``lr-lineup`` (``r`` = q / p) the same draws again: its null is the same key simulation."""
+    key = f"sums{n_null}:{cuts.tolist()}:{'lineup' if r is not None else 'own'}"
     if key not in ev.cache:
         law = keyed_law(ev.scheme)
         own = null_rng(ev.scheme, ev.ids, "rho")  # the same draws whichever LR statistic asks first
         rho = law.observed(served, ev.scored)
         glr, mix = [], []
-        for block in law.null_sums(served, ev.scored, own, n_null, cuts):
+        for block in law.null_sums(served, ev.scored, own, n_null, cuts, r):
             glr.append(tests.glr_from(block)[0].max(axis=1))
             mix.append(tests.log_mean_exp(tests.mixture_from(block), 1))
-        ev.cache[key] = (rho, tests.log_ratio_sums(rho, cuts), np.concatenate(glr), np.concatenate(mix))
+        ev.cache[key] = (rho, tests.log_ratio_sums(rho, cuts, r), np.concatenate(glr), np.concatenate(mix))
     return ev.cache[key]
 
 
@@ -194,16 +204,32 @@ def _run_lr(ev, served, cuts, rng, n_null):
                           extra={"w_hat": w_hat})
 
 
-def _run_lr_mix(ev, served, cuts, rng, n_null):
-    """The LR averaged over a uniform prior on w and on the keyed law a generation drew (a Bayes factor)."""
-    rho, sums, _null_glr, null_mix = _ratio_sums(ev, served, cuts, n_null)
+def _mixture_score(name: str, ev: Evidence, served: ServedText, cuts: np.ndarray, n_null: int,
+                   r: np.ndarray | None = None, about: str = "") -> StatisticScore:
+    """The LR averaged over a uniform prior on w and on the keyed law a generation drew (a Bayes factor),
+    with q = p (``r`` None) or r = q / p of the line-up."""
+    rho, sums, _null_glr, null_mix = _ratio_sums(ev, served, cuts, n_null, r)
     value = tests.log_mean_exp(tests.mixture_from(sums), 0)
     p = tests.simulated_p(value, null_mix)
     _value, w_hat, best = _glr_over_laws(sums)
     j, w = int(best[-1]), float(w_hat[-1])
-    return StatisticScore("lr-mix", cuts, value, p, _scored_counts(ev, cuts), _lr_per_token(ev, rho[j], w), n_null,
-                          note=(f"likelihood ratio averaged over w (log {value[-1]:.3g}){_variants_note(rho, j)}; "
-                                f"p from {n_null} null draws with the same served laws"))
+    return StatisticScore(name, cuts, value, p, _scored_counts(ev, cuts), _lr_per_token(ev, rho[j], w, r),
+                          n_null, note=(f"likelihood ratio averaged over w (log {value[-1]:.3g})"
+                                        f"{_variants_note(rho, j)}{about}; p from {n_null} null draws with "
+                                        "the same served laws"))
+
+
+def _run_lr_mix(ev, served, cuts, rng, n_null):
+    return _mixture_score("lr-mix", ev, served, cuts, n_null)
+
+
+def _run_lr_lineup(ev, served, cuts, rng, n_null):
+    """``lr-mix`` with q the line-up's other base models (``lineup``); its null is lr-mix's key simulation."""
+    lineup = ev.lineup
+    score = _mixture_score("lr-lineup", ev, served, cuts, n_null, lineup.r, f"; {lineup.note()}")
+    score.extra.update(q_slots=lineup.slots, q_same_model=lineup.same_model, q_matched=lineup.matched,
+                       q_fallback=lineup.fallback)
+    return score
 
 
 def _aar_pivots(ev: Evidence) -> np.ndarray:
@@ -254,6 +280,9 @@ STATISTICS: dict[str, Statistic] = {s.name: s for s in (
                     "(one forward per text)", True, lambda s: keyed_law(s) is not None, _run_lr),
     Statistic("lr-mix", "the model-aware likelihood ratio averaged over a uniform prior on w (a Bayes factor; "
                         "one forward per text)", True, lambda s: keyed_law(s) is not None, _run_lr_mix),
+    Statistic("lr-lineup", "lr-mix with the line-up's other base models as the law of the tokens the "
+                           "provider did not serve (one forward per text and base model of the line-up)",
+              True, lambda s: keyed_law(s) is not None, _run_lr_lineup, needs_lineup=True),
     Statistic("hc", "higher criticism over per-token pivots (model-free sparse-mixture test)", False, _has_exp_scores,
               _run_hc),
     Statistic("entropy", "green count weighted by the served entropy (SWEET/EWD-style; one forward per text)",
@@ -277,28 +306,39 @@ def null_rng(scheme: WatermarkScheme, ids: Sequence[int], name: str) -> np.rando
 
 def score_ids(scheme: WatermarkScheme, ids: Sequence[int], names: Sequence[str], served: ServedText | None = None,
               cuts: Sequence[int] | None = None, n_null: int = N_NULL,
-              evidence: Evidence | None = None) -> dict[str, StatisticScore]:
-    """Each named statistic that applies to ``scheme`` on ``ids`` (prefix cuts default to the whole text)."""
+              evidence: Evidence | None = None,
+              lineup: LineupRatio | None = None) -> dict[str, StatisticScore]:
+    """Each named statistic that applies to ``scheme`` on ``ids`` (prefix cuts default to the whole text).
+
+    ``lineup``: r = q / p from the line-up's other base models (``lineup.lineup_ratio``), for
+    ``lr-lineup``."""
     cuts_arr = np.array(sorted(set(min(int(c), len(ids)) for c in (cuts or [len(ids)]))), dtype=int)
     out: dict[str, StatisticScore] = {}
     with masks_kept():  # the detector and the keyed law read the same green lists
         ev = evidence or read_evidence(scheme, ids, cuts_arr, verdicts="sum" in names)
+        if lineup is not None:
+            ev.lineup = lineup
         for name in names:
             stat = statistic(name)
             if not stat.applies(scheme):
                 continue
             if stat.needs_model and served is None:
                 raise ValueError(f"statistic '{name}' needs the provider's model to re-read the text")
+            if stat.needs_lineup and ev.lineup is None:
+                raise ValueError(f"statistic '{name}' needs the line-up's other base models to re-read the "
+                                 "text")
             out[name] = stat.run(ev, served, cuts_arr, null_rng(scheme, ids, name), n_null)
     return out
 
 
 def detect_with(provider: Any, text: str, name: str = DEFAULT_STATISTIC, cache_dir: str | None = None,
-                profile: str = "paper") -> Detection:
+                profile: str = "paper", lineup: Sequence[Any] = ()) -> Detection:
     """``provider``'s verdict on ``text`` under statistic ``name`` (the CLI's and the app's entry point).
 
     ``sum`` is the scheme's own detector; the others re-read the text with the
     provider's model under the serving ``profile`` (one forward, cached per text and model).
+    ``lineup``: the members of the line-up's other slots (one per slot), which ``lr-lineup``
+    re-reads the text with too; every one must give ``position_logits``, checked before any forward.
     """
     stat = statistic(name)
     if not stat.applies(provider.scheme):
@@ -308,8 +348,9 @@ def detect_with(provider: Any, text: str, name: str = DEFAULT_STATISTIC, cache_d
     ids = provider.scheme_ids(provider.member.encode(text))
     if name == "sum":
         return provider.scheme.detect(ids)
+    ratio = read_lineup(provider.member, text, lineup, profile, cache_dir) if stat.needs_lineup else None
     served = served_text(provider.member, text, profile, cache_dir)
-    result = score_ids(provider.scheme, ids, [name], served)[name]
+    result = score_ids(provider.scheme, ids, [name], served, lineup=ratio)[name]
     return result.detection(provider.scheme.name)
 
 

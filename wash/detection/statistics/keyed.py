@@ -69,12 +69,13 @@ class LawRatios:
         self.law = law
 
     def null_sums(self, st: ServedText, scored: np.ndarray, rng: np.random.Generator, n: int,
-                  cuts: np.ndarray) -> Iterator[np.ndarray]:
+                  cuts: np.ndarray, r: np.ndarray | None = None) -> Iterator[np.ndarray]:
         """``tests.log_ratio_sums`` of rho under n random keys, in blocks of draws: (n_block, J, C, W) each.
 
         One block here; a law with many variants per draw yields several, so that the
-        caller reduces each block over its variants before the next is drawn."""
-        yield log_ratio_sums(self.simulate(st, scored, rng, n), cuts)
+        caller reduces each block over its variants before the next is drawn. ``r``: each
+        position's q / p for the line-up-aware ratio (None: q = p); it does not depend on the key."""
+        yield log_ratio_sums(self.simulate(st, scored, rng, n), cuts, r)
 
     def observed(self, st: ServedText, scored: np.ndarray) -> np.ndarray:
         """(J, T) rho under the scheme's own key; 1 where a position is not scored or its token not served."""
@@ -134,9 +135,8 @@ class PickRatios:
     @staticmethod
     def _ratio(st: ServedText) -> np.ndarray:
         """(T,) 1/p of the observed token (1 where it was not served)."""
-        cols = st.observed()
-        p = st.probs()[np.arange(len(st)), np.maximum(cols, 0)]
-        return np.where((cols >= 0) & (p > 0), 1.0 / np.where(p > 0, p, 1.0), 1.0)
+        p = st.observed_probs()
+        return np.where(p > 0, 1.0 / np.where(p > 0, p, 1.0), 1.0)
 
     def _wins(self, ratio: np.ndarray, rng: np.random.Generator, n: int) -> np.ndarray:
         """(n, J, T) whether a random key's variant picks the observed token: probability p(x_t)."""
@@ -148,11 +148,11 @@ class PickRatios:
         return np.where(self.live(st, scored), np.where(wins, ratio, 0.0), 1.0)
 
     def null_sums(self, st: ServedText, scored: np.ndarray, rng: np.random.Generator, n: int,
-                  cuts: np.ndarray) -> Iterator[np.ndarray]:
+                  cuts: np.ndarray, r: np.ndarray | None = None) -> Iterator[np.ndarray]:
         ratio, live = self._ratio(st), self.live(st, scored)
         for start in range(0, n, self.BLOCK):
             wins = self._wins(ratio, rng, min(self.BLOCK, n - start))
-            yield point_mass_sums(wins, ratio, live, cuts)
+            yield point_mass_sums(wins, ratio, live, cuts, r)
 
 
 def keyed_law(scheme: WatermarkScheme) -> LawRatios | PickRatios | None:

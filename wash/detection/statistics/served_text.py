@@ -66,6 +66,12 @@ class ServedText:
         col = np.where(hit.any(axis=1), hit.argmax(axis=1), -1)
         return np.where(self.has_law, col, -1)
 
+    def observed_probs(self) -> np.ndarray:
+        """(T,) the served plain probability of each observed token (0: not served, or no law there)."""
+        cols = self.observed()
+        p = self.probs()[np.arange(len(self)), np.maximum(cols, 0)]
+        return np.where(cols >= 0, p, 0.0)
+
     def full_row(self, t: int) -> torch.Tensor:
         """Position t's served logits over the whole vocabulary (-inf off its rows), for a scheme's own law."""
         keep = self.rows[t] >= 0

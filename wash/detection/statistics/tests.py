@@ -8,7 +8,11 @@ p = (1 + #{null >= observed}) / (n + 1), which is exact for exchangeable draws.
 
 * ``glr_from``: the generalised likelihood ratio of a sparse mixture,
   max over w in a fixed grid of sum_t log((1 - w) + w rho_t) (``log_ratio_sums``).
-  The grid covers [0, 1] evenly; no knob is fitted to watermarked text.
+  The grid covers [0, 1] evenly; no knob is fitted to watermarked text. Given each
+  position's r_t = q(x_t) / p(x_t), the law of the tokens the provider did not serve
+  over its own plain law (the line-up-aware ratio, ``lineup``), each term is
+  log((w rho_t + (1 - w) r_t) / (w + (1 - w) r_t)) instead (``ratio_terms``): the same
+  where r = 1.
 * ``mixture_from``: the same ratio averaged over a uniform prior on the grid's w > 0 (a
   Bayes factor): no atom at w = 0, so its simulated p is not conservative;
 * ``higher_criticism``: Donoho and Jin's HC* over per-token p-values (pivots),
@@ -34,54 +38,74 @@ def prefix_sums(terms: np.ndarray, cuts: np.ndarray) -> np.ndarray:
     return csum[..., cuts]
 
 
-def glr_terms(rho: np.ndarray) -> np.ndarray:
-    """(..., T, W) log((1 - w) + w rho_t) for each w of ``W_GRID``."""
-    w = W_GRID
-    with np.errstate(divide="ignore"):
-        return np.log((1.0 - w) + w * rho[..., None])
+def ratio_terms(rho: np.ndarray, w: np.ndarray | float, r: np.ndarray | None = None) -> np.ndarray:
+    """log((w rho + (1 - w) r) / (w + (1 - w) r)), broadcast over ``rho``, ``w`` and ``r``; 0 at w = 0.
+
+    The log likelihood ratio of one token between "a share w of the tokens from the
+    provider's watermarked law, the rest from q" and "the same share from its plain law",
+    in units of its plain probability p: rho = p_wm / p, r = q / p. ``r`` None is q = p,
+    log((1 - w) + w rho), computed without the rounding of a denominator that is 1.
+    Where r = 0 (no other law serves the token) a token that the keyed law cannot give
+    (rho = 0) is -inf at every w > 0: under the alternative only the provider served it."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if r is None:
+            out = np.log((1.0 - w) + w * rho)
+        else:
+            out = np.log(w * rho + (1.0 - w) * r) - np.log(w + (1.0 - w) * r)
+    return np.where(np.asarray(w) == 0.0, 0.0, out)
 
 
-def log_ratio_sums(rho: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+def glr_terms(rho: np.ndarray, r: np.ndarray | None = None) -> np.ndarray:
+    """(..., T, W) ``ratio_terms`` of each position for each w of ``W_GRID`` (``r``: (T,) or None)."""
+    return ratio_terms(rho[..., None], W_GRID, None if r is None else np.asarray(r, dtype=float)[:, None])
+
+
+def log_ratio_sums(rho: np.ndarray, cuts: np.ndarray, r: np.ndarray | None = None) -> np.ndarray:
     """(..., C, W) the summed log ratios of each prefix, for each w of ``W_GRID``.
 
     What ``glr`` and ``mixture`` both read: computed once, a text's null draws serve
-    both. Positions where rho is 1 in every row add 0 for every w and are skipped."""
+    both. Positions where rho is 1 in every row add 0 for every w (whatever r) and are
+    skipped. ``r``: (T,) q / p of each position (``ratio_terms``), None for q = p."""
     rho = np.asarray(rho, dtype=float)
     live = np.flatnonzero((rho != 1.0).reshape(-1, rho.shape[-1]).any(axis=0))
-    terms = glr_terms(rho[..., live])  # (..., L, W)
+    terms = glr_terms(rho[..., live], None if r is None else np.asarray(r, dtype=float)[live])  # (..., L, W)
     # prefix sums at the cuts over the live positions only: each cut keeps the live positions before it
     ends = np.searchsorted(live, cuts, side="left")
     segments = [terms[..., a:b, :].sum(axis=-2) for a, b in zip(np.r_[0, ends[:-1]], ends)]
     return np.cumsum(np.stack(segments, axis=-2), axis=-2)
 
 
-def point_mass_sums(wins: np.ndarray, ratio: np.ndarray, live: np.ndarray, cuts: np.ndarray) -> np.ndarray:
+def point_mass_sums(wins: np.ndarray, ratio: np.ndarray, live: np.ndarray, cuts: np.ndarray,
+                    r: np.ndarray | None = None) -> np.ndarray:
     """``log_ratio_sums`` of a point-mass law's rho, from its wins alone: (..., C, W).
 
     A point-mass law gives rho_t = ``ratio[t]`` (1/p of the observed token) where the
     keyed law put its mass on the observed token (``wins``) and 0 where it did not; a
     position that is not ``live`` has rho = 1. Each term is then one of two numbers
-    per (t, w), so the sums are a product of the wins with a (T, W) table plus a
-    count: what makes a null over hundreds of keyed laws per draw (EXP-Edit's and
-    ITS-Edit's offsets) affordable. Equal to ``log_ratio_sums`` of that rho (tested).
+    per (t, w), a win's and a loss's (``ratio_terms`` at rho = ratio and at rho = 0), so
+    a prefix's sum is its losses' sum plus the wins times a (T, W) table of the
+    differences: what makes a null over hundreds of keyed laws per draw (EXP-Edit's and
+    ITS-Edit's offsets) affordable. A loss that is -inf (w = 1; with ``r``, r_t = 0) is
+    counted instead: the sum is -inf unless every such position before the cut is a win.
+    Equal to ``log_ratio_sums`` of that rho (tested).
     """
-    w = W_GRID
     idx = np.flatnonzero(live)
     ends = np.searchsorted(idx, cuts, side="left")  # live positions before each cut
     hits = np.asarray(wins, dtype=float)[..., idx]
-    with np.errstate(divide="ignore"):
-        lose = np.log1p(-w)  # -inf at w = 1
-        gain = np.log((1.0 - w)[None, :] + w[None, :] * np.asarray(ratio, dtype=float)[idx][:, None])
-    inner = w < 1.0
-    table = np.concatenate([gain[:, inner] - lose[inner], np.log(ratio[idx])[:, None], np.ones((len(idx), 1))],
-                           axis=1)  # (L, W' + 2): the gains over a loss, log ratio at w = 1, a win count
+    q = None if r is None else np.asarray(r, dtype=float)[idx]
+    win = glr_terms(np.asarray(ratio, dtype=float)[idx], q)  # (L, W)
+    loss = glr_terms(np.zeros(len(idx)), q)
+    must = np.isneginf(loss)  # a loss the alternative cannot give
+    base = np.where(must, 0.0, loss)
+    counted = np.flatnonzero(must.any(axis=0))  # the w whose sums need the win count (w = 1 at least)
+    table = np.concatenate([win - base, must[:, counted].astype(float)], axis=1)  # (L, W + |counted|)
     starts = np.r_[0, ends[:-1]]
     per_segment = np.stack([hits[..., a:b] @ table[a:b] for a, b in zip(starts, ends)], axis=-2)
-    acc = np.cumsum(per_segment, axis=-2)  # (..., C, W' + 2)
-    out = np.empty((*acc.shape[:-1], len(w)))
-    out[..., inner] = acc[..., :-2] + ends[:, None] * lose[inner]
-    # w = 1 survives only where every live position before the cut is a win
-    out[..., ~inner] = np.where(acc[..., -1:] == ends[:, None], acc[..., -2:-1], -np.inf)
+    acc = np.cumsum(per_segment, axis=-2)  # (..., C, W + |counted|)
+    W = len(W_GRID)
+    out = acc[..., :W] + prefix_sums(base.T, ends).T  # (..., C, W): every loss plus each win's difference
+    needed = prefix_sums(must[:, counted].T.astype(float), ends).T  # (C, |counted|)
+    out[..., counted] = np.where(acc[..., W:] == needed, out[..., counted], -np.inf)
     return out
 
 
