@@ -57,9 +57,14 @@ def test_the_gpu_script_runs_every_step_in_cpu_mode_from_its_bundle_alone(tmp_pa
     bench = json.loads((out / "bench.json").read_text())
     assert bench["stage"] == "done" and bench["rounds_done"] == 1
     assert bench["command"].endswith("--out bench.json")  # the device's paths stay out of the record
-    assert set(bench["wash"]) == {"eager_2", "lazy_2", "eager_3", "lazy_3", "one_model_3"}
+    assert set(bench["wash"]) == {"eager_2", "lazy_2", "eager_3", "lazy_3", "one_model_3", "lazy_shared_tokenizer_3"}
     assert {"eager_n3_vs_sum_of_members", "one_model_n3_vs_member", "lazy_n3_vs_mean_member",
-            "paper_wash_par_vs_watermarked"} <= set(bench["ratios"])
+            "lazy_shared_tokenizer_n3_vs_mean_member", "paper_wash_par_vs_watermarked"} <= set(bench["ratios"])
+    # one packed copy per drawn token, and at most the draws that ended a routed span or the run beside
+    reads = bench["host_reads"]
+    assert set(reads) == set(bench["wash"]) and all(1 <= r["step_copies_per_token"] <= 2 for r in reads.values())
+    assert "cuda_syncs_per_token" not in reads["eager_3"]  # counted on CUDA only
+    assert bench["absolute"]["plain_decode_ms_max"]["goal"] == 7.0
     assert 0 < bench["step_parts"]["averaging_share_of_eager_step"] < 1
     assert bench["step_parts"]["union_size"] > 262144 - 10000  # the Gemma 3 and SmolLM2 vocabularies' union
     assert "bench ratios:" in run.stdout
