@@ -120,7 +120,8 @@ def _generate_tab(models: list[str], preload: Preload | None) -> dict:
                                          elem_id="aggregate")
             w["compare"] = gr.Radio(list(COMPARISONS), value=OFF, elem_id="compare",
                                     label="compare with (same prompt and seed): provider 1 alone (single), "
-                                          "or one of the paper's baselines (docs/BASELINES.md)")
+                                          "the same providers with every watermark off (unwatermarked), "
+                                          "both, or one of the paper's baselines (docs/BASELINES.md)")
             with gr.Row():
                 w["go"] = gr.Button("Generate", variant="primary", elem_id="generate-btn")
                 w["stop"] = gr.Button("Stop", variant="stop", elem_id="stop-btn")
@@ -135,6 +136,9 @@ def _generate_tab(models: list[str], preload: Preload | None) -> dict:
                                                   color_map=cmap,
                                                   show_legend=False, elem_id="single-text",
                                                   interactive=False, visible=False)
+            w["unmarked_text"] = gr.HighlightedText(
+                label="comparison run: the same providers, every watermark off", color_map=cmap,
+                show_legend=False, elem_id="unmarked-text", interactive=False, visible=False)
         with gr.Column():
             w["zplot"] = gr.Plot(plots.empty_figure("the live z-scores appear here"), label="Live detection",
                                  show_label=False, elem_id="z-plot")
@@ -340,7 +344,7 @@ def _wire_generate(demo: gr.Blocks, g: dict, d: dict, tabs: gr.Tabs, models: lis
                                            g["new_params"], g["new_coord"]], g["table"],
                    api_visibility="undocumented")
     g["remove"].click(handlers.remove_provider, g["table"], g["table"], api_visibility="undocumented")
-    g["compare"].change(handlers.toggle_compare, g["compare"], g["single_text"],
+    g["compare"].change(handlers.toggle_compare, g["compare"], [g["single_text"], g["unmarked_text"]],
                         api_visibility="undocumented")
     outputs = [g[name] for name in handlers.GENERATE_OUTPUTS]
     # Inputs added later (forwards, then top-k and top-p, then the aggregation rule) come
