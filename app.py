@@ -197,6 +197,8 @@ def _lesson_tab(models: list[str]) -> dict:
     w["live_go"] = [gr.State(None) for _ in LESSON_STEPS]
     w["source"] = gr.Markdown("", elem_id="lesson-source")
     w["status"] = gr.Markdown("", elem_id="lesson-status")
+    w["look_for"] = gr.Markdown(lesson_ui.LOOK_FOR_WAIT, elem_id="lesson-look-for")
+    w["state"] = gr.State(None)  # the run a click on a token reads (steps with the distribution view)
     cmap = colour_map(plots.PALETTE, 8)
     with gr.Column(visible=True) as w["generation"]:
         with gr.Row():
@@ -207,6 +209,11 @@ def _lesson_tab(models: list[str]) -> dict:
                 w["single_text"] = gr.HighlightedText(label="provider 1 alone, same prompt and seed", color_map=cmap,
                                                       show_legend=False, interactive=False, visible=False,
                                                       elem_id="lesson-single-text")
+                w["unmarked_text"] = gr.HighlightedText(
+                    label="unwatermarked: the same providers, every watermark off, same prompt and seed "
+                          "(grey lines in the chart)",
+                    color_map=cmap, show_legend=False, interactive=False, visible=False,
+                    elem_id="lesson-unmarked-text")
             with gr.Column():
                 w["zplot"] = gr.Plot(plots.empty_figure("click a step: the live z-scores appear here"),
                                      show_label=False, elem_id="lesson-z-plot")
@@ -214,6 +221,11 @@ def _lesson_tab(models: list[str]) -> dict:
                 with gr.Accordion("Words used here", open=False, elem_id="lesson-glossary"):
                     # the README's and the handout's glossary, one text (wash/reporting/glossary.py)
                     gr.Markdown("\n".join(glossary_lines()))
+        with gr.Row(visible=LESSON_STEPS[0].distributions) as w["averaging"]:
+            # the Generate tab's distribution view (wash.ui.handlers.step_view), for a clicked token
+            w["info"] = gr.Markdown("", elem_id="lesson-token-info")
+            w["dist"] = gr.Plot(plots.empty_figure(lesson_ui.DIST_HINT), show_label=False,
+                                elem_id="lesson-dist-plot")
         w["detection"] = gr.Dataframe(tables.empty_detection_frame(), label="Detection on the final text",
                                       interactive=False, elem_id="lesson-detection")
     with gr.Column(visible=False) as w["identification"]:
@@ -401,16 +413,19 @@ def _wire_lesson(demo: gr.Blocks, les: dict, g: dict, i: dict, tabs: gr.Tabs, mo
                              show_progress_on=[les["identify_summary"]], api_name=f"lesson_run_{number}",
                              api_visibility="undocumented"))
         else:
-            runs.append(replay(_by_component(recorded, les, demo), les["pace"], [les[n] for n in lesson_ui.OUTPUTS],
+            shown = [les[n] for n in lesson_ui.outputs(number)]
+            runs.append(replay(_by_component(recorded, les, demo), les["pace"], shown,
                                concurrency_limit=None, show_progress="minimal", show_progress_on=[les["status"]],
                                api_name=f"lesson_replay_{number}", api_visibility="undocumented"))
-            runs.append(live(_by_component(run, les, demo), None, [les[n] for n in lesson_ui.OUTPUTS],
+            runs.append(live(_by_component(run, les, demo), None, shown,
                              show_progress="minimal", show_progress_on=[les["status"]],
                              concurrency_id=GENERATION, api_name=f"lesson_run_{number}",
                              api_visibility="undocumented"))
     for button in les["steps"]:  # a new step ends the one still running
         button.click(None, None, None, cancels=runs, queue=False, api_visibility="undocumented")
     les["stop"].click(handlers.stop, None, None, queue=False, api_name="lesson_stop", api_visibility="undocumented")
+    les["text"].select(lesson_ui.select_token, les["state"], [les["dist"], les["info"]],
+                       api_visibility="undocumented")
     les["try"].click(functools.partial(lesson_ui.try_it, models=models), les["number"],
                    [g[n] for n in lesson_ui.TRY_OUTPUTS] + [i["table"], tabs], api_name="lesson_try",
                    api_visibility="undocumented")
