@@ -38,8 +38,10 @@ WASHED = 2.0
 #: A class period, and what each part of it is for: (minutes, what, what the teacher does).
 PLAN = ((5, "The idea", "Show the two figures; one provider, one key, one nudge."),
         (5, "The z-score", "Read the glossary's z, p and false positive rate; ask question 1."),
-        (5, "Step 1", "Click it; the class watches z climb past the red line. Question 1's answer."),
-        (7, "Step 2", "Ask question 2 before the click, then click; compare provider 1 with its dashed line."),
+        (5, "Step 1", "Click it; the class watches z climb past the red line, the grey line beside it (the same "
+                      "model's text without the watermark). Question 1's answer."),
+        (7, "Step 2", "Ask question 2 before the click, then click; compare provider 1 with its dashed line; "
+                      "click a token to see the three distributions and their average."),
         (6, "Step 3", "Ask question 3 before the click; the lines sit near the green line."),
         (6, "Step 4", "Ask question 4 before the click: which scheme survives?"),
         (5, "Step 5", "Click; the model is caught though its texts passed. Question 5."),
