@@ -147,6 +147,7 @@ def test_the_committed_recordings_are_of_the_lessons_steps(number):
     if not s.identify:
         assert rec["settings"]["seed"] == s.seed and rec["settings"]["max_new_tokens"] == s.tokens
         assert len([e for e in rec["events"]["wash"] if e["event"] == "step"]) == s.tokens
+        assert set(rec["events"]) == {"wash", *comparison_streams(s.compare)}  # every stream the step shows
 
 
 def test_the_committed_recordings_are_the_running_engines():

@@ -29,11 +29,11 @@ from typing import Any, Callable, Iterator, Sequence
 import gradio as gr
 
 from wash.engine import DEFAULT_PROFILE, PROFILES
-from wash.content.lesson import IDENTIFY_SYSTEMS, SINGLE, STEPS, UNMARKED, Step, measured, step
+from wash.content.lesson import IDENTIFY_SYSTEMS, STEPS, Step, measured, step
 from wash.core import env
 from wash.ui import handlers, identify as identify_ui, plots, replay, texts
 from wash.ui.preload import Preload
-from wash.ui.run import session_of
+from wash.ui.run import SINGLE, UNMARKED, comparison_streams, session_of
 
 #: The Generate handler's outputs the Lesson shows (names of ``handlers.GENERATE_OUTPUTS``).
 OUTPUTS = ("status", "text", "single_text", "unmarked_text", "zplot", "detection")
@@ -139,7 +139,7 @@ def make_load(number: int, models: Sequence[str]) -> Callable[[str], tuple]:
         doing = ("replaying its recorded run" if replaying else
                  "probing the systems" if s.identify else "starting")
         go = time.monotonic_ns()
-        beside = s.compare.split("+")
+        beside = comparison_streams(s.compare)
         return (card(number, models), table(s, models), gr.update(visible=not s.identify),
                 gr.update(visible=s.identify), gr.update(visible=SINGLE in beside, value=[]),
                 gr.update(visible=UNMARKED in beside, value=[]), gr.update(visible=s.distributions), None,
