@@ -122,7 +122,8 @@ def _generate_tab(models: list[str], preload: Preload | None) -> dict:
                                          elem_id="aggregate")
             w["compare"] = gr.Radio(list(COMPARISONS), value=OFF, elem_id="compare",
                                     label="compare with (same prompt and seed): provider 1 alone (single), "
-                                          "or one of the paper's baselines (docs/BASELINES.md)")
+                                          "the same providers with every watermark off (unwatermarked), "
+                                          "both, or one of the paper's baselines (docs/BASELINES.md)")
             with gr.Row():
                 w["go"] = gr.Button("Generate", variant="primary", elem_id="generate-btn")
                 w["stop"] = gr.Button("Stop", variant="stop", elem_id="stop-btn")
@@ -137,6 +138,9 @@ def _generate_tab(models: list[str], preload: Preload | None) -> dict:
                                                   color_map=cmap,
                                                   show_legend=False, elem_id="single-text",
                                                   interactive=False, visible=False)
+            w["unmarked_text"] = gr.HighlightedText(
+                label="comparison run: the same providers, every watermark off", color_map=cmap,
+                show_legend=False, elem_id="unmarked-text", interactive=False, visible=False)
         with gr.Column():
             w["zplot"] = gr.Plot(plots.empty_figure("the live z-scores appear here"), label="Live detection",
                                  show_label=False, elem_id="z-plot")
@@ -195,6 +199,8 @@ def _lesson_tab(models: list[str]) -> dict:
     w["live_go"] = [gr.State(None) for _ in LESSON_STEPS]
     w["source"] = gr.Markdown("", elem_id="lesson-source")
     w["status"] = gr.Markdown("", elem_id="lesson-status")
+    w["look_for"] = gr.Markdown(lesson_ui.LOOK_FOR_WAIT, elem_id="lesson-look-for")
+    w["state"] = gr.State(None)  # the run a click on a token reads (steps with the distribution view)
     cmap = colour_map(plots.PALETTE, 8)
     with gr.Column(visible=True) as w["generation"]:
         with gr.Row():
@@ -205,6 +211,11 @@ def _lesson_tab(models: list[str]) -> dict:
                 w["single_text"] = gr.HighlightedText(label="provider 1 alone, same prompt and seed", color_map=cmap,
                                                       show_legend=False, interactive=False, visible=False,
                                                       elem_id="lesson-single-text")
+                w["unmarked_text"] = gr.HighlightedText(
+                    label="unwatermarked: the same providers, every watermark off, same prompt and seed "
+                          "(grey lines in the chart)",
+                    color_map=cmap, show_legend=False, interactive=False, visible=False,
+                    elem_id="lesson-unmarked-text")
             with gr.Column():
                 w["zplot"] = gr.Plot(plots.empty_figure("click a step: the live z-scores appear here"),
                                      show_label=False, elem_id="lesson-z-plot")
@@ -212,6 +223,11 @@ def _lesson_tab(models: list[str]) -> dict:
                 with gr.Accordion("Words used here", open=False, elem_id="lesson-glossary"):
                     # the README's and the handout's glossary, one text (wash/reporting/glossary.py)
                     gr.Markdown("\n".join(glossary_lines()))
+        with gr.Row(visible=LESSON_STEPS[0].distributions) as w["averaging"]:
+            # the Generate tab's distribution view (wash.ui.handlers.step_view), for a clicked token
+            w["info"] = gr.Markdown("", elem_id="lesson-token-info")
+            w["dist"] = gr.Plot(plots.empty_figure(lesson_ui.DIST_HINT), show_label=False,
+                                elem_id="lesson-dist-plot")
         w["detection"] = gr.Dataframe(tables.empty_detection_frame(), label="Detection on the final text",
                                       interactive=False, elem_id="lesson-detection")
     with gr.Column(visible=False) as w["identification"]:
@@ -371,7 +387,7 @@ def _wire_generate(demo: gr.Blocks, g: dict, d: dict, tabs: gr.Tabs, models: lis
                                            g["new_params"], g["new_coord"]], g["table"],
                    api_visibility="undocumented")
     g["remove"].click(handlers.remove_provider, g["table"], g["table"], api_visibility="undocumented")
-    g["compare"].change(handlers.toggle_compare, g["compare"], g["single_text"],
+    g["compare"].change(handlers.toggle_compare, g["compare"], [g["single_text"], g["unmarked_text"]],
                         api_visibility="undocumented")
     outputs = [g[name] for name in handlers.GENERATE_OUTPUTS]
     # Inputs added later (forwards, then top-k and top-p, then the aggregation rule) come
@@ -428,16 +444,19 @@ def _wire_lesson(demo: gr.Blocks, les: dict, g: dict, i: dict, tabs: gr.Tabs, mo
                              show_progress_on=[les["identify_summary"]], api_name=f"lesson_run_{number}",
                              api_visibility="undocumented"))
         else:
-            runs.append(replay(_by_component(recorded, les, demo), les["pace"], [les[n] for n in lesson_ui.OUTPUTS],
+            shown = [les[n] for n in lesson_ui.outputs(number)]
+            runs.append(replay(_by_component(recorded, les, demo), les["pace"], shown,
                                concurrency_limit=None, show_progress="minimal", show_progress_on=[les["status"]],
                                api_name=f"lesson_replay_{number}", api_visibility="undocumented"))
-            runs.append(live(_by_component(run, les, demo), None, [les[n] for n in lesson_ui.OUTPUTS],
+            runs.append(live(_by_component(run, les, demo), None, shown,
                              show_progress="minimal", show_progress_on=[les["status"]],
                              concurrency_id=GENERATION, api_name=f"lesson_run_{number}",
                              api_visibility="undocumented"))
     for button in les["steps"]:  # a new step ends the one still running
         button.click(None, None, None, cancels=runs, queue=False, api_visibility="undocumented")
     les["stop"].click(handlers.stop, None, None, queue=False, api_name="lesson_stop", api_visibility="undocumented")
+    les["text"].select(lesson_ui.select_token, les["state"], [les["dist"], les["info"]],
+                       api_visibility="undocumented")
     les["try"].click(functools.partial(lesson_ui.try_it, models=models), les["number"],
                    [g[n] for n in lesson_ui.TRY_OUTPUTS] + [i["table"], tabs], api_name="lesson_try",
                    api_visibility="undocumented")

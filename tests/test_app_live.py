@@ -601,6 +601,23 @@ def test_browser_compare_switch_runs_a_baseline_beside_wash(tiny_app, browser):
 
 
 @pytest.mark.browser
+def test_browser_compare_switch_runs_the_providers_unwatermarked_beside_wash(tiny_app, browser):
+    from wash.ui.plots import UNMARKED_LEGEND
+
+    page = _open(browser, tiny_app.url)
+    set_number(page, "max-new-tokens", 5)
+    page.locator("#compare input[value=unwatermarked]").check()
+    page.wait_for_selector("#unmarked-text", state="visible")  # the switch shows its text's place at once
+    page.click("#generate-btn")
+    assert _wait_finished(page).startswith("Done")
+    assert len(_tokens(page, "unmarked-text")) == 5 and not page.locator("#single-text").is_visible()
+    names = [t["name"] for t in _plot_data(page, "z-plot", ready="d.length === 6")]
+    assert names[3:] == [UNMARKED_LEGEND] * 3  # each provider's detector on the unwatermarked text
+    assert _table_text(page, "detection-table").count("unwatermarked") == 3
+    page.close()
+
+
+@pytest.mark.browser
 def test_browser_stop_ends_a_long_run(tiny_app, browser):
     page = _open(browser, tiny_app.url)
     set_number(page, "max-new-tokens", 400)

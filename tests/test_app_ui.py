@@ -23,8 +23,8 @@ from wash.ui import handlers, plots, tables, texts, theory, tokens
 from wash.ui import providers as ui_providers
 from wash.content.presets import PRESETS, preset_names
 from wash.ui.providers import add_row, build_config, preset_rows, remove_last_row, rows_to_specs
-from wash.ui.run import (RunRecord, Throttle, comparison_config, comparison_mode, drive, lockstep,
-                         preload_markdown, single_config)
+from wash.ui.run import (RunRecord, Throttle, comparison_config, comparison_mode, comparison_streams, drive,
+                         lockstep, preload_markdown, single_config)
 from wash.ui.settings import app_models, check_app_model
 
 TINY = ["tiny-smollm2", "tiny-gemma3"]
@@ -377,6 +377,40 @@ def test_comparison_switch_runs_a_baseline_beside_wash(tiny_smollm2, tiny_gemma3
     assert comparison_mode(True) == "single" and comparison_mode(False) is None and comparison_mode("off") is None
     with pytest.raises(WashInputError, match="unknown comparison 'paraphrase'"):
         list(drive(_config(), compare="paraphrase", stop=threading.Event()))
+
+
+def test_comparison_switch_runs_the_unwatermarked_providers_and_provider_1_alone_together(tiny_smollm2,
+                                                                                           tiny_gemma3):
+    """``single+unwatermarked``: two comparison streams, each the engine's own run on the same prompt and seed."""
+    from wash.engine.ensemble import generate
+    from wash.ui import gpu
+
+    assert comparison_streams("single+unwatermarked") == {"single": "single", "unwatermarked": "unwatermarked"}
+    assert comparison_streams("unwatermarked") == {"unwatermarked": "unwatermarked"}
+    assert comparison_streams(True) == {"single": "single"} and comparison_streams("off") == {}
+    record = list(drive(_config(max_new=6), compare="single+unwatermarked", stop=threading.Event()))[-1].record
+    assert record.finished and record.compare == "single" and record.unmarked
+    assert record.settings["compare_with"] == "single+unwatermarked"
+    unmarked = record.results["unwatermarked"]
+    assert unmarked.text == generate(comparison_config(_config(max_new=6), "unwatermarked")).text
+    assert record.results["single"].text == generate(single_config(_config(max_new=6))).text
+    assert [d.provider for d in unmarked.detection] == record.labels  # each provider's detector scores it
+    frame = tables.combined_detection(record.results["wash"], record.results["single"], unmarked)
+    assert list(dict.fromkeys(frame["run"])) == ["wash", "single (P1 alone)", "unwatermarked"]
+    assert "Comparison run (unwatermarked)" in tables.routing_markdown(record.results["wash"], None, None, unmarked)
+    assert record.to_json()["unwatermarked_events"][-1]["event"] == "finished"
+    fig = plots.z_figure(record.labels, record.steps["wash"], record.steps["single"], record.single_label,
+                         expect_n=3, unmarked_steps=record.steps["unwatermarked"])
+    grey = [t for t in fig.data if t.name == plots.UNMARKED_LEGEND]
+    assert len(grey) == len(record.labels) and [t.showlegend for t in grey] == [True, False, False]
+    assert [list(t.y) for t in grey] == [[s.live_z[i] for s in record.steps["unwatermarked"]] for i in range(3)]
+    # unwatermarked mode compared with itself shows nothing twice; the GPU time counts every stream
+    same = list(drive(_config(max_new=2, mode="unwatermarked"), compare="unwatermarked",
+                      stop=threading.Event()))[-1].record
+    assert same.comparisons == {} and same.finished
+    seconds = [gpu.generate_seconds(ROWS, "p", 200, 1.0, 0, "wash", c)
+               for c in ("off", "single", "single+unwatermarked")]
+    assert seconds == [gpu.BASE_S + round(200 * n * gpu.TOKEN_S) for n in (3, 4, 7)]
 
 
 def test_drive_lazy_forwards_draw_from_one_provider_per_step(tiny_smollm2, tiny_gemma3):

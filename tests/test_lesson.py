@@ -14,12 +14,12 @@ from wash.engine.catalog import CATALOG, OFFLINE_DEFAULTS
 from wash.detection.thresholds import Z_THRESHOLD
 from wash.core.errors import WashInputError
 from wash.content.lesson import (CLICK_BUDGET_S, IDENTIFY_SYSTEMS, MEASURED, STEPS, load_measured, measured,
-                                 step)
+                                 run_lines, step, unmarked_lines)
 from wash.ui import identify as identify_ui
 from wash.ui import lesson as lesson_ui
 from wash.ui import texts
 from wash.ui.providers import build_config, rows_to_specs
-from wash.ui.run import COMPARISONS, comparison_config, comparison_mode
+from wash.ui.run import COMPARISONS, comparison_config, comparison_streams
 
 TINY = ["tiny-smollm2", "tiny-gemma3"]
 REAL = list(OFFLINE_DEFAULTS)
@@ -40,8 +40,8 @@ def test_every_step_is_a_run_the_app_accepts(number, models):
     config = build_config(table, prompt, tokens, temperature, seed, mode, models, forwards=forwards, top_k=top_k,
                           top_p=top_p, aggregate=aggregate)  # validates every setting, as a click does
     assert config.max_new_tokens == s.tokens and config.seed == s.seed and compare in COMPARISONS
-    if comparison_mode(compare):
-        comparison_config(config, comparison_mode(compare))
+    for mode in comparison_streams(compare).values():
+        comparison_config(config, mode)
 
 
 def test_the_steps_follow_the_lesson():
@@ -54,16 +54,36 @@ def test_the_steps_follow_the_lesson():
     keys = [row[2] for row in STEPS[2].preset.rows]
     assert len(set(keys)) == len(keys)  # independent keys
     for s in STEPS[1:4]:
-        assert s.compare == "single" and (s.tokens, s.seed) == (STEPS[0].tokens, STEPS[0].seed)
-    assert STEPS[4].preset.rows == STEPS[2].preset.rows  # the model whose texts lost the watermark, probed
+        assert (s.tokens, s.seed) == (STEPS[0].tokens, STEPS[0].seed)
+        # provider 1 alone (the dashed line their texts speak of) and the unwatermarked text beside the run
+        assert comparison_streams(s.compare) == {"single": "single", "unwatermarked": "unwatermarked"}
+    assert comparison_streams(STEPS[0].compare) == {"unwatermarked": "unwatermarked"}  # step 1 is P1 alone
+    assert STEPS[4].compare == "off" and STEPS[4].preset.rows == STEPS[2].preset.rows  # step 3's model, probed
 
 
-def test_a_card_holds_the_setup_what_to_look_for_and_the_question():
+def test_the_distribution_view_is_in_the_step_where_averaging_shows():
+    """One step offers it: the first whose card speaks of averaging, a WASH generation over several providers."""
+    offered = [n for n, s in enumerate(STEPS, start=1) if s.distributions]
+    averaging = [n for n, s in enumerate(STEPS, start=1) if "averag" in (s.preset.why + s.question).lower()]
+    assert offered == averaging[:1] == [2]
+    s = STEPS[offered[0] - 1]
+    assert s.preset.mode == "wash" and len(s.preset.rows) > 1 and not s.identify
+    assert set(lesson_ui.DISTRIBUTION_OUTPUTS) <= set(lesson_ui.outputs(2))
+    assert not set(lesson_ui.DISTRIBUTION_OUTPUTS) & set(lesson_ui.outputs(1))
+
+
+def test_a_card_asks_its_question_first_and_keeps_the_outcome_for_after_the_run():
     for number, s in enumerate(STEPS, start=1):
         card = lesson_ui.card(number, REAL)
-        assert f"Step {number} of {len(STEPS)}: {s.title}" in card
-        assert s.look_for in card and s.question in card and s.setup(REAL) in card
+        assert f"Step {number} of {len(STEPS)}: {s.title}" in card and s.setup(REAL) in card
+        assert f"**Predict first, then run.** {s.question}" in card
+        revealed = lesson_ui.reveal(number, REAL)
+        assert s.look_for not in card and measured(number, models=REAL) not in card  # no outcome before the run
+        assert s.look_for in revealed and measured(number, models=REAL) in revealed
         assert s.question.endswith("?") and len(s.look_for) > 80
+    beside = STEPS[1].setup(REAL)
+    assert "provider 1 alone and the same providers with every watermark off, on the same prompt" in beside
+    assert "with every watermark off" in STEPS[0].setup(REAL) and "beside" not in STEPS[4].setup(REAL)
     assert "P5 smollm2/kgw#505" in STEPS[2].setup(REAL)
     with pytest.raises(WashInputError, match="accepted: 1 to 5"):
         step(6)
@@ -72,7 +92,8 @@ def test_a_card_holds_the_setup_what_to_look_for_and_the_question():
 def test_try_it_opens_a_generation_step_in_generate_and_the_probe_in_identify():
     out = lesson_ui.try_it(3, TINY)
     values = dict(zip(lesson_ui.TRY_OUTPUTS, out))
-    assert len(values["table"]) == 5 and values["max_new"] == STEPS[2].tokens and values["compare"] == "single"
+    assert len(values["table"]) == 5 and values["max_new"] == STEPS[2].tokens
+    assert values["compare"] == STEPS[2].compare in COMPARISONS  # a choice the Generate tab offers
     assert values["profile"] == "open" and out[-1].selected == "generate"
     identify = lesson_ui.try_it(5, TINY)
     assert identify[len(lesson_ui.TRY_OUTPUTS)] == lesson_ui.table(STEPS[4], TINY)
@@ -130,6 +151,8 @@ def test_the_committed_measurement_is_of_these_steps_on_the_real_models(bench):
         assert ("identify" in entry) == s.identify and ("z" in entry) != s.identify
         if not s.identify:
             assert s.seed in entry["seeds"] and len(entry["seeds"]) >= 3
+            # the unwatermarked text's detectors, one line per provider (its z: the page's measured line)
+            assert len(unmarked_lines(entry["z"])) == len(s.preset.rows), f"step {number}: {list(entry['z'])}"
 
 
 def test_every_step_finished_within_the_budget_in_the_quietest_round(bench):
@@ -154,8 +177,8 @@ def test_what_each_step_tells_the_class_holds_on_the_measured_seeds(bench):
     one = _z(bench, 1)["P1 kgw"]
     assert _above(one) == len(one)  # step 1: crosses the red line on every seed
     for number, n, outliers in ((2, 3, 1), (3, 5, 0)):
-        z = _z(bench, number)
-        alone = z.pop("P1 kgw alone")
+        alone = _z(bench, number)["P1 kgw alone"]
+        z = run_lines(_z(bench, number))
         assert alone == one  # the dashed line is step 1's text
         wash = z["P1 kgw"]
         # provider 1 ends well below itself alone (by over 2), around alone / N: on average within 1
@@ -163,7 +186,7 @@ def test_what_each_step_tells_the_class_holds_on_the_measured_seeds(bench):
         assert abs(sum(wash) / len(wash) - sum(alone) / len(alone) / n) < 1.0, (number, wash, alone)
         assert sum(_above(v) for v in z.values()) == outliers, z  # "one of the fifteen" / "all five below 4"
         assert not any(v[seed0] > Z_THRESHOLD for v in z.values())  # "none on this click's seed"
-    below_two = [v <= 2.0 for values in _z(bench, 3).values() for v in values]
+    below_two = [v <= 2.0 for values in run_lines(_z(bench, 3)).values() for v in values]
     assert sum(below_two) > len(below_two) / 2  # step 3: "most of them below the green line"
     survivor = _z(bench, 4)
     aar, alone = survivor["P1 aar"], survivor["P1 aar alone"]
@@ -171,7 +194,7 @@ def test_what_each_step_tells_the_class_holds_on_the_measured_seeds(bench):
     assert aar[seed0] > alone[seed0] / 3 + 2  # "well above on this click's seed"
     assert sum(w < a / 3 + 0.5 for w, a in zip(aar, alone)) == 1  # "only just on one seed of five"
     assert len(set(alone)) == 1  # "AAR alone writes the same text whatever the seed"
-    kgw = [v for k, v in survivor.items() if k.startswith(("P2", "P3"))]
+    kgw = [v for k, v in run_lines(survivor).items() if k.startswith(("P2", "P3"))]
     assert sum(_above(v) for v in kgw) == 1  # "one of their ten lines ... still ended above 4"
     verdicts = bench["steps"][4]["identify"]
     assert verdicts["provider 1 alone"].startswith("watermarked") and verdicts["WASH ensemble"].startswith("watermarked")
@@ -197,6 +220,34 @@ def test_the_handout_quotes_the_measurement_and_links_what_exists(bench):
         return f"({z_span(min(values), max(values))}"
 
     assert span(_z(bench, 1)["P1 kgw"]) in text and span(_z(bench, 2)["P1 kgw"]) in text
-    step3 = [v for k, vs in _z(bench, 3).items() if "alone" not in k for v in vs]
+    step3 = [v for vs in run_lines(_z(bench, 3)).values() for v in vs]
     assert f"every line {z_span(min(step3), max(step3))}" in text  # the handout is generated from this file
     assert span(_z(bench, 4)["P1 aar"]) in text
+
+
+def test_a_click_shows_the_comparison_texts_and_views_its_step_has_and_hides_the_outcome(tmp_path, monkeypatch):
+    from wash.ui import replay
+
+    monkeypatch.setattr(replay, "RECORDINGS", tmp_path)  # no recordings: every step runs live
+    for number, s in enumerate(STEPS, start=1):
+        *values, go_replay, go_live = lesson_ui.make_load(number, TINY)(replay.READING)
+        shown = dict(zip(lesson_ui.LOAD_OUTPUTS, values))
+        beside = comparison_streams(s.compare)
+        assert shown["card"] == lesson_ui.card(number, TINY) and shown["look_for"] == lesson_ui.LOOK_FOR_WAIT
+        assert shown["single_text"]["visible"] == ("single" in beside) and shown["single_text"]["value"] == []
+        assert shown["unmarked_text"]["visible"] == ("unwatermarked" in beside) == (number <= 4)
+        assert shown["averaging"]["visible"] == s.distributions and shown["state"] is None  # no earlier run
+        assert shown["generation"]["visible"] != s.identify and isinstance(go_live, int)
+
+
+def test_measured_lines_split_the_run_from_what_ran_beside_it(tmp_path):
+    z = {"P1 kgw": [2.1], "P2 kgw": [1.0], "P1 kgw alone": [8.0], "P1 kgw unwatermarked": [0.3],
+         "P2 kgw unwatermarked": [-0.4]}
+    assert list(run_lines(z)) == ["P1 kgw", "P2 kgw"]
+    assert list(unmarked_lines(z)) == ["P1 kgw unwatermarked", "P2 kgw unwatermarked"]
+    path = _bench(tmp_path, z=z)
+    assert "P1 kgw unwatermarked z 0.3" in measured(2, path, REAL)
+    from wash.reporting.classroom import _beside
+
+    assert _beside({"z": z}) == "; the unwatermarked text beside it: every detector z -0.4 to 0.3"
+    assert _beside({"z": run_lines(z)}) == ""  # measured before the unwatermarked text ran beside it

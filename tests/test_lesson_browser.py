@@ -3,10 +3,12 @@
 The app is the one served in this process for the whole run (``served_tiny_app`` in
 conftest.py) with the tiny models. One test
 walks every step in order, as a class would, with the same code ``tools/lesson_time.py``
-times on the real models (``walk``): each click shows the step's card (its "what to look
-for" checked), loads its providers, runs, and ends with Done; then it checks what each step
-drew. Another clicks a step while the previous one runs (the new step ends the old run) and
-opens a step in the Generate tab.
+times on the real models (``walk``): each click shows the step's card (its question, not
+its outcome), loads its providers, runs, and ends with Done, its "what to look for" shown
+with it; then it checks what each step drew: beside its text the unwatermarked one with its
+detectors' grey lines and rows, and in step 2 the per-token distribution view of a clicked
+token. Another clicks a step while the previous one runs (the new step ends the old run,
+whose "what to look for" stays hidden meanwhile) and opens a step in the Generate tab.
 """
 
 from __future__ import annotations
@@ -15,13 +17,25 @@ import pytest
 
 from tools.lesson_time import open_lesson, walk
 from wash.content.lesson import STEPS
-from wash.ui.lesson import TRY_OUTPUTS
+from wash.ui.lesson import LOOK_FOR_WAIT, TRY_OUTPUTS
+from wash.ui.plots import UNMARKED_LEGEND
+from wash.ui.run import comparison_streams
 
 pytestmark = pytest.mark.browser
 STEP_TIMEOUT_S = 240.0
 
 _TRACES = ("() => { const gd = document.querySelector('#lesson-z-plot .js-plotly-plot');"
            " return gd && gd.data ? gd.data.map(t => t.name) : []; }")
+_DIST = ("() => { const gd = document.querySelector('#lesson-dist-plot .js-plotly-plot');"
+         " return gd && gd.data ? gd.data.map(t => t.name) : []; }")
+
+
+def _traces(s) -> int:
+    """The z chart's lines for a step: its providers, P1 alone and alone / N, each detector on the unwatermarked
+    text."""
+    beside = comparison_streams(s.compare)
+    n = len(s.preset.rows)
+    return n + (2 if "single" in beside else 0) + (n if "unwatermarked" in beside else 0)
 
 
 @pytest.fixture
@@ -54,7 +68,8 @@ def test_browser_lesson_walks_every_step_with_its_card_providers_and_results(les
         (result,) = walk(page, STEP_TIMEOUT_S, [number])
         assert result["status"].startswith("Done"), result
         card = " ".join(page.locator("#lesson-card").inner_text().split())
-        assert s.question in card and f"Step {number} of {len(STEPS)}" in card
+        assert s.question in card and f"Step {number} of {len(STEPS)}" in card and s.look_for[:60] not in card
+        assert s.look_for[:60] in " ".join(page.locator("#lesson-look-for").inner_text().split())
         providers = _rows(page, "lesson-providers")
         assert all(f"{scheme}" in providers and str(key) in providers for _, scheme, key, _ in s.preset.rows)
         if s.identify:
@@ -65,34 +80,56 @@ def test_browser_lesson_walks_every_step_with_its_card_providers_and_results(les
             assert not page.locator("#lesson-z-plot").is_visible()
         else:
             assert f"{s.tokens} tokens" in result["status"]
-            expect = len(s.preset.rows) + (2 if s.compare == "single" else 0)  # P1 alone, and alone / N
-            page.wait_for_function(f"() => ({_TRACES})().length === {expect}")
+            page.wait_for_function(f"() => ({_TRACES})().length === {_traces(s)}")
             names = page.evaluate(_TRACES)
-            if s.compare == "single":
-                assert names[-1] == f"expected for P1: alone / {len(s.preset.rows)}"
-                assert page.locator("#lesson-single-text").is_visible()
+            n = len(s.preset.rows)
+            assert names.count(UNMARKED_LEGEND) == n  # each detector on the unwatermarked text
+            if "single" in s.compare:
+                assert f"expected for P1: alone / {n}" in names
+            assert page.locator("#lesson-single-text").is_visible() == ("single" in s.compare)
+            unmarked = page.locator("#lesson-unmarked-text")
+            assert unmarked.is_visible() and unmarked.locator(".token").count() > 0
             detection = _rows(page, "lesson-detection")
-            assert all(f"P{i + 1} " in detection for i in range(len(s.preset.rows)))
+            assert all(f"P{i + 1} " in detection for i in range(n)) and "unwatermarked" in detection
+            assert page.locator("#lesson-dist-plot").is_visible() == s.distributions
+            if s.distributions:
+                _check_distribution_view(page, n)
         seen.append(number)
     assert seen == list(range(1, len(STEPS) + 1))
     page.close()
+
+
+def _check_distribution_view(page, n: int) -> None:
+    """A click on token 3 of the step's text: every provider's distribution, the average and the consensus."""
+    page.locator("#lesson-text .token").nth(2).click()
+    page.wait_for_function("() => document.querySelector('#lesson-token-info').innerText.includes('Token 3')")
+    page.wait_for_function(f"() => ({_DIST})().length === {n + 2}")
+    names = page.evaluate(_DIST)
+    assert [name.split(":")[0] for name in names[:n]] == [f"p{i + 1}" for i in range(n)]
+    assert names[n:] == ["p̄ (average)", "p* (consensus)"]
 
 
 def test_browser_a_new_step_ends_the_running_one_and_try_it_opens_generate(lesson_url, browser):
     page = _page(browser, lesson_url)
     page.click("#lesson-step-2")
     page.wait_for_function("() => /^Generating/.test(document.querySelector('#lesson-status').innerText.trim())")
+    # predict first: while it runs, the question is on the card and what to look for is not on the page
+    assert STEPS[1].question in " ".join(page.locator("#lesson-card").inner_text().split())
+    assert page.locator("#lesson-look-for").inner_text().strip() == LOOK_FOR_WAIT.replace("*", "")
     (result,) = walk(page, STEP_TIMEOUT_S, [3])  # clicked mid-run: step 3 runs and finishes
     assert result["status"].startswith(f"Done: {STEPS[2].tokens} tokens")
-    page.wait_for_function(f"() => ({_TRACES})().length === 7")  # five providers, P1 alone, alone / 5
+    expect = _traces(STEPS[2])  # five providers, P1 alone, alone / 5, five detectors on the unmarked text
+    page.wait_for_function(f"() => ({_TRACES})().length === {expect}")
     page.wait_for_timeout(1500)  # step 2's run, cancelled, must not draw over step 3's
     assert page.locator("#lesson-status").inner_text().strip() == result["status"]
-    assert len(page.evaluate(_TRACES)) == 7 and "P5 " in _rows(page, "lesson-detection")
+    assert len(page.evaluate(_TRACES)) == expect and "P5 " in _rows(page, "lesson-detection")
+    assert STEPS[2].look_for[:60] in " ".join(page.locator("#lesson-look-for").inner_text().split())
     assert "max_new" in TRY_OUTPUTS
     page.click("#lesson-try")
     page.wait_for_function("() => document.querySelector('#providers').innerText.includes('505')")
     assert page.locator("#max-new-tokens input[type=number]").input_value() == str(STEPS[2].tokens)
-    assert page.locator("#compare input[value=single]").is_checked()
+    assert page.locator(f"#compare input[value='{STEPS[2].compare}']").is_checked()
+    assert page.locator("#single-text").is_visible() and page.locator("#unmarked-text").is_visible()
     page.close()
 
 
@@ -110,13 +147,15 @@ def test_browser_a_step_replays_its_recorded_run_and_live_computes_the_same(less
     (result,) = walk(page, STEP_TIMEOUT_S, [1])
     assert result["status"].startswith(f"Done: {STEPS[0].tokens} tokens, replayed from the recorded run"), result
     assert page.locator("#lesson-source").inner_text().startswith("Recorded run")
-    page.wait_for_function(f"() => ({_TRACES})().length === 1")
+    page.wait_for_function(f"() => ({_TRACES})().length === {_traces(STEPS[0])}")
     replayed = page.locator("#lesson-text").inner_text()
+    unmarked = page.locator("#lesson-unmarked-text").inner_text()
     page.locator("#lesson-pace").get_by_label(replay.LIVE, exact=True).check()
     (result,) = walk(page, STEP_TIMEOUT_S, [1])
     assert result["status"].startswith(f"Done: {STEPS[0].tokens} tokens") and "replayed" not in result["status"]
     assert page.locator("#lesson-source").inner_text().startswith("Live run")
     assert page.locator("#lesson-text").inner_text() == replayed
+    assert page.locator("#lesson-unmarked-text").inner_text() == unmarked  # the recording keeps every stream
     page.locator("#lesson-pace").get_by_label(replay.AT_ONCE, exact=True).check()
     (result,) = walk(page, STEP_TIMEOUT_S, [5])
     assert "from the recorded probe" in result["status"]

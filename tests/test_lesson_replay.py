@@ -1,5 +1,7 @@
-"""The Lesson's recorded runs: a fresh run repeats each recording, a replay draws what the live run draws,
-and the committed recordings are of the Lesson's steps, on its models, by the running engine.
+"""The Lesson's recorded runs: a fresh run repeats each recording (every stream a step shows: its run, provider
+1 alone, the unwatermarked text), a replay draws what the live run draws (its distribution view and its "what to
+look for", revealed with Done, included), and the committed recordings are of the Lesson's steps, on its
+models, by the running engine.
 
 The committed recordings (assets/lesson/) are of the real models, whose five steps take minutes
 on 2 cores (``python -m tools.lesson_record``); here the same recording code runs on the tiny
@@ -18,8 +20,10 @@ import pytest
 from wash.engine import FinishedEvent, StepEvent, event_from_dict
 from wash.engine.catalog import OFFLINE_DEFAULTS
 from wash.content.lesson import STEPS
+from wash.ui import handlers, plots
 from wash.ui import lesson as lesson_ui
 from wash.ui import replay
+from wash.ui.run import comparison_streams
 
 TINY = ["tiny-smollm2", "tiny-gemma3"]
 REAL = list(OFFLINE_DEFAULTS)
@@ -43,13 +47,15 @@ def test_a_fresh_run_reproduces_each_recording_token_for_token(tiny_recordings, 
     assert replay.why_not(rec, s.kind, lesson_ui.step_inputs(s, TINY)) is None
     if not s.identify:
         steps = [e for e in rec["events"]["wash"] if e["event"] == "step"]
-        assert len(steps) == s.tokens and rec["events"]["wash"][-1]["event"] == "finished"
-        assert ("single" in rec["events"]) == (s.compare == "single")
+        assert len(steps) == s.tokens
+        assert set(rec["events"]) == {"wash", *comparison_streams(s.compare)}  # every stream the step shows
+        assert all(events[-1]["event"] == "finished" for events in rec["events"].values())
 
 
 def test_events_come_back_from_their_dicts(tiny_recordings):
     rec = replay.plain(tiny_recordings[2])
-    for stream in ("wash", "single"):
+    assert set(rec["events"]) == {"wash", "single", "unwatermarked"}
+    for stream in rec["events"]:
         back = [event_from_dict(d) for d in rec["events"][stream]]
         again = [e.to_dict(with_tokens=True) if isinstance(e, FinishedEvent) else e.to_dict() for e in back]
         assert replay.plain(again) == rec["events"][stream]
@@ -71,14 +77,28 @@ def test_a_replay_draws_what_the_live_run_draws(tiny_recordings, tmp_path, monke
     monkeypatch.setenv("WASH_APP_MODELS", ",".join(TINY))  # the live run's providers are the tiny models
     for number in (2, 5):
         replay.write(tiny_recordings[number], tmp_path)
-    live = _last(lesson_ui.make_run(2, TINY, None)())
-    replayed = _last(lesson_ui.make_replay(2, TINY)(replay.AT_ONCE))
-    assert replayed["text"] == live["text"] and replayed["single_text"] == live["single_text"]
+    live_updates = list(lesson_ui.make_run(2, TINY, None)())
+    replayed_updates = list(lesson_ui.make_replay(2, TINY)(replay.AT_ONCE))
+    live, replayed = _last(live_updates), _last(replayed_updates)
+    for name in ("text", "single_text", "unmarked_text"):
+        assert replayed[name] == live[name] and live[name], name
+    assert replayed["unmarked_text"] != replayed["text"]  # the watermarks changed the text
     pd.testing.assert_frame_equal(replayed["detection"], live["detection"])
     assert [t.name for t in replayed["zplot"].data] == [t.name for t in live["zplot"].data]
     assert [list(t.y) for t in replayed["zplot"].data] == [list(t.y) for t in live["zplot"].data]
+    assert sum(t.name == plots.UNMARKED_LEGEND for t in live["zplot"].data) == len(STEPS[1].preset.rows)
     assert replayed["status"].startswith(f"**Done**: {STEPS[1].tokens} tokens, replayed")
-    plot, frame, summary, status = lesson_ui.make_replay(5, TINY)(replay.READING)
+    for updates in (live_updates, replayed_updates):  # "what to look for" lands with Done, in no other update
+        assert all(("look_for" in u) == str(u.get("status", "")).startswith("**Done") for u in updates)
+        assert updates[-1]["look_for"] == lesson_ui.reveal(2, TINY)
+    assert sum("look_for" in u for u in live_updates) == 1  # a live run says Done once: at its end
+    # the distribution view of step 2: a token of the replayed run shows what the live run's shows
+    for number in (1, 17, STEPS[1].tokens):
+        fig_live, info_live = handlers.step_view(live["state"], number)
+        fig_replayed, info_replayed = handlers.step_view(replayed["state"], number)
+        assert info_replayed == info_live and fig_replayed.to_dict() == fig_live.to_dict()
+    plot, frame, summary, status, look_for = lesson_ui.make_replay(5, TINY)(replay.READING)
+    assert look_for == lesson_ui.reveal(5, TINY)
     live_frame = lesson_ui.make_run(5, TINY, None)()[1]
     pd.testing.assert_frame_equal(frame.drop(columns="seconds"), live_frame.drop(columns="seconds"))
     assert "WASH ensemble" in summary and status.startswith("**Done**")
@@ -127,6 +147,7 @@ def test_the_committed_recordings_are_of_the_lessons_steps(number):
     if not s.identify:
         assert rec["settings"]["seed"] == s.seed and rec["settings"]["max_new_tokens"] == s.tokens
         assert len([e for e in rec["events"]["wash"] if e["event"] == "step"]) == s.tokens
+        assert set(rec["events"]) == {"wash", *comparison_streams(s.compare)}  # every stream the step shows
 
 
 def test_the_committed_recordings_are_the_running_engines():
@@ -136,3 +157,22 @@ def test_the_committed_recordings_are_the_running_engines():
              if replay.why_not(replay.load(n), s.kind, lesson_ui.step_inputs(s, REAL)) is not None]
     assert not stale, "; ".join(stale) + " (python -m tools.lesson_record)"
     assert sum(replay.path(n).stat().st_size for n in range(1, len(STEPS) + 1)) <= SIZE_BUDGET
+
+
+@pytest.mark.parametrize("number", [n for n, s in enumerate(STEPS, start=1) if "unwatermarked" in s.compare])
+def test_the_unwatermarked_text_beside_a_step_is_the_engines_unwatermarked_run(tiny_recordings, number):
+    """Same prompt and seed as the step, every watermark off (``wash.api`` directly); each detector scores it."""
+    import wash.baselines  # noqa: F401  (the app's modes)
+    from wash.api import generate
+    from wash.ui.providers import build_config
+    from wash.ui.run import comparison_config
+
+    table, prompt, tokens, temperature, seed, mode, _compare, forwards, top_k, top_p, aggregate = \
+        lesson_ui.generate_inputs(STEPS[number - 1], TINY)
+    config = build_config(table, prompt, tokens, temperature, seed, mode, TINY, forwards=forwards, top_k=top_k,
+                          top_p=top_p, aggregate=aggregate)
+    direct = generate(comparison_config(config, "unwatermarked"))
+    recorded = event_from_dict(tiny_recordings[number]["events"]["unwatermarked"][-1]).result
+    assert recorded.mode == "unwatermarked" and recorded.text == direct.text
+    assert [(d.provider, d.z) for d in recorded.detection] == [(d.provider, d.z) for d in direct.detection]
+    assert len(recorded.detection) == len(STEPS[number - 1].preset.rows)

@@ -13,7 +13,8 @@ import json
 
 import pytest
 
-from wash.content.lesson import STEPS, measured
+from wash.content.lesson import STEPS, measured, unmarked_lines
+from wash.ui.run import comparison_streams
 
 pytestmark = pytest.mark.browser
 
@@ -37,7 +38,10 @@ def test_lesson_script_times_every_step_and_measures_z_on_the_tiny_models(tmp_pa
         else:
             labels = [f"P{i + 1} {row[1]}" for i, row in enumerate(step.preset.rows)]
             assert list(entry["z"])[:len(labels)] == labels and all(len(v) == 1 for v in entry["z"].values())
-            assert (step.compare == "single") == (f"P1 {step.preset.rows[0][1]} alone" in entry["z"])
+            beside = comparison_streams(step.compare)
+            assert ("single" in beside) == (f"P1 {step.preset.rows[0][1]} alone" in entry["z"])
+            unmarked = [f"{label} unwatermarked" for label in labels] if "unwatermarked" in beside else []
+            assert list(unmarked_lines(entry["z"])) == unmarked
     # the page's line reads this very file
     assert "This page serves" not in measured(1, out, ["tiny-smollm2", "tiny-gemma3"])
     assert "Click to done:" in measured(1, out)

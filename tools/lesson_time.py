@@ -7,12 +7,15 @@
 It starts ``app.py`` on a free localhost port, opens the page in Debian's headless
 Chromium (Playwright, ``/usr/bin/chromium``), waits for "Models ready", opens the
 Lesson tab and, in each round, clicks the steps in order: the seconds from a step's
-click to its status line saying Done (the step's card and its "what to look for"
-checked on the way) are the step's time. ``uptime`` is recorded before and after
+click to its status line saying Done (the step's card with its question checked on
+the way, and its "what to look for", shown once the run is done) are the step's
+time. ``uptime`` is recorded before and after
 each round: the machine may be shared. Then it runs every generation step over
 ``--seeds`` through the app's ``/generate`` API with the step's own inputs
 (``wash.ui.lesson.generate_inputs``, the seed changed) and records each provider's
-final z, and the identification step's verdicts through ``/identify``: the numbers
+final z (provider 1 alone's as ``P1 kgw alone``, each detector's on the unwatermarked
+text beside it as ``P1 kgw unwatermarked``), and the identification step's verdicts
+through ``/identify``: the numbers
 ``wash.content.lesson.measured`` quotes on the page. A round's ``date`` is when its run wrote the file.
 """
 
@@ -38,6 +41,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-sync", "--disable-dev-shm-usage"]
 _STATUS = "document.querySelector('#lesson-status')"
 _CARD = "document.querySelector('#lesson-card')"
+_LOOK_FOR = "document.querySelector('#lesson-look-for')"
 
 
 def open_lesson(page) -> None:
@@ -48,8 +52,9 @@ def open_lesson(page) -> None:
 def click_step(page, number: int, timeout_s: float) -> tuple[float, str]:
     """Click step ``number``; the seconds until its status line says Done, and that line.
 
-    The step's card and a fresh status line land together, before its run starts, so
-    the Done waited for is this step's, not the previous one's."""
+    The step's card (its question, to predict) and a fresh status line land together,
+    before its run starts, so the Done waited for is this step's, not the previous one's.
+    Its "what to look for" lands with Done: checked then, and to be absent from the card."""
     from wash.content.lesson import STEPS
 
     step = STEPS[number - 1]
@@ -59,10 +64,19 @@ def click_step(page, number: int, timeout_s: float) -> tuple[float, str]:
                            timeout=timeout_s * 1000)
     page.wait_for_function(f"() => /^(Done|Stopped)/.test({_STATUS}.innerText.trim())", timeout=timeout_s * 1000)
     seconds = time.perf_counter() - started
-    card = page.locator("#lesson-card").inner_text()
-    if step.look_for[:60] not in " ".join(card.split()):
-        raise RuntimeError(f"step {number}'s card lacks its 'what to look for': {card[:300]!r}")
-    return seconds, page.locator("#lesson-status").inner_text().strip()
+    card = " ".join(page.locator("#lesson-card").inner_text().split())
+    if step.question[:60] not in card or step.look_for[:60] in card:
+        raise RuntimeError(f"step {number}'s card lacks its question or gives the outcome away: "
+                           f"{card[:300]!r}")
+    status = page.locator("#lesson-status").inner_text().strip()
+    if status.startswith("Done"):
+        try:  # the same update as Done: a moment for the page to draw it
+            page.wait_for_function(f"(t) => {_LOOK_FOR}.innerText.replace(/\\s+/g, ' ').includes(t)",
+                                   arg=step.look_for[:60], timeout=10_000)
+        except Exception as err:  # noqa: BLE001 - said as the script's own error, with what the page shows
+            shown = page.locator("#lesson-look-for").inner_text()
+            raise RuntimeError(f"step {number} is done without 'what to look for': {shown[:300]!r}") from err
+    return seconds, status
 
 
 def walk(page, timeout_s: float, numbers: list[int] | None = None) -> list[dict]:
@@ -84,8 +98,9 @@ def _short(label: str) -> str:
 
 
 def z_over_seeds(client, number: int, models: list[str], seeds: list[int]) -> tuple[dict[str, list[float]], list]:
-    """Each provider's final z (and provider 1 alone's) for every seed, through ``/generate``; seconds per run."""
-    from wash.content.lesson import STEPS
+    """Each provider's final z (and each comparison run's) for every seed, through ``/generate``; seconds
+    per run."""
+    from wash.content.lesson import ALONE, STEPS, UNMARKED, UNMARKED_LINE
     from wash.ui.handlers import GENERATE_OUTPUTS
     from wash.ui.lesson import generate_inputs
     from wash.ui.providers import HEADERS
@@ -102,8 +117,9 @@ def z_over_seeds(client, number: int, models: list[str], seeds: list[int]) -> tu
         frame = answer[GENERATE_OUTPUTS.index("detection")]
         column = {name: i for i, name in enumerate(frame["headers"])}
         for row in frame["data"]:
-            alone = row[column["run"]] != inputs[5]
-            label = _short(row[column["provider"]]) + (" alone" if alone else "")
+            run = row[column["run"]]
+            suffix = "" if run == inputs[5] else UNMARKED_LINE if run == UNMARKED else ALONE
+            label = _short(row[column["provider"]]) + suffix
             z.setdefault(label, []).append(float(row[column["z"]]))
     return z, seconds
 

@@ -3,6 +3,15 @@
 Each step is a ``wash.content.presets.Preset`` (providers, mode) plus what the click runs
 beside it (new tokens, seed, comparison, or a Water-Probe identification instead
 of a generation), what the class should look for and one question to discuss.
+
+Predict, then run: the page shows a step's question before its run and its "what to
+look for" (with the measured numbers) only once the run is done, so the card does not
+give the outcome away. Every generation step runs, beside its text, the same providers
+with every watermark off (the engine's ``unwatermarked`` mode, same prompt and seed):
+its detectors' z are what text without a watermark scores, the baseline the class
+reads every other line against. Steps 2 to 4 also keep provider 1 alone beside them
+(the dashed line their texts speak of): their comparison runs both. Step 2, where
+averaging first shows, offers the per-token distribution view.
 ``wash/ui/lesson.py`` turns a step into the Generate tab's (or the Identify tab's)
 inputs and runs it through the same handlers, so a step shows exactly what the
 page would show for the same settings.
@@ -31,13 +40,20 @@ from wash.content.presets import Preset, other_models_note, z_span
 CLICK_BUDGET_S = 30.0
 #: Where ``tools/lesson_time.py`` writes its timings and the z of every step over several seeds.
 MEASURED = Path(__file__).resolve().parents[2] / "docs" / "bench-lesson.json"
-OFF, SINGLE = "off", "single"
+#: The comparison values a step runs beside its text (the Generate tab's, ``wash.ui.run.COMPARISONS``):
+#: nothing, the unwatermarked run, or provider 1 alone and the unwatermarked run.
+OFF, SINGLE, UNMARKED = "off", "single", "unwatermarked"
+BOTH = f"{SINGLE}+{UNMARKED}"
+#: How ``tools/lesson_time.py`` names a comparison run's lines in ``MEASURED`` (``P1 kgw alone``, ...).
+ALONE, UNMARKED_LINE = " alone", " unwatermarked"
 #: The Lesson tab's first lines: how to follow it.
 INTRO = ("**A lesson in five steps.** Click the steps in order. A click sets the step's providers and "
          "settings and shows their run: the run recorded with the step's seed, replayed at reading speed "
-         "(*live* below computes it afresh, each within half a minute on a 2-core CPU, with the same result); "
-         "read *what to look for* while it runs, then discuss the question. *Try this step yourself* opens the "
-         "same settings in the Generate (or Identify) tab, to change a key, a scheme or N and see what moves.")
+         "(*live* below computes it afresh, each within half a minute on a 2-core CPU, with the same "
+         "result). Predict first: the card asks its question before the run; *what to look for* shows once "
+         "the run is done. Beside each text is the unwatermarked text: the same providers, prompt and seed "
+         "with every watermark off. *Try this step yourself* opens the same settings in the Generate (or "
+         "Identify) tab, to change a key, a scheme or N and see what moves.")
 #: The identification a step runs instead of a generation: the Identify tab's systems and probe.
 IDENTIFY_SYSTEMS = ("provider 1 alone", "WASH ensemble", "unwatermarked models")
 
@@ -50,12 +66,15 @@ class Step:
     preset: Preset
     tokens: int
     seed: int
-    #: ``off``, or ``single``: provider 1 alone on the same prompt and seed, beside the run.
+    #: What runs beside it on the same prompt and seed: ``off``, ``unwatermarked`` (the same providers, every
+    #: watermark off), or ``single+unwatermarked`` (provider 1 alone too).
     compare: str
     look_for: str
     question: str
     #: True: the click probes the providers with Water-Probe (the Identify tab) instead of generating.
     identify: bool = False
+    #: True: a click on a token of its text shows each provider's distribution, the average and the consensus.
+    distributions: bool = False
 
     @property
     def kind(self) -> str:
@@ -69,7 +88,9 @@ class Step:
             return (f"Providers: {who}. The click probes {', '.join(IDENTIFY_SYSTEMS)} with Water-Probe "
                     "(the Identify tab's fast probe); no key is used.")
         mode = "one provider alone" if self.preset.mode == "single" else f"WASH over {len(rows)} providers"
-        beside = "; beside it, provider 1 alone on the same prompt and seed" if self.compare == SINGLE else ""
+        shown = {SINGLE: "provider 1 alone", UNMARKED: "the same providers with every watermark off"}
+        beside = " and ".join(shown[c] for c in self.compare.split("+") if c in shown)
+        beside = f"; beside it, {beside}, on the same prompt and seed" if beside else ""
         return f"Providers: {who}. The click runs {mode}, {self.tokens} new tokens, seed {self.seed}{beside}."
 
 
@@ -85,10 +106,11 @@ STEPS: tuple[Step, ...] = (
                 "into a green and a red half at every step, and green tokens get a small boost. Its "
                 "detector, holding the key, counts the green tokens in the text.",
                 (_KGW,), mode="single"),
-         tokens=80, seed=0, compare=OFF,
+         tokens=80, seed=0, compare=UNMARKED,
          look_for="The line climbs as the text grows: every token adds a little evidence, and the count of "
                   "green tokens pulls away from what unwatermarked text would give. It crosses the red line "
-                  "(z = 4) on every seed measured.",
+                  "(z = 4) on every seed measured. The grey line is the same detector on the text "
+                  "beside it: the same model, prompt and seed with the watermark off.",
          question="Nobody can see the watermark in the words. How can the detector be so sure?"),
     Step("WASH, N = 3",
          Preset("Lesson 2: WASH over three providers",
@@ -96,7 +118,7 @@ STEPS: tuple[Step, ...] = (
                 "every token from the average of their three distributions. Each detector still holds "
                 "its own key and scores the same text.",
                 (_KGW, ("A", "kgw", 202, ""), ("A", "kgw", 303, ""))),
-         tokens=80, seed=0, compare=SINGLE,
+         tokens=80, seed=0, compare=BOTH, distributions=True,
          look_for="The dashed line is provider 1 alone (step 1's text: same prompt and seed); the dotted "
                   "line is that z divided by 3. Provider 1's line under WASH ends well below the dashed one, "
                   "around the dotted one (a short text's z wanders by about 1 either way): in the average "
@@ -109,7 +131,7 @@ STEPS: tuple[Step, ...] = (
                 "Five providers, the same model, five independent KGW keys: each boost now weighs 1/5 in "
                 "the average.",
                 _FIVE_KGW),
-         tokens=80, seed=0, compare=SINGLE,
+         tokens=80, seed=0, compare=BOTH,
          look_for="The lines sit lower still: on every seed measured all five end below 4, most of them "
                   "below the green line (z = 2), where unwatermarked text lies. Provider 1 follows its "
                   "dotted line, now its z alone divided by 5: the 1/N law.",
@@ -121,7 +143,7 @@ STEPS: tuple[Step, ...] = (
                 "keyed random draw, putting all its probability on one token (a point mass). Two KGW "
                 "providers average with it.",
                 (("A", "aar", 101, ""), ("A", "kgw", 202, ""), ("A", "kgw", 303, ""))),
-         tokens=80, seed=0, compare=SINGLE,
+         tokens=80, seed=0, compare=BOTH,
          look_for="Provider 1 (AAR) ends above the red line and above its dotted line (its z alone divided "
                   "by 3) on every seed measured: well above on this click's seed, only just on one seed of "
                   "five. The average keeps at least 1/3 "
@@ -208,3 +230,13 @@ def measured(number: int, path: Path = MEASURED, models: Sequence[str] | None = 
     who = data.get("models_text", "")
     return (f"Measured ({who}{over}; docs/bench-lesson.json): " + "; ".join(parts) + "." + took
             + other_models_note(who, models))
+
+
+def run_lines(z: dict[str, list[float]]) -> dict[str, list[float]]:
+    """A measured step's lines of its own run: without provider 1 alone's and the unwatermarked run's."""
+    return {label: values for label, values in z.items() if not label.endswith((ALONE, UNMARKED_LINE))}
+
+
+def unmarked_lines(z: dict[str, list[float]]) -> dict[str, list[float]]:
+    """A measured step's detectors on the unwatermarked text beside it."""
+    return {label: values for label, values in z.items() if label.endswith(UNMARKED_LINE)}

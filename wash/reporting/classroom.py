@@ -38,8 +38,10 @@ WASHED = 2.0
 #: A class period, and what each part of it is for: (minutes, what, what the teacher does).
 PLAN = ((5, "The idea", "Show the two figures; one provider, one key, one nudge."),
         (5, "The z-score", "Read the glossary's z, p and false positive rate; ask question 1."),
-        (5, "Step 1", "Click it; the class watches z climb past the red line. Question 1's answer."),
-        (7, "Step 2", "Ask question 2 before the click, then click; compare provider 1 with its dashed line."),
+        (5, "Step 1", "Click it; the class watches z climb past the red line, the grey line beside it (the same "
+                      "model's text without the watermark). Question 1's answer."),
+        (7, "Step 2", "Ask question 2 before the click, then click; compare provider 1 with its dashed line; "
+                      "click a token to see the three distributions and their average."),
         (6, "Step 3", "Ask question 3 before the click; the lines sit near the green line."),
         (6, "Step 4", "Ask question 4 before the click: which scheme survives?"),
         (5, "Step 5", "Click; the model is caught though its texts passed. Question 5."),
@@ -188,28 +190,40 @@ def _quietest(bench: dict) -> tuple[float, dict[int, float]]:
     return load, {s["step"]: s["seconds"] for s in r.get("steps", [])}
 
 
+def _beside(entry: dict) -> str:
+    """The unwatermarked text's detectors beside a step, where it was measured ("" where not)."""
+    from wash.content.lesson import unmarked_lines
+
+    values = [v for vs in unmarked_lines(entry.get("z", {})).values() for v in vs]
+    return f"; the unwatermarked text beside it: every detector z {_span(values)}" if values else ""
+
+
 def _step_rows(steps: dict[int, dict]) -> list[list[str]]:
+    from wash.content.lesson import run_lines
+
     rows = []
     if 1 in steps:
-        rows.append(["1", "one KGW provider alone", f"z above {Z_THRESHOLD:g} on every seed "
+        rows.append(["1", "one KGW provider alone", (f"z above {Z_THRESHOLD:g} on every seed "
                      f"({_span(steps[1]['z']['P1 kgw'])})" if min(steps[1]["z"]["P1 kgw"]) > Z_THRESHOLD
-                     else f"z {_span(steps[1]['z']['P1 kgw'])}"])
+                     else f"z {_span(steps[1]['z']['P1 kgw'])}") + _beside(steps[1])])
     for number, n in ((2, 3), (3, 5)):
         if number not in steps:
             continue
-        z = {k: v for k, v in steps[number]["z"].items() if "alone" not in k}
+        z = run_lines(steps[number]["z"])
         above = sum(v > Z_THRESHOLD for vs in z.values() for v in vs)
         lines = sum(len(vs) for vs in z.values())
         rows.append([str(number), f"WASH over {n} KGW keys, provider 1 alone beside it",
                      f"provider 1 ends around its z alone / {n} ({_span(z['P1 kgw'])}); every line "
-                     f"{_span([v for vs in z.values() for v in vs])}, {above} of {lines} above {Z_THRESHOLD:g}"])
+                     f"{_span([v for vs in z.values() for v in vs])}, {above} of {lines} above "
+                     f"{Z_THRESHOLD:g}" + _beside(steps[number])])
     if 4 in steps:
         z = steps[4]["z"]
         held = all(w > Z_THRESHOLD and w > a / 3 for w, a in zip(z["P1 aar"], z["P1 aar alone"]))
         rows.append(["4", "WASH over AAR + 2 KGW keys, AAR alone beside it",
                      (f"AAR above {Z_THRESHOLD:g} and above its z alone / 3 on every seed " if held else "AAR ")
                      + f"({_span(z['P1 aar'])}; alone {_span(z['P1 aar alone'])}); the KGW lines "
-                     f"{_span([v for k, vs in z.items() if 'kgw' in k for v in vs])}"])
+                     f"{_span([v for k, vs in run_lines(z).items() if 'kgw' in k for v in vs])}"
+                     + _beside(steps[4])])
     if 5 in steps:
         rows.append(["5", "Water-Probe (fast probe) on step 3's five providers",
                      "; ".join(f"{who}: {_verdict(v)}" for who, v in steps[5].get("identify", {}).items())])

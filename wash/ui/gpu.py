@@ -89,17 +89,19 @@ def _providers(table: Any) -> int:
 
 def generate_seconds(table: Any, prompt: Any = None, max_new_tokens: Any = 0, temperature: Any = None,
                      seed: Any = None, mode: Any = None, compare: Any = "off", *_: Any, **__: Any) -> int:
-    """GPU seconds a Generate click asks for: ``BASE_S`` + tokens x (providers + 1 with a comparison)
-    x ``TOKEN_S``. Takes the handler's own inputs (ZeroGPU calls it with them)."""
+    """GPU seconds a Generate click asks for: ``BASE_S`` + tokens x streams x ``TOKEN_S``, where streams
+    counts the providers, 1 for provider 1 alone (or a baseline) beside them, and the providers again for
+    the unwatermarked run beside them. Takes the handler's own inputs (ZeroGPU calls it with them)."""
     from wash.engine import MAX_NEW_TOKENS_CAP
-    from wash.ui.run import comparison_mode
+    from wash.ui.run import SINGLE, UNMARKED, comparison_streams
 
     try:
         tokens = min(max(int(float(max_new_tokens)), 1), MAX_NEW_TOKENS_CAP)
     except (TypeError, ValueError):
         tokens = MAX_NEW_TOKENS_CAP
     try:
-        streams = _providers(table) + (1 if comparison_mode(compare) else 0)
+        beside = comparison_streams(compare)
+        streams = _providers(table) * (1 + (UNMARKED in beside)) + (SINGLE in beside)
     except Exception:  # noqa: BLE001 - an unknown comparison is refused by the handler
         streams = _providers(table)
     return round(BASE_S + tokens * streams * TOKEN_S)

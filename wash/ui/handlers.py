@@ -22,8 +22,8 @@ from wash.content.presets import DEMO_TOKENS, description as preset_description,
 from wash.ui import identify as identify_ui, plots, results, tables, texts, tokens
 from wash.ui.detect import detect, result_models
 from wash.ui.providers import add_row, build_config, preset_rows, remove_last_row
-from wash.ui.run import (SINGLE, WASH, RunRecord, RunView, StopRegistry, Streams, comparison_mode, drive, session_of,
-                         preload_markdown)
+from wash.ui.run import (SINGLE, UNMARKED, WASH, RunRecord, RunView, StopRegistry, Streams,
+                         comparison_streams, drive, session_of, preload_markdown)
 from wash.ui.settings import release_free_memory
 from wash.ui.theory import simulate, summary
 
@@ -73,9 +73,11 @@ def remove_provider(table: Any) -> list:
 
 # -- generation ---------------------------------------------------------------------
 #: What the Generate handler updates, by name. The app maps the names to its
-#: components in this order, which is also the order of /generate's API answer.
+#: components in this order, which is also the order of /generate's API answer (outputs added later come
+#: last, so API callers' positions from before they existed still hold).
 GENERATE_OUTPUTS = ("status", "text", "single_text", "zplot", "dist", "step", "info", "detection", "routing",
-                    "json", "csv", "plain", "state", "evidence_provider", "evidence", "evidence_note")
+                    "json", "csv", "plain", "state", "evidence_provider", "evidence", "evidence_note",
+                    "unmarked_text")
 
 
 def _plot_outputs(record: RunRecord) -> dict[str, Any]:
@@ -83,8 +85,9 @@ def _plot_outputs(record: RunRecord) -> dict[str, Any]:
     steps = record.steps[WASH]
     single = record.steps[SINGLE] if record.compare else None
     expect = len(record.labels) if record.compare == SINGLE else None
+    unmarked = record.steps[UNMARKED] if record.unmarked else None
     out: dict[str, Any] = {"zplot": plots.z_figure(record.labels, steps, single, record.single_label,
-                                                   expect_n=expect)}
+                                                   expect_n=expect, unmarked_steps=unmarked)}
     if steps:
         last = steps[-1]
         out.update(dist=plots.distribution_figure(last, record.labels, record.lazy),
@@ -104,11 +107,12 @@ def _evidence(record: RunRecord | None, label: str | None) -> tuple[list, str]:
 
 def _final_outputs(record: RunRecord) -> dict[str, Any]:
     """Detection table, routing stats, downloads, plain text, and provider 1's per-token evidence."""
-    result, single = record.results[WASH], record.results[SINGLE]
-    frame = tables.combined_detection(result, single)
+    result, single, unmarked = record.results[WASH], record.results[SINGLE], record.results[UNMARKED]
+    frame = tables.combined_detection(result, single, unmarked)
     labels = [d.provider for d in result.detection]
     segments, note = _evidence(record, labels[0] if labels else None)
-    return {"detection": frame, "routing": tables.routing_markdown(result, single, record.first_token_s),
+    return {"detection": frame,
+            "routing": tables.routing_markdown(result, single, record.first_token_s, unmarked),
             "json": gr.update(value=tables.write_run_json(record.to_json()), interactive=True),
             "csv": gr.update(value=tables.write_csv(frame), interactive=True), "plain": result.text,
             "evidence_provider": gr.update(choices=labels, value=labels[0] if labels else None,
@@ -122,6 +126,8 @@ def _view_outputs(view: RunView) -> dict[str, Any]:
                            "state": record}
     if record.compare:
         out["single_text"] = tokens.highlight_segments(record.steps[SINGLE])
+    if record.unmarked:
+        out["unmarked_text"] = tokens.highlight_segments(record.steps[UNMARKED])
     if view.refresh:
         out.update(_plot_outputs(record))
     if view.finished and record.finished:
@@ -133,7 +139,9 @@ def _reset_outputs(record: RunRecord) -> dict[str, Any]:
     """The first update of a run: clear everything the previous run left."""
     colours = tokens.colour_map(plots.PALETTE, len(record.labels))
     return {"status": "**Starting…**", "text": gr.update(value=[], color_map=colours),
-            "single_text": gr.update(value=[], color_map=colours), "zplot": plots.z_figure(record.labels, []),
+            "single_text": gr.update(value=[], color_map=colours),
+            "unmarked_text": gr.update(value=[], color_map=colours),
+            "zplot": plots.z_figure(record.labels, []),
             "dist": plots.empty_figure("waiting for the first token…"),
             "step": gr.update(minimum=1, maximum=2, value=1, interactive=False), "info": "",
             "detection": tables.empty_detection_frame(), "routing": "",
@@ -238,7 +246,8 @@ def stop(request: gr.Request) -> None:
         gr.Info("Stopping after the current token…")
 
 
-def _step_view(record: RunRecord | None, number: int) -> tuple[Any, str]:
+def step_view(record: RunRecord | None, number: int) -> tuple[Any, str]:
+    """Token ``number`` (1-based) of the run's text: its distributions figure and its description."""
     if record is None or not record.steps[WASH]:
         raise WashInputError("generate some text first")
     steps = record.steps[WASH]
@@ -251,18 +260,25 @@ def _step_view(record: RunRecord | None, number: int) -> tuple[Any, str]:
 @reports_errors
 def select_token(record: RunRecord | None, evt: gr.SelectData) -> tuple[Any, Any, str]:
     """Clicking a token: jump the step slider there and show its distribution."""
-    index = evt.index if isinstance(evt.index, int) else int(evt.index[0])
-    fig, info = _step_view(record, index + 1)
-    return gr.update(value=index + 1), fig, info
+    number = token_number(evt)
+    fig, info = step_view(record, number)
+    return gr.update(value=number), fig, info
+
+
+def token_number(evt: gr.SelectData) -> int:
+    """The clicked token of a highlighted text, 1-based (the step slider's numbering)."""
+    return (evt.index if isinstance(evt.index, int) else int(evt.index[0])) + 1
 
 
 @reports_errors
 def show_step(record: RunRecord | None, number: float) -> tuple[Any, str]:
-    return _step_view(record, int(number))
+    return step_view(record, int(number))
 
 
-def toggle_compare(compare: str | bool) -> Any:
-    return gr.update(visible=comparison_mode(compare) is not None)
+def toggle_compare(compare: str | bool) -> tuple[Any, Any]:
+    """Show the comparison texts the switch asks for: provider 1 alone (or a baseline), the unwatermarked."""
+    streams = comparison_streams(compare)
+    return gr.update(visible=SINGLE in streams), gr.update(visible=UNMARKED in streams)
 
 
 def send_to_detect(text: str, table: Any, record: RunRecord | None = None) -> tuple[str, Any, Any, Any]:

@@ -5,8 +5,15 @@ send (providers table, the first example prompt, its tokens and seed, the defaul
 serving profile, eager forwards, its comparison) and runs through
 ``handlers.make_generate``, the same generator the Generate button uses: the
 engine's event stream, the preload wait, Stop and the throttled redraws come with
-it. The Lesson shows a subset of its outputs (``OUTPUTS``). The identification
-step runs ``handlers.run_identify`` with the Identify tab's systems and fast probe.
+it. The Lesson shows a subset of its outputs (``outputs``): beside the text, the
+comparison texts (provider 1 alone, the unwatermarked run), and in the step that
+offers it the Generate tab's per-token distribution view (``select_token``). The
+identification step runs ``handlers.run_identify`` with the Identify tab's systems
+and fast probe.
+
+Predict, then run: the card (``card``) asks the step's question before the run; its
+"what to look for" and measured numbers (``reveal``) land with the status line's Done,
+never before (``_with_reveal``).
 
 A click replays the step's recorded run (``wash.ui.replay``) unless the pace control
 says live or no recording stands for this step here: ``make_load`` decides, says on
@@ -22,14 +29,20 @@ from typing import Any, Callable, Iterator, Sequence
 import gradio as gr
 
 from wash.engine import DEFAULT_PROFILE, PROFILES
-from wash.content.lesson import IDENTIFY_SYSTEMS, OFF, STEPS, Step, measured, step
+from wash.content.lesson import IDENTIFY_SYSTEMS, STEPS, Step, measured, step
 from wash.core import env
-from wash.ui import handlers, identify as identify_ui, replay, texts
+from wash.ui import handlers, identify as identify_ui, plots, replay, texts
 from wash.ui.preload import Preload
-from wash.ui.run import session_of
+from wash.ui.run import SINGLE, UNMARKED, comparison_streams, session_of
 
 #: The Generate handler's outputs the Lesson shows (names of ``handlers.GENERATE_OUTPUTS``).
-OUTPUTS = ("status", "text", "single_text", "zplot", "detection")
+OUTPUTS = ("status", "text", "single_text", "unmarked_text", "zplot", "detection")
+#: What a step with the distribution view shows too: the run (for a click on a token) and its view.
+DISTRIBUTION_OUTPUTS = ("state", "dist", "info")
+#: What the distribution panel shows before a click on a token.
+DIST_HINT = "click a token of the text: each provider's distribution, the average and the consensus"
+#: Where "what to look for" lands, before the run is done.
+LOOK_FOR_WAIT = "*What to look for* shows here once the run is done: predict first."
 #: The Identify tab's probe the identification step runs (about 11 s on 2 cores, docs/BENCHMARKS.md).
 PROBE = "fast"
 
@@ -46,24 +59,40 @@ def generate_inputs(s: Step, models: Sequence[str]) -> tuple:
             s.compare, "eager", serving.top_k, serving.top_p, s.preset.aggregate)
 
 
+def outputs(number: int) -> tuple[str, ...]:
+    """The names a generation step's run updates: ``OUTPUTS``, the distribution view's where it has one."""
+    return OUTPUTS + (DISTRIBUTION_OUTPUTS if step(number).distributions else ()) + ("look_for",)
+
+
 def card(number: int, models: Sequence[str]) -> str:
-    """The step's card: title, what it sets up, what to look for, the question, and what was measured."""
+    """The step's card before its run: title, what it sets up, and the question to predict (no outcome)."""
     s = step(number)
     return "\n\n".join([
         f"### Step {number} of {len(STEPS)}: {s.title}",
         s.preset.why,
         f"*{s.setup(models)}*",
-        f"**What to look for.** {s.look_for}",
-        f"**Question for the class.** {s.question}",
-        measured(number, models=models),
+        f"**Predict first, then run.** {s.question}",
     ])
+
+
+def reveal(number: int, models: Sequence[str]) -> str:
+    """What the card held back until the run is done: what to look for, and what was measured."""
+    return "\n\n".join([f"**What to look for.** {step(number).look_for}", measured(number, models=models)])
+
+
+def _with_reveal(update: dict[str, Any], number: int, models: Sequence[str]) -> dict[str, Any]:
+    """``update`` with "what to look for" added when its status says Done: the two land together."""
+    if str(update.get("status", "")).startswith("**Done"):
+        return {**update, "look_for": reveal(number, models)}
+    return update
 
 
 #: What a step button sets at once, before its run (names of the Lesson's widgets, in this order); the step's
 #: two go states (replay, live) follow them.
-LOAD_OUTPUTS = ("card", "table", "generation", "identification", "single_text", "number", "status", "source")
+LOAD_OUTPUTS = ("card", "table", "generation", "identification", "single_text", "unmarked_text", "averaging",
+                "state", "dist", "info", "look_for", "number", "status", "source")
 #: What the identification step's run sets (names of the Lesson's widgets, in this order).
-IDENTIFY_OUTPUTS = ("identify_plot", "identify_table", "identify_summary", "status")
+IDENTIFY_OUTPUTS = ("identify_plot", "identify_table", "identify_summary", "status", "look_for")
 #: What "try it yourself" sets in the Generate tab (names of its widgets, in this order); the
 #: Identify tab's providers table and the selected tab follow them.
 TRY_OUTPUTS = ("table", "prompt", "max_new", "seed", "mode", "compare", "aggregate", "profile", "temperature",
@@ -110,10 +139,12 @@ def make_load(number: int, models: Sequence[str]) -> Callable[[str], tuple]:
         doing = ("replaying its recorded run" if replaying else
                  "probing the systems" if s.identify else "starting")
         go = time.monotonic_ns()
+        beside = comparison_streams(s.compare)
         return (card(number, models), table(s, models), gr.update(visible=not s.identify),
-                gr.update(visible=s.identify), gr.update(visible=s.compare != OFF), number,
-                f"**Step {number}**: {doing}…", line,
-                go if replaying else gr.skip(), gr.skip() if replaying else go)
+                gr.update(visible=s.identify), gr.update(visible=SINGLE in beside, value=[]),
+                gr.update(visible=UNMARKED in beside, value=[]), gr.update(visible=s.distributions), None,
+                plots.empty_figure(DIST_HINT), "", LOOK_FOR_WAIT, number, f"**Step {number}**: {doing}…",
+                line, go if replaying else gr.skip(), gr.skip() if replaying else go)
     return load
 
 
@@ -142,11 +173,11 @@ def make_replay(number: int, models: Sequence[str]) -> Callable[..., Any]:
         return rec
 
     if s.identify:
-        def identify(pace: str = replay.READING) -> tuple[Any, Any, str, str]:
+        def identify(pace: str = replay.READING) -> tuple[Any, Any, str, str, str]:
             """The recorded identification, through the Identify tab's figure, table and summary."""
             probed = replay.probed(usable(pace))
             return (identify_ui.figure(probed), identify_ui.results_frame(probed), identify_ui.summary(probed),
-                    f"**Done**: {len(probed)} systems, from the recorded probe.")
+                    f"**Done**: {len(probed)} systems, from the recorded probe.", reveal(number, models))
         return identify
 
     def run(pace: str = replay.READING, request: gr.Request = None) -> Iterator[dict[str, Any]]:
@@ -154,11 +185,12 @@ def make_replay(number: int, models: Sequence[str]) -> Callable[..., Any]:
         rec = usable(pace)
         tokens_per_s = 0.0 if pace == replay.AT_ONCE else env.lesson_tokens_per_s()
         generate = handlers.make_generate(None, streams=replay.streams(rec, tokens_per_s))
+        shown = outputs(number)
         for update in generate(*generate_inputs(s, models), request=request):
-            out = {name: value for name, value in update.items() if name in OUTPUTS}
+            out = {name: value for name, value in update.items() if name in shown}
             if "status" in out:
                 out["status"] = replay_status(str(out["status"]), update.get("state"), s.tokens)
-            yield out
+            yield _with_reveal(out, number, models)
     return run
 
 
@@ -166,22 +198,33 @@ def make_run(number: int, models: Sequence[str], preload: Preload | None) -> Cal
     """A step's run: a generator of Generate updates (by name), or the Identify handler's answer."""
     s = step(number)
     if s.identify:
-        def identify(progress: gr.Progress = gr.Progress()) -> tuple[Any, Any, str, str]:
+        def identify(progress: gr.Progress = gr.Progress()) -> tuple[Any, Any, str, str, str]:
             """Water-Probe on the step's providers: every system of the Identify tab, its fast probe."""
             started = time.perf_counter()
             plot, frame, summary = handlers.run_identify(table(s, models), list(IDENTIFY_SYSTEMS), PROBE,
                                                          progress=progress)
             done = f"**Done**: {len(IDENTIFY_SYSTEMS)} systems probed in {time.perf_counter() - started:.0f} s."
-            return plot, frame, summary, done
+            return plot, frame, summary, done, reveal(number, models)
         return identify
 
     generate = handlers.make_generate(preload)
 
     def run(request: gr.Request = None) -> Iterator[dict[str, Any]]:
         """The step's generation through the Generate handler, keeping the outputs the Lesson shows."""
+        shown = outputs(number)
         for update in generate(*generate_inputs(s, models), request=request):
-            yield {name: value for name, value in update.items() if name in OUTPUTS}
+            out = {name: value for name, value in update.items() if name in shown}
+            yield _with_reveal(out, number, models)
     return run
+
+
+@handlers.reports_errors
+def select_token(record: Any, evt: gr.SelectData) -> tuple[Any, Any]:
+    """A click on a token of the step's text: the Generate tab's distribution view of that token
+    (``handlers.step_view``). A step without the view keeps no run, and the click changes nothing."""
+    if record is None:
+        return gr.skip(), gr.skip()
+    return handlers.step_view(record, handlers.token_number(evt))
 
 
 def run_seconds(number: int, models: Sequence[str]) -> Callable[..., int]:

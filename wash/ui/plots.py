@@ -2,6 +2,8 @@
 
 * ``z_figure``: each provider's live detection z against tokens generated, with
   the detection threshold (z = 4) and the level unwatermarked texts rarely pass (z = 2);
+  beside a comparison run, provider 1 alone (dashed) and each detector on the text of
+  the models without watermarks (thin grey lines, near 0);
 * ``distribution_figure``: one step's candidates, grouped bars of every
   provider's p_i, the average p̄ and the consensus p*, with ‖p̄ − p*‖∞; on a step
   drawn from one provider (lazy forwards, routed spans) only that provider's
@@ -22,6 +24,8 @@ from wash.detection import Z_THRESHOLD, Z_WASHED
 PALETTE = ("#2563eb", "#16a34a", "#dc2626", "#9333ea", "#0891b2", "#db2777", "#65a30d", "#ea580c")
 AVERAGE_COLOUR = "#111827"
 CONSENSUS_COLOUR = "#9ca3af"
+#: The legend entry of the grey lines: every detector's z on the text of the models without watermarks.
+UNMARKED_LEGEND = "each detector on the unwatermarked text"
 
 # The app's figures share one look. A template named per figure is validated and
 # deep-copied every time (about 25 ms a figure, most of a live redraw); the default
@@ -60,8 +64,13 @@ def _z_series(steps: Sequence[StepEvent], index: int) -> tuple[list[int], list[f
 def z_figure(labels: Sequence[str], steps: Sequence[StepEvent],
              single_steps: Sequence[StepEvent] | None = None,
              single_label: str | None = None, z_detected: float = Z_THRESHOLD,
-             z_washed: float = Z_WASHED, expect_n: int | None = None) -> go.Figure:
+             z_washed: float = Z_WASHED, expect_n: int | None = None,
+             unmarked_steps: Sequence[StepEvent] | None = None) -> go.Figure:
     """One line per provider (and a dashed one for the single-model run, if any).
+
+    ``unmarked_steps``: the same providers' run with every watermark off. Each detector's z
+    on that text is a thin grey line, one legend entry for all: what text without a
+    watermark scores, the baseline every other line is read against.
 
     ``expect_n``: when the comparison run is provider 1 serving alone, draw its z
     divided by N as a dotted line. P1's own detector sees its perturbation at
@@ -81,6 +90,14 @@ def z_figure(labels: Sequence[str], steps: Sequence[StepEvent],
             scaled = [None if y is None else y / expect_n for y in ys]
             fig.add_trace(go.Scatter(x=xs, y=scaled, mode="lines", name=f"expected for P1: alone / {expect_n}",
                                      line=dict(color=PALETTE[0], width=1, dash="dot")))
+    if unmarked_steps is not None:
+        for i, label in enumerate(labels):
+            xs, ys = _z_series(unmarked_steps, i)
+            who = label.split(" ", 1)[0]
+            fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name=UNMARKED_LEGEND, legendgroup="unmarked",
+                                     showlegend=i == 0, line=dict(color=CONSENSUS_COLOUR, width=1),
+                                     hovertemplate=f"{who} on the unwatermarked text: z %{{y:.2f}}"
+                                                   "<extra></extra>"))
     # Two levels across the plot, as layout shapes: add_hline computes the same
     # shapes through axis-spanning machinery that costs more than the traces.
     fig.update_layout(shapes=[_level(z_detected, "#dc2626", "dash"), _level(z_washed, "#16a34a", "dot")],

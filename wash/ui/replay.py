@@ -2,9 +2,9 @@
 
 Why: every student of a class clicking a seeded step would compute the same text
 again, 11 to 25 s a click on a 2-core CPU (``docs/bench-lesson.json``), two at a time.
-A recording is the run's own event stream (``wash.engine.events``' ``to_dict``, the
-detection's per-token scores kept) in one gzip-compressed JSON file per step under
-``RECORDINGS`` (a third of the plain JSON's size),
+A recording is the run's own event streams (the run's and each comparison's:
+``wash.engine.events``' ``to_dict``, the detection's per-token scores kept) in one
+gzip-compressed JSON file per step under ``RECORDINGS`` (a third of the plain JSON's size),
 with the inputs the Lesson sends (providers table, prompt, tokens, seed, ...), the
 app's models and the code that made it (``wash.core.version.code_version``, whose
 ``engine`` fingerprint hashes the engine's source). ``streams`` hands the events back
@@ -33,7 +33,7 @@ import wash.detection
 from wash.core import env
 from wash.engine import FinishedEvent, GenerationConfig, LoadEvent, StepEvent, event_from_dict
 from wash.ui import identify as identify_ui
-from wash.ui.run import SINGLE, WASH, Streams, Throttle, drive
+from wash.ui.run import WASH, Streams, Throttle, drive
 from wash.core.version import ROOT, code_version, engine_fingerprint, source_fingerprint
 
 #: Where the recordings are kept (unless ``WASH_LESSON_RECORDINGS`` says): one ``step-N.json.gz`` per step.
@@ -99,9 +99,7 @@ def record_generate(inputs: Sequence[Any], models: Sequence[str]) -> dict:
         record = view.record
     if record is None or not record.finished:
         raise RuntimeError("the run did not finish")
-    events = {WASH: [_dump(e) for e in record.events[WASH]]}
-    if record.compare:
-        events[SINGLE] = [_dump(e) for e in record.events[SINGLE]]
+    events = {name: [_dump(e) for e in record.events[name]] for name in (WASH, *record.comparisons)}
     return {"settings": plain(record.settings), "events": events}
 
 
@@ -184,12 +182,12 @@ def paced(stream: Iterable[Any], tokens_per_s: float, stop: threading.Event,
 
 
 def streams(rec: dict, tokens_per_s: float) -> Streams:
-    """``rec``'s streams for ``drive``: the run paced at ``tokens_per_s``, its comparison beside it."""
-    def opened(config: GenerationConfig, compare: str | None, stop: threading.Event,
+    """``rec``'s streams for ``drive``: the run paced at ``tokens_per_s``, each comparison beside it."""
+    def opened(config: GenerationConfig, comparisons: dict[str, str], stop: threading.Event,
                relay: Callable[[LoadEvent], None]) -> dict[str, Iterator]:
         out = {WASH: paced(events(rec, WASH), tokens_per_s, stop)}
-        if compare:
-            out[SINGLE] = iter(events(rec, SINGLE))  # lockstep advances it with the paced run
+        for name in comparisons:
+            out[name] = iter(events(rec, name))  # lockstep advances it with the paced run
         return out
     return opened
 

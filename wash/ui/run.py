@@ -34,24 +34,40 @@ from wash.core.errors import WashInputError
 from wash.ui.preload import Preload
 from wash.ui.settings import missing_markdown, missing_models
 
-WASH, SINGLE = "wash", "single"
+WASH, SINGLE, UNMARKED = "wash", "single", "unwatermarked"
 SINGLE_LABEL_SUFFIX = " alone (single mode)"
-#: What the comparison switch can run beside the chosen mode: nothing, provider 1 alone,
-#: or one of the paper's baselines (``wash.baselines``) on the same prompt and seed.
+#: What the comparison switch can run beside the chosen mode: nothing, provider 1 alone, the same
+#: providers with every watermark off (``unwatermarked``), both of these, or one of the paper's
+#: baselines (``wash.baselines``), on the same prompt and seed.
 OFF = "off"
-COMPARISONS = (OFF, SINGLE, *(m.name for m in MODE_TABLE.values() if m.baseline))
+BOTH = f"{SINGLE}+{UNMARKED}"
+COMPARISONS = (OFF, SINGLE, UNMARKED, BOTH, *(m.name for m in MODE_TABLE.values() if m.baseline))
 
 
-def comparison_mode(value: object) -> str | None:
-    """The mode the comparison run uses, or ``None``; ``True``/``False`` (older API callers) mean single/off."""
+def comparison_streams(value: object) -> dict[str, str]:
+    """The comparison runs a switch value asks for: {stream name: its mode}, empty for none.
+
+    Why two streams and not a list of any length: the page has two places for a comparison
+    text. The ``single`` stream holds provider 1 alone or a baseline (the dashed z line); the
+    ``unwatermarked`` stream holds the same providers with every watermark off, whose
+    detectors' z show what text without a watermark scores (near 0). ``True``/``False``
+    (older API callers) mean single/off."""
     if value is None or value is False or (isinstance(value, str) and value.strip().lower() in ("", OFF)):
-        return None
+        return {}
     if value is True:
-        return SINGLE
+        return {SINGLE: SINGLE}
     name = str(value).strip().lower()
     if name not in COMPARISONS:
         raise WashInputError(f"unknown comparison '{value}' (accepted: {', '.join(COMPARISONS)})")
-    return name
+    modes = name.split("+")
+    return {(UNMARKED if mode == UNMARKED else SINGLE): mode for mode in modes}
+
+
+def comparison_mode(value: object) -> str | None:
+    """The mode of the ``single`` stream's comparison run (provider 1 alone or a baseline), or ``None``."""
+    return comparison_streams(value).get(SINGLE)
+
+
 #: Queue tags of the worker besides the stream names.
 _PRELOAD, _PRELOAD_DONE, _ERROR, _DONE = "preload", "preload-done", "error", "done"
 
@@ -231,11 +247,12 @@ class RunRecord:
 
     settings: dict
     labels: list[str]
-    #: The comparison run's mode (``single`` or a baseline), or ``None`` without one.
-    compare: str | None
-    events: dict[str, list] = field(default_factory=lambda: {WASH: [], SINGLE: []})
-    steps: dict[str, list[StepEvent]] = field(default_factory=lambda: {WASH: [], SINGLE: []})
-    results: dict[str, RunResult | None] = field(default_factory=lambda: {WASH: None, SINGLE: None})
+    #: The comparison runs beside it: {stream name (``single``, ``unwatermarked``): its mode}.
+    comparisons: dict[str, str] = field(default_factory=dict)
+    events: dict[str, list] = field(default_factory=lambda: {WASH: [], SINGLE: [], UNMARKED: []})
+    steps: dict[str, list[StepEvent]] = field(default_factory=lambda: {WASH: [], SINGLE: [], UNMARKED: []})
+    results: dict[str, RunResult | None] = field(default_factory=lambda: {WASH: None, SINGLE: None,
+                                                                          UNMARKED: None})
     load_messages: list[str] = field(default_factory=list)
     #: Seconds from the click to the first committed token (model loading included).
     first_token_s: float | None = None
@@ -244,12 +261,24 @@ class RunRecord:
     preload_wait_s: float | None = None
 
     @classmethod
-    def start(cls, config: GenerationConfig, compare: str | None) -> "RunRecord":
+    def start(cls, config: GenerationConfig, compare: object) -> "RunRecord":
+        """``compare``: the streams ``comparison_streams`` gives, or a switch value it reads."""
+        comparisons = compare if isinstance(compare, dict) else comparison_streams(compare)
         settings = {k: v for k, v in dataclasses.asdict(config).items() if k != "providers"}
         settings["providers"] = [str(s) for s in config.providers]
-        settings["compare_with"] = compare or OFF
+        settings["compare_with"] = "+".join(comparisons.values()) or OFF
         return cls(settings=settings, labels=[s.label(i) for i, s in enumerate(config.active_providers())],
-                   compare=compare)
+                   comparisons=dict(comparisons))
+
+    @property
+    def compare(self) -> str | None:
+        """The ``single`` stream's mode (provider 1 alone or a baseline), or ``None`` without one."""
+        return self.comparisons.get(SINGLE)
+
+    @property
+    def unmarked(self) -> bool:
+        """Whether the same providers ran beside it with every watermark off."""
+        return UNMARKED in self.comparisons
 
     @property
     def single_label(self) -> str:
@@ -276,7 +305,7 @@ class RunRecord:
 
     @property
     def finished(self) -> bool:
-        return self.results[WASH] is not None and (not self.compare or self.results[SINGLE] is not None)
+        return all(self.results[name] is not None for name in (WASH, *self.comparisons))
 
     def to_json(self) -> dict:
         """The download: settings, provider labels, every event of each stream, as plain JSON."""
@@ -285,6 +314,8 @@ class RunRecord:
                "events": [e.to_dict() for e in self.events[WASH]]}
         if self.compare:
             out["single_events"] = [e.to_dict() for e in self.events[SINGLE]]
+        if self.unmarked:
+            out["unwatermarked_events"] = [e.to_dict() for e in self.events[UNMARKED]]
         return out
 
 
@@ -344,26 +375,26 @@ def _wait_for_preload(preload: Preload, stop: threading.Event, out: queue.Queue,
             return
 
 
-#: Opens a run's event streams: (config, comparison mode or None, stop flag, load relay) ->
+#: Opens a run's event streams: (config, comparison streams {name: mode}, stop flag, load relay) ->
 #: {stream name: its events}. ``live_streams`` runs the engine; a recorded run (``wash.ui.replay``)
 #: hands back the events it recorded, so both are drawn by the same code.
-Streams = Callable[[GenerationConfig, "str | None", threading.Event, Callable[[LoadEvent], None]],
+Streams = Callable[[GenerationConfig, dict[str, str], threading.Event, Callable[[LoadEvent], None]],
                    dict[str, Iterator]]
 
 
-def live_streams(config: GenerationConfig, compare: str | None, stop: threading.Event,
+def live_streams(config: GenerationConfig, comparisons: dict[str, str], stop: threading.Event,
                  relay: Callable[[LoadEvent], None]) -> dict[str, Iterator]:
-    """The engine's own streams: the run, and the comparison beside it."""
+    """The engine's own streams: the run, and each comparison beside it."""
     from wash.api import stream as generate_stream
 
     streams = {WASH: generate_stream(config, should_stop=stop.is_set, on_load=relay)}
-    if compare:
-        streams[SINGLE] = generate_stream(comparison_config(config, compare), should_stop=stop.is_set,
-                                          on_load=relay)
+    for name, mode in comparisons.items():
+        streams[name] = generate_stream(comparison_config(config, mode), should_stop=stop.is_set,
+                                        on_load=relay)
     return streams
 
 
-def _worker(config: GenerationConfig, compare: str | None, stop: threading.Event, out: queue.Queue,
+def _worker(config: GenerationConfig, compare: dict[str, str], stop: threading.Event, out: queue.Queue,
             preload: Preload | None, streams: Streams | None = None) -> None:
     try:
         if streams is None and preload is not None and preload.started and not preload.done:
@@ -426,11 +457,10 @@ def drive(config: GenerationConfig, compare: str | bool | None, stop: threading.
     model's context). Closing this generator early (browser gone, request
     cancelled) sets ``stop`` so the worker ends too.
     """
-    compare = comparison_mode(compare)
-    if compare == config.mode:
-        compare = None  # the same run twice shows nothing
-    if compare:
-        comparison_config(config, compare)  # a comparison that cannot run fails before anything starts
+    # the same run twice shows nothing
+    compare = {name: mode for name, mode in comparison_streams(compare).items() if mode != config.mode}
+    for mode in compare.values():
+        comparison_config(config, mode)  # a comparison that cannot run fails before anything starts
     record = RunRecord.start(config, compare)
     throttle = throttle or Throttle()
     out: queue.Queue = queue.Queue()

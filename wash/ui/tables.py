@@ -46,13 +46,15 @@ def empty_detection_frame() -> pd.DataFrame:
     return pd.DataFrame(columns=DETECTION_COLUMNS)
 
 
-def combined_detection(result: RunResult, single_result: RunResult | None) -> pd.DataFrame:
-    """The run's rows, then the comparison run's rows (P1 alone, or a baseline) when there was one."""
+def combined_detection(result: RunResult, *comparisons: RunResult | None) -> pd.DataFrame:
+    """The run's rows, then each comparison run's rows (P1 alone or a baseline; the models without
+    watermarks) where there was one."""
     threshold = float(result.settings.get("z_threshold", Z_THRESHOLD))
     frames = [detection_frame(result.detection, run=result.mode, threshold=threshold)]
-    if single_result is not None:
-        name = "single (P1 alone)" if single_result.mode == "single" else single_result.mode
-        frames.append(detection_frame(single_result.detection, run=name, threshold=threshold))
+    for other in comparisons:
+        if other is not None:
+            name = "single (P1 alone)" if other.mode == "single" else other.mode
+            frames.append(detection_frame(other.detection, run=name, threshold=threshold))
     return pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
 
 
@@ -62,7 +64,7 @@ def tokens_per_second(result: RunResult) -> float:
 
 
 def routing_markdown(result: RunResult, single_result: RunResult | None = None,
-                     first_token_s: float | None = None) -> str:
+                     first_token_s: float | None = None, unmarked_result: RunResult | None = None) -> str:
     """Routing statistics and speed of the finished run(s)."""
     r, t = result.routing, result.timing
     first = "" if first_token_s is None else f" · first token {first_token_s:.1f} s after the click"
@@ -77,9 +79,10 @@ def routing_markdown(result: RunResult, single_result: RunResult | None = None,
     ]
     if calls:
         lines.append(f"Forward calls per base model: {calls}.")
-    if single_result is not None:
-        lines.append(f"Comparison run ({single_result.mode}): {single_result.routing.tokens} tokens at "
-                     f"{tokens_per_second(single_result):.2f} tokens/s.")
+    for other in (single_result, unmarked_result):
+        if other is not None:
+            lines.append(f"Comparison run ({other.mode}): {other.routing.tokens} tokens at "
+                         f"{tokens_per_second(other):.2f} tokens/s.")
     return "  \n".join(lines)
 
 
