@@ -129,7 +129,9 @@ def test_browser_a_new_step_ends_the_running_one_and_try_it_opens_generate(lesso
     page.wait_for_function("() => document.querySelector('#providers').innerText.includes('505')")
     assert page.locator("#max-new-tokens input[type=number]").input_value() == str(STEPS[2].tokens)
     assert page.locator(f"#compare input[value='{STEPS[2].compare}']").is_checked()
-    assert page.locator("#single-text").is_visible() and page.locator("#unmarked-text").is_visible()
+    # the comparison's texts show once the radio's own change event has run (a second round trip)
+    page.wait_for_selector("#single-text", state="visible")
+    page.wait_for_selector("#unmarked-text", state="visible")
     page.close()
 
 
