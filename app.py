@@ -77,7 +77,7 @@ def _generate_tab(models: list[str], preload: Preload | None) -> dict:
             gr.Markdown("**Presets**")
             with gr.Row():
                 w["presets"] = [gr.Button(name, size="sm", elem_id=f"preset-{i}")
-                                for i, name in enumerate(preset_names())]
+                                for i, name in enumerate(preset_names(models))]
             w["preset_info"] = gr.Markdown(preset_description(preset_names()[0], models), elem_id="preset-info")
             w["table"] = _providers_table(first_rows, "providers",
                                           "Providers: one row each (model, scheme, integer key, "
@@ -379,7 +379,7 @@ def _by_component(handler: Callable, widgets: dict, demo: gr.Blocks) -> Callable
 
 def _wire_generate(demo: gr.Blocks, g: dict, d: dict, tabs: gr.Tabs, models: list[str],
                    preload: Preload | None) -> None:
-    for button, name in zip(g["presets"], preset_names()):
+    for button, name in zip(g["presets"], preset_names(models)):
         button.click(handlers.make_preset_handler(name, models), None,
                      [g["table"], g["mode"], g["aggregate"], g["max_new"], g["preset_info"]],
                      api_visibility="undocumented")

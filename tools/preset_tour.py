@@ -137,10 +137,11 @@ def tour(args: argparse.Namespace) -> dict:
     from playwright.sync_api import sync_playwright
 
     from wash.content.presets import preset_names
+    from wash.ui.settings import app_models
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    names = preset_names()
+    names = preset_names(app_models())  # the app's buttons: the presets its models can run
     chosen = [int(i) for i in args.presets.split(",")] if args.presets else list(range(len(names)))
     seeds = [int(s) for s in args.seeds.split(",")]
     log = Path(tempfile.mkstemp(prefix="wash-tour-app-", suffix=".log")[1])

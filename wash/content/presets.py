@@ -11,7 +11,9 @@ measured. Its description has two parts:
   provider reached over the measured seeds. A re-run changes the page's numbers
   without anyone editing a sentence, and a preset that was never measured says so.
 
-Model slots ``A``/``B`` stand for the first and second model the app offers.
+Model slots ``A``/``B`` stand for the first and second model the app offers. A preset with
+models of its own (``models``: the larger hub-only ones) fills slots ``A``/``B``/``C`` with them
+and is offered only where the app offers them all (``preset_names(models)``: a GPU and the hub).
 """
 
 from __future__ import annotations
@@ -39,12 +41,21 @@ class Preset:
     rows: tuple[tuple[str, str, int, str], ...]
     mode: str = "wash"
     aggregate: str = "mean"
+    #: Its own models for slots ``A``, ``B``, ``C`` (empty: the first two the app offers).
+    models: tuple[str, ...] = ()
+
+    def offered(self, models: Sequence[str]) -> bool:
+        """Whether the app offering ``models`` can run it (every model of its own among them)."""
+        return set(self.models) <= set(models)
 
     def resolved(self, models: Sequence[str]) -> list[tuple[str, str, int, str]]:
-        """The rows with the slots ``A``/``B`` replaced by the offered models."""
-        if not models:
+        """The rows with the slots replaced by the preset's own models, else by the offered ones."""
+        if self.models:
+            slot = dict(zip("ABC", self.models))
+        elif not models:
             raise WashInputError("no model is offered")
-        slot = {"A": models[0], "B": models[1] if len(models) > 1 else models[0]}
+        else:
+            slot = {"A": models[0], "B": models[1] if len(models) > 1 else models[0]}
         return [(slot[m], scheme, key, params) for m, scheme, key, params in self.rows]
 
     def specs(self, models: Sequence[str]) -> list[ProviderSpec]:
@@ -103,11 +114,27 @@ PRESETS: tuple[Preset, ...] = (
     Preset("Single watermarked model",
            "One KGW provider served alone: the baseline every detector catches.",
            (("A", "kgw", 15485863, ""),), mode="single"),
+    Preset("Paper setting on 0.5-2B instruct models (GPU)",
+           "The first preset's three providers on two larger instruct models of two families, "
+           "Qwen2.5-0.5B-Instruct (slot A: KGW and DiPMark) and SmolLM2-1.7B-Instruct (AAR), whose "
+           "byte-level tokenizers of 151,643 and 49,152 regular tokens split many words differently, "
+           "so routing and re-synchronisation are at work. Offered where a GPU and the model hub are "
+           "present; compare its z with the first preset's on the small models.",
+           _PAPER_MIX, models=("qwen2.5-0.5b", "smollm2-1.7b")),
+    Preset("Three families, three tokenizers (GPU)",
+           "Qwen2.5-0.5B-Instruct (KGW), SmolLM2-1.7B-Instruct (AAR) and Gemma-3-270M (DiPMark): "
+           "three base models whose tokenizers differ (two byte-level BPEs and a SentencePiece "
+           "vocabulary of 262,144), each with its own scheme and key, so the average is formed over "
+           "the union of three vocabularies and each detector sees its perturbation at weight 1/3. "
+           "Offered where a GPU and the model hub are present.",
+           (("A", "kgw", 15485863, ""), ("B", "aar", 42, ""), ("C", "dipmark", 7, "")),
+           models=("qwen2.5-0.5b", "smollm2-1.7b", "gemma3")),
 )
 
 
-def preset_names() -> list[str]:
-    return [p.name for p in PRESETS]
+def preset_names(models: Sequence[str] | None = None) -> list[str]:
+    """Every preset's name, or those the app offering ``models`` can run (``Preset.offered``)."""
+    return [p.name for p in PRESETS if models is None or p.offered(models)]
 
 
 def preset(name: str) -> Preset:

@@ -43,7 +43,8 @@ class Variable:
 
 APP_MODELS = Variable(
     "WASH_APP_MODELS", "`smollm2,gemma3`",
-    "models offered (and accepted) by the app, comma-separated; `tiny-smollm2,tiny-gemma3` for tests")
+    "models offered (and accepted) by the app, comma-separated; `tiny-smollm2,tiny-gemma3` for tests. Unset, "
+    "the app also offers `qwen2.5-0.5b,smollm2-1.7b` where a GPU and the model hub are present")
 ALLOW_EXTERNAL_MODELS = Variable(
     "WASH_ALLOW_EXTERNAL_MODELS", "off",
     "`1` also accepts Hugging Face hub ids or local directories as models (never remote code); a Ray "

