@@ -270,8 +270,27 @@ def test_each_target_writes_its_front_matter_and_setting(space, gpu_space):
         assert json.loads((folder / "space_build.json").read_text())["hardware"] == target
         built, repo = ((f / "README.md").read_text().splitlines() for f in (folder, ROOT))
         changed = set(built) ^ set(repo)
-        assert {line.split(":")[0] for line in changed} <= {"suggested_hardware", "python_version"}
+        hub = {f"  - {i}" for i in builder_hub_ids()} if target != "cpu" else set()
+        assert {line.split(":")[0] for line in changed - hub} <= {"suggested_hardware", "python_version"}
+        assert hub <= set(built) and len(hub) == (2 if target != "cpu" else 0)
+        if target != "cpu":  # in both lists: the Space declares them and fetches them at its build
+            assert {m for m in builder_hub_ids()} <= set(meta_lists(folder)["models"]) & set(
+                meta_lists(folder)["preload_from_hub"])
     assert "download.pytorch.org/whl/cpu" in (space / "requirements.txt").read_text()
+
+
+def builder_hub_ids() -> list[str]:
+    from wash.publish.space import gpu_hub_ids
+
+    return gpu_hub_ids()
+
+
+def meta_lists(folder) -> dict[str, list[str]]:
+    """The built README's front-matter lists, read by a YAML parser."""
+    import yaml
+
+    text = (folder / "README.md").read_text()
+    return yaml.safe_load(text.split("---", 2)[1])
 
 
 def test_zero_gpu_runs_a_python_and_torch_its_docs_list():

@@ -224,7 +224,30 @@ def target_front_matter(readme: str, target: str, root: Path = ROOT) -> str:
         head, found = re.subn(rf"^{key}:.*$", f"{key}: {value}", head, count=1, flags=re.M)
         if not found:
             head += f"\n{key}: {value}"
+    if hardware(target).suggested:  # a GPU Space offers the hub-only models: fetched when it is built
+        for key in ("models", "preload_from_hub"):
+            head = _add_items(head, key, gpu_hub_ids())
     return head + readme[end:]
+
+
+def gpu_hub_ids() -> list[str]:
+    """The hub ids of the catalog models a GPU Space offers that no package ships (``catalog.HUB_MODELS``)."""
+    from wash.engine.catalog import CATALOG, HUB_MODELS
+
+    return [CATALOG[name].hub_fallback for name in HUB_MODELS if CATALOG[name].hub_fallback]
+
+
+def _add_items(head: str, key: str, items: list[str]) -> str:
+    """The front matter ``head`` with ``items`` in its list ``key`` (made when missing), none twice."""
+    lines = head.split("\n")
+    if f"{key}:" not in lines:
+        lines.append(f"{key}:")
+    first = at = lines.index(f"{key}:") + 1
+    while at < len(lines) and lines[at].startswith("  - "):
+        at += 1
+    present = {line[4:].strip() for line in lines[first:at]}
+    lines[at:at] = [f"  - {item}" for item in items if item not in present]
+    return "\n".join(lines)
 
 
 def linked_pages(root: Path = ROOT, start: str = "README.md") -> tuple[list[str], list[str]]:
