@@ -274,7 +274,7 @@ def test_the_app_places_the_results_tab_after_identify_and_its_handler_answers_a
     spec.loader.exec_module(module)
     demo = module.build_demo(Preload([]).start())
     tabs = [b.label for b in demo.blocks.values() if isinstance(b, gr.Tab)]
-    assert tabs == ["Generate", "Lesson", "Detect", "Identify", "Results", "Theory", "About"]
+    assert tabs == ["Generate", "Lesson", "Quiz", "Detect", "Identify", "Results", "Theory", "About"]
     out = handlers.show_results("kgw", results.ALL, results.ALL)
     assert len(out) == len(results.OUTPUTS)
     assert all(a is b for a, b in zip(out, results.view("kgw").outputs()))  # the cached view, not a new one
