@@ -11,16 +11,19 @@ engine's fingerprint.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
 import pandas as pd
 import pytest
+from gradio.components.plot import PlotData
 
 from wash.engine import FinishedEvent, StepEvent, event_from_dict
 from wash.engine.catalog import OFFLINE_DEFAULTS
 from wash.content.lesson import STEPS
 from wash.ui import handlers, plots
+from wash.ui import identify as identify_ui
 from wash.ui import lesson as lesson_ui
 from wash.ui import replay
 from wash.ui.run import comparison_streams
@@ -176,3 +179,62 @@ def test_the_unwatermarked_text_beside_a_step_is_the_engines_unwatermarked_run(t
     assert recorded.mode == "unwatermarked" and recorded.text == direct.text
     assert [(d.provider, d.z) for d in recorded.detection] == [(d.provider, d.z) for d in direct.detection]
     assert len(recorded.detection) == len(STEPS[number - 1].preset.rows)
+
+
+def _updates(number: int, rec: dict, shown=handlers.ALL_OUTPUTS) -> list[dict]:
+    """Every update of step ``number``'s recorded run through the Generate handler, at once."""
+    generate = handlers.make_generate(None, streams=replay.streams(rec, 0.0), shown=shown)
+    return list(generate(*lesson_ui.generate_inputs(STEPS[number - 1], TINY)))
+
+
+def test_a_lesson_run_builds_only_what_it_shows_and_shows_what_a_full_run_does(tiny_recordings, monkeypatch):
+    """The Lesson's runs skip the Generate tab's outputs it has no place for (downloads, evidence, the slider,
+    and the distribution view outside step 2), and what it shows is what the full handler draws."""
+    monkeypatch.setenv("WASH_APP_MODELS", ",".join(TINY))
+    for number in (1, 2):
+        shown = lesson_ui.outputs(number)
+        rec = tiny_recordings[number]
+        full, lesson = _updates(number, rec), _updates(number, rec, shown)
+        assert all(set(u) <= {*shown, "status", "state"} for u in lesson), number
+        assert "json" in full[-1] and "json" not in lesson[-1] and ("dist" in lesson[0]) == (number == 2)
+        full_last, lesson_last = _last(full), _last(lesson)
+        for name in set(shown) & set(full_last) - {"detection", "zplot", "dist", "state"}:
+            assert lesson_last[name] == full_last[name], (number, name)
+        assert lesson_last["state"].steps == full_last["state"].steps  # what the distribution view reads
+        pd.testing.assert_frame_equal(lesson_last["detection"], full_last["detection"])
+        assert lesson_last["zplot"].to_json() == full_last["zplot"].to_json()
+
+
+def test_the_first_chart_of_a_run_is_its_own_providers_drawn_once(tiny_recordings, monkeypatch):
+    """The empty z chart every run starts with is serialised once per set of providers: steps with other
+    providers get their own, each the chart a fresh figure gives."""
+    monkeypatch.setenv("WASH_APP_MODELS", ",".join(TINY))
+    firsts = {n: _updates(n, tiny_recordings[n], lesson_ui.outputs(n))[0] for n in (1, 2)}
+    for number, first in firsts.items():
+        labels = first["state"].labels
+        assert first["zplot"] == PlotData(type="plotly", plot=plots.z_figure(labels, []).to_json())
+        assert first["zplot"] is handlers.empty_z_plot(tuple(labels))  # drawn once, not per run
+    assert len(firsts[1]["state"].labels) != len(firsts[2]["state"].labels)
+    assert firsts[1]["zplot"] != firsts[2]["zplot"]
+    assert handlers.hint_plot("a") == PlotData(type="plotly", plot=plots.empty_figure("a").to_json())
+    assert handlers.hint_plot("a") != handlers.hint_plot("b")
+
+
+def test_a_replayed_identification_is_its_recording_as_it_stands(tiny_recordings, tmp_path, monkeypatch):
+    """The identification's views are kept per recorded answer: a re-made recording shows its own."""
+    monkeypatch.setattr(replay, "RECORDINGS", tmp_path)
+    rec = tiny_recordings[5]
+    file = replay.write(rec, tmp_path)
+    plot, frame, summary, *_ = lesson_ui.make_replay(5, TINY)(replay.READING)
+    probed = replay.probed(rec)
+    assert plot == PlotData(type="plotly", plot=identify_ui.figure(probed).to_json())
+    pd.testing.assert_frame_equal(frame, identify_ui.results_frame(probed))
+    assert summary == identify_ui.summary(probed)
+    remade = dict(rec, probed=[dict(p, p=0.5, p_holm=0.5) for p in rec["probed"]])
+    stamp = file.stat().st_mtime_ns
+    replay.write(remade, tmp_path)
+    os.utime(file, ns=(stamp + 10**9, stamp + 10**9))  # a later file, however coarse the clock
+    plot2, frame2, summary2, *_ = lesson_ui.make_replay(5, TINY)(replay.READING)
+    assert list(frame2["p"]) == ["0.5"] * len(probed) != list(frame["p"])
+    pd.testing.assert_frame_equal(frame2, identify_ui.results_frame(replay.probed(remade)))
+    assert plot2 == PlotData(type="plotly", plot=identify_ui.figure(replay.probed(remade)).to_json())

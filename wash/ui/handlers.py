@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import functools
 import logging
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Collection, Iterator
 
 import gradio as gr
+from gradio.components.plot import PlotData
 
 from wash.engine import PROFILES, command_line, profile_name, ProviderDetection
 from wash.core.errors import WashInputError
@@ -78,22 +79,32 @@ def remove_provider(table: Any) -> list:
 GENERATE_OUTPUTS = ("status", "text", "single_text", "zplot", "dist", "step", "info", "detection", "routing",
                     "json", "csv", "plain", "state", "evidence_provider", "evidence", "evidence_note",
                     "unmarked_text")
+#: Every output: what a handler builds unless told the page shows fewer.
+ALL_OUTPUTS = frozenset(GENERATE_OUTPUTS)
 
 
-def _plot_outputs(record: RunRecord) -> dict[str, Any]:
+def _only(shown: Collection[str], makers: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+    """The outputs named in ``shown``, each built only then: a page that hides an output (the Lesson shows
+    six of the Generate tab's) pays nothing for it, on every redraw of every student's run."""
+    return {name: make() for name, make in makers.items() if name in shown}
+
+
+def _plot_outputs(record: RunRecord, shown: Collection[str] = ALL_OUTPUTS) -> dict[str, Any]:
     """z chart; with a token, its distribution, the step slider and the token's description."""
     steps = record.steps[WASH]
     single = record.steps[SINGLE] if record.compare else None
     expect = len(record.labels) if record.compare == SINGLE else None
     unmarked = record.steps[UNMARKED] if record.unmarked else None
-    out: dict[str, Any] = {"zplot": plots.z_figure(record.labels, steps, single, record.single_label,
-                                                   expect_n=expect, unmarked_steps=unmarked)}
+    makers: dict[str, Callable[[], Any]] = {
+        "zplot": lambda: plots.z_figure(record.labels, steps, single, record.single_label, expect_n=expect,
+                                        unmarked_steps=unmarked)}
     if steps:
         last = steps[-1]
-        out.update(dist=plots.distribution_figure(last, record.labels, record.lazy),
-                   step=gr.update(minimum=1, maximum=max(2, len(steps)), value=len(steps), interactive=True),
-                   info=tokens.describe_step(last, record.labels, record.lazy))
-    return out
+        makers.update(dist=lambda: plots.distribution_figure(last, record.labels, record.lazy),
+                      step=lambda: gr.update(minimum=1, maximum=max(2, len(steps)), value=len(steps),
+                                             interactive=True),
+                      info=lambda: tokens.describe_step(last, record.labels, record.lazy))
+    return _only(shown, makers)
 
 
 def _evidence(record: RunRecord | None, label: str | None) -> tuple[list, str]:
@@ -105,49 +116,70 @@ def _evidence(record: RunRecord | None, label: str | None) -> tuple[list, str]:
     return tokens.score_segments(chosen.tokens, chosen.per_token, chosen.token_null), tokens.evidence_note(chosen)
 
 
-def _final_outputs(record: RunRecord) -> dict[str, Any]:
+def _final_outputs(record: RunRecord, shown: Collection[str] = ALL_OUTPUTS) -> dict[str, Any]:
     """Detection table, routing stats, downloads, plain text, and provider 1's per-token evidence."""
     result, single, unmarked = record.results[WASH], record.results[SINGLE], record.results[UNMARKED]
-    frame = tables.combined_detection(result, single, unmarked)
+    frame = functools.cache(lambda: tables.combined_detection(result, single, unmarked))
     labels = [d.provider for d in result.detection]
-    segments, note = _evidence(record, labels[0] if labels else None)
-    return {"detection": frame,
-            "routing": tables.routing_markdown(result, single, record.first_token_s, unmarked),
-            "json": gr.update(value=tables.write_run_json(record.to_json()), interactive=True),
-            "csv": gr.update(value=tables.write_csv(frame), interactive=True), "plain": result.text,
-            "evidence_provider": gr.update(choices=labels, value=labels[0] if labels else None,
-                                           interactive=bool(labels)),
-            "evidence": segments, "evidence_note": note}
+    evidence = functools.cache(lambda: _evidence(record, labels[0] if labels else None))
+    return _only(shown, {
+        "detection": frame,
+        "routing": lambda: tables.routing_markdown(result, single, record.first_token_s, unmarked),
+        "json": lambda: gr.update(value=tables.write_run_json(record.to_json()), interactive=True),
+        "csv": lambda: gr.update(value=tables.write_csv(frame()), interactive=True),
+        "plain": lambda: result.text,
+        "evidence_provider": lambda: gr.update(choices=labels, value=labels[0] if labels else None,
+                                               interactive=bool(labels)),
+        "evidence": lambda: evidence()[0], "evidence_note": lambda: evidence()[1]})
 
 
-def _view_outputs(view: RunView) -> dict[str, Any]:
+def _view_outputs(view: RunView, shown: Collection[str] = ALL_OUTPUTS) -> dict[str, Any]:
     record = view.record
-    out: dict[str, Any] = {"status": view.status, "text": tokens.highlight_segments(record.steps[WASH]),
-                           "state": record}
+    makers: dict[str, Callable[[], Any]] = {"text": lambda: tokens.highlight_segments(record.steps[WASH])}
     if record.compare:
-        out["single_text"] = tokens.highlight_segments(record.steps[SINGLE])
+        makers["single_text"] = lambda: tokens.highlight_segments(record.steps[SINGLE])
     if record.unmarked:
-        out["unmarked_text"] = tokens.highlight_segments(record.steps[UNMARKED])
+        makers["unmarked_text"] = lambda: tokens.highlight_segments(record.steps[UNMARKED])
+    out = {"status": view.status, **_only(shown, makers), "state": record}
     if view.refresh:
-        out.update(_plot_outputs(record))
+        out.update(_plot_outputs(record, shown))
     if view.finished and record.finished:
-        out.update(_final_outputs(record))
+        out.update(_final_outputs(record, shown))
     return out
 
 
-def _reset_outputs(record: RunRecord) -> dict[str, Any]:
+@functools.lru_cache(maxsize=256)
+def empty_z_plot(labels: tuple[str, ...]) -> PlotData:
+    """The z chart of a run with these providers before its first token, serialised once per set of labels.
+
+    Why: every run's first update carries it, and thirty students starting one Lesson step at once would
+    build the same plotly figure thirty times (about 5 ms each on a 2-core CPU) before their first token.
+    Gradio's ``gr.Plot`` sends a ``PlotData`` as it is; the chart depends on ``labels`` alone."""
+    return PlotData(type="plotly", plot=plots.z_figure(labels, []).to_json())
+
+
+@functools.lru_cache(maxsize=64)
+def hint_plot(message: str) -> PlotData:
+    """``plots.empty_figure(message)`` serialised once (``empty_z_plot`` says why)."""
+    return PlotData(type="plotly", plot=plots.empty_figure(message).to_json())
+
+
+def _reset_outputs(record: RunRecord, shown: Collection[str] = ALL_OUTPUTS) -> dict[str, Any]:
     """The first update of a run: clear everything the previous run left."""
     colours = tokens.colour_map(plots.PALETTE, len(record.labels))
-    return {"status": "**Starting…**", "text": gr.update(value=[], color_map=colours),
-            "single_text": gr.update(value=[], color_map=colours),
-            "unmarked_text": gr.update(value=[], color_map=colours),
-            "zplot": plots.z_figure(record.labels, []),
-            "dist": plots.empty_figure("waiting for the first token…"),
-            "step": gr.update(minimum=1, maximum=2, value=1, interactive=False), "info": "",
-            "detection": tables.empty_detection_frame(), "routing": "",
-            "json": gr.update(value=None, interactive=False), "csv": gr.update(value=None, interactive=False),
-            "plain": "", "state": record, "evidence_provider": gr.update(choices=[], value=None, interactive=False),
-            "evidence": [], "evidence_note": ""}
+    out = _only(shown, {
+        "text": lambda: gr.update(value=[], color_map=colours),
+        "single_text": lambda: gr.update(value=[], color_map=colours),
+        "unmarked_text": lambda: gr.update(value=[], color_map=colours),
+        "zplot": lambda: empty_z_plot(tuple(record.labels)),
+        "dist": lambda: hint_plot("waiting for the first token…"),
+        "step": lambda: gr.update(minimum=1, maximum=2, value=1, interactive=False), "info": lambda: "",
+        "detection": tables.empty_detection_frame, "routing": lambda: "",
+        "json": lambda: gr.update(value=None, interactive=False),
+        "csv": lambda: gr.update(value=None, interactive=False), "plain": lambda: "",
+        "evidence_provider": lambda: gr.update(choices=[], value=None, interactive=False),
+        "evidence": lambda: [], "evidence_note": lambda: ""})
+    return {"status": "**Starting…**", **out, "state": record}
 
 
 def show_evidence(record: RunRecord | None, label: str) -> tuple[list, str]:
@@ -155,12 +187,15 @@ def show_evidence(record: RunRecord | None, label: str) -> tuple[list, str]:
     return _evidence(record, label)
 
 
-def make_generate(preload: Preload | None, streams: Streams | None = None) -> Callable[..., Iterator[dict[str, Any]]]:
+def make_generate(preload: Preload | None, streams: Streams | None = None,
+                  shown: Collection[str] = ALL_OUTPUTS) -> Callable[..., Iterator[dict[str, Any]]]:
     """The Generate handler; a click while ``preload`` still runs waits for it, visibly.
 
     It yields ``{output name: update}`` dicts (names in ``GENERATE_OUTPUTS``); an
     output a dict leaves out keeps its value. ``streams`` (a recorded run's events,
     ``wash.ui.replay``) replaces the engine's: the page draws them exactly as a live run.
+    ``shown``: the outputs the page has (the status line and the run's state always come); the
+    others are never built.
     """
     def generate(table: Any, prompt: str, max_new_tokens: Any, temperature: Any, seed: Any, mode: str,
                  compare: str | bool = "off", forwards: str = "eager", top_k: Any = 0, top_p: Any = 1.0,
@@ -180,9 +215,9 @@ def make_generate(preload: Preload | None, streams: Streams | None = None) -> Ca
                 if STOPS.superseded(stop):  # a newer run of this session owns the page: draw nothing more
                     return
                 if first:
-                    yield _reset_outputs(view.record)
+                    yield _reset_outputs(view.record, shown)
                     first = False
-                yield _view_outputs(view)
+                yield _view_outputs(view, shown)
         except gr.Error:
             raise
         except Exception as err:  # noqa: BLE001

@@ -23,15 +23,19 @@ replay (``make_replay``: no model, no generation slot) or the live run (``make_r
 
 from __future__ import annotations
 
+import functools
+import json
 import time
 from typing import Any, Callable, Iterator, Sequence
 
 import gradio as gr
+import pandas as pd
+from gradio.components.plot import PlotData
 
 from wash.engine import DEFAULT_PROFILE, PROFILES
 from wash.content.lesson import IDENTIFY_SYSTEMS, STEPS, Step, measured, step
 from wash.core import env
-from wash.ui import handlers, identify as identify_ui, plots, replay, texts
+from wash.ui import handlers, identify as identify_ui, replay, texts
 from wash.ui.preload import Preload
 from wash.ui.run import SINGLE, UNMARKED, comparison_streams, session_of
 
@@ -130,8 +134,12 @@ def source_line(number: int, models: Sequence[str], pace: str) -> tuple[bool, st
 
 def make_load(number: int, models: Sequence[str]) -> Callable[[str], tuple]:
     """A step button's first, instant part: its card and providers, which result panel shows, which run
-    follows (replayed or live) and why; the last two values start that run (a fresh value of its go state)."""
+    follows (replayed or live) and why; the last two values start that run (a fresh value of its go state).
+
+    The step's recording is read here, once (``replay.read`` keeps it): the first student of a class to click
+    the step would otherwise decompress and parse it while the others wait."""
     s = step(number)
+    replayable(number, models)
 
     def load(pace: str = replay.READING, request: gr.Request = None) -> tuple:
         handlers.STOPS.supersede(session_of(request))
@@ -143,7 +151,7 @@ def make_load(number: int, models: Sequence[str]) -> Callable[[str], tuple]:
         return (card(number, models), table(s, models), gr.update(visible=not s.identify),
                 gr.update(visible=s.identify), gr.update(visible=SINGLE in beside, value=[]),
                 gr.update(visible=UNMARKED in beside, value=[]), gr.update(visible=s.distributions), None,
-                plots.empty_figure(DIST_HINT), "", LOOK_FOR_WAIT, number, f"**Step {number}**: {doing}…",
+                handlers.hint_plot(DIST_HINT), "", LOOK_FOR_WAIT, number, f"**Step {number}**: {doing}…",
                 line, go if replaying else gr.skip(), gr.skip() if replaying else go)
     return load
 
@@ -161,6 +169,19 @@ def replay_status(status: str, record: Any, total: int) -> str:
     return f"**Replaying** the recorded run: token {shown} / {total}"
 
 
+@functools.lru_cache(maxsize=8)
+def identify_views(probed: str) -> tuple[PlotData, pd.DataFrame, str, int]:
+    """A recorded identification's figure (serialised), table, summary and number of systems, drawn once per
+    recorded answer (``probed``: its ``probed`` list as sorted JSON, the key and the content in one).
+
+    Why: thirty students replaying the identification step would each draw the same plotly figure and
+    table from the same recording. Keyed by the recorded answer itself, a cached view can stand only for
+    that answer: another step's or a re-made recording's differs in its key."""
+    systems = replay.probed({"probed": json.loads(probed)})
+    return (PlotData(type="plotly", plot=identify_ui.figure(systems).to_json()),
+            identify_ui.results_frame(systems), identify_ui.summary(systems), len(systems))
+
+
 def make_replay(number: int, models: Sequence[str]) -> Callable[..., Any]:
     """A step's recorded run, drawn as its live run would be: a generator of the Lesson's updates (by name),
     or the identification's answer. Refused with the reason where the recording cannot stand for the step."""
@@ -175,17 +196,17 @@ def make_replay(number: int, models: Sequence[str]) -> Callable[..., Any]:
     if s.identify:
         def identify(pace: str = replay.READING) -> tuple[Any, Any, str, str, str]:
             """The recorded identification, through the Identify tab's figure, table and summary."""
-            probed = replay.probed(usable(pace))
-            return (identify_ui.figure(probed), identify_ui.results_frame(probed), identify_ui.summary(probed),
-                    f"**Done**: {len(probed)} systems, from the recorded probe.", reveal(number, models))
+            plot, frame, summary, systems = identify_views(json.dumps(usable(pace)["probed"], sort_keys=True))
+            return (plot, frame.copy(), summary, f"**Done**: {systems} systems, from the recorded probe.",
+                    reveal(number, models))
         return identify
 
     def run(pace: str = replay.READING, request: gr.Request = None) -> Iterator[dict[str, Any]]:
         """The recorded events through the Generate handler, keeping the outputs the Lesson shows."""
         rec = usable(pace)
         tokens_per_s = 0.0 if pace == replay.AT_ONCE else env.lesson_tokens_per_s()
-        generate = handlers.make_generate(None, streams=replay.streams(rec, tokens_per_s))
         shown = outputs(number)
+        generate = handlers.make_generate(None, streams=replay.streams(rec, tokens_per_s), shown=shown)
         for update in generate(*generate_inputs(s, models), request=request):
             out = {name: value for name, value in update.items() if name in shown}
             if "status" in out:
@@ -207,11 +228,11 @@ def make_run(number: int, models: Sequence[str], preload: Preload | None) -> Cal
             return plot, frame, summary, done, reveal(number, models)
         return identify
 
-    generate = handlers.make_generate(preload)
+    shown = outputs(number)
+    generate = handlers.make_generate(preload, shown=shown)
 
     def run(request: gr.Request = None) -> Iterator[dict[str, Any]]:
         """The step's generation through the Generate handler, keeping the outputs the Lesson shows."""
-        shown = outputs(number)
         for update in generate(*generate_inputs(s, models), request=request):
             out = {name: value for name, value in update.items() if name in shown}
             yield _with_reveal(out, number, models)
