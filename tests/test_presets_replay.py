@@ -1,6 +1,6 @@
-"""The presets' recorded runs: a fresh run repeats a recording, a Generate click with a preset's inputs (as its
-click leaves a fresh tab) replays it and draws what the live run draws, any other inputs run live, and the
-committed recordings, once made, are of the offline presets on the real models by the running engine.
+"""The presets' recorded runs: a fresh run repeats a recording, a Generate click with a preset's inputs (as
+its click leaves a fresh tab) replays it and draws what the live run draws, any other inputs run live, and
+the committed recordings, once made, are of the offline presets on the real models by the running engine.
 
 The committed recordings (assets/presets/) are of the real models, 200 tokens a preset
 (``python -m tools.preset_record``); here the same recording code runs on the tiny models for
@@ -19,7 +19,7 @@ from wash.ui import handlers, preset_runs, replay
 
 TINY = ["tiny-smollm2", "tiny-gemma3"]
 REAL = list(OFFLINE_DEFAULTS)
-#: The committed recordings' total size, at most (bytes), as the Lesson's (seven presets, 200 tokens, one stream).
+#: The committed recordings' total size, at most (bytes), as the Lesson's (seven presets, 200 tokens each).
 SIZE_BUDGET = 1_000_000
 #: The presets recorded here: the first (three providers over two tokenizers) and the single one.
 PAPER, SINGLE = preset_runs.recorded_names()[0], "Single watermarked model"
@@ -49,7 +49,7 @@ def test_the_recorded_presets_are_the_offline_ones_each_in_its_own_file():
 
 
 def test_the_inputs_are_what_a_preset_click_leaves_in_a_fresh_tab(monkeypatch):
-    """The Generate tab as app.py builds it, then a preset's click: the values Generate sends are the recorded."""
+    """The Generate tab as app.py builds it, then a preset's click: Generate sends the recorded inputs."""
     import app
     from wash.ui.preload import Preload
 
@@ -111,8 +111,9 @@ def _route(values, pace=replay.READING, models=TINY) -> tuple[bool, str]:
 def test_the_route_replays_a_presets_own_inputs_only_and_says_why(recordings, tiny_recordings):
     values = preset_runs.inputs(SINGLE, TINY)
     replaying, line = _route(values)
-    assert replaying and line.startswith("**Recorded run** (replayed at 8 tokens/s): computed with the preset's "
-                                         f"seed by engine {tiny_recordings[SINGLE]['code']['engine']}")
+    engine = tiny_recordings[SINGLE]["code"]["engine"]
+    assert replaying and line.startswith("**Recorded run** (replayed at 8 tokens/s): computed with the "
+                                         f"preset's seed by engine {engine}")
     assert _route(values, replay.AT_ONCE)[1].startswith("**Recorded run** (replayed at once)")
     assert _route(values, replay.LIVE) == (False, "**Live run**: computed now with the preset's seed; the "
                                                   "recorded run gives the same result.")
@@ -120,7 +121,7 @@ def test_the_route_replays_a_presets_own_inputs_only_and_says_why(recordings, ti
                  "data": [[m, s, float(k), p] for m, s, k, p in values[0]] + [["", "", "", ""]]}
     assert _route([api_table, *values[1:]])[0]  # the API's table, a blank row: the same inputs
     for at, other in ((1, values[1] + " again"), (2, 199), (4, 1), (6, "single"), (8, 5)):
-        assert _route([*values[:at], other, *values[at + 1:]]) == (False, ""), at  # no preset's: live, no line
+        assert _route([*values[:at], other, *values[at + 1:]]) == (False, ""), at  # live, no line
     preset_runs.path(SINGLE).unlink()
     assert _route(values) == (False, "**Live run**: this preset has no recorded run, so the preset is "
                                      "computed now.")

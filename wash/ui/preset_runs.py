@@ -157,6 +157,7 @@ def make_replay(models: Sequence[str]) -> Callable[..., Iterator[dict[str, Any]]
         generate = handlers.make_generate(None, streams=replay.streams(rec, tokens_per_s))
         for update in generate(*values, request=request):
             if "status" in update:
-                update = {**update, "status": replay_status(str(update["status"]), update.get("state"), total)}
+                status = replay_status(str(update["status"]), update.get("state"), total)
+                update = {**update, "status": status}
             yield update
     return run
