@@ -28,8 +28,7 @@ import gradio as gr
 from wash.content.presets import DEMO_TOKENS, preset, preset_names
 from wash.core import env
 from wash.core.version import ROOT, code_version
-from wash.engine import DEFAULT_PROFILE, PROFILES
-from wash.engine.catalog import OFFLINE_DEFAULTS
+from wash.engine import DEFAULT_PROFILE, OFFLINE_DEFAULTS, PROFILES
 from wash.ui import handlers, replay, texts
 from wash.ui.lesson import replay_status
 from wash.ui.providers import normalise_rows, preset_rows
