@@ -12,7 +12,8 @@ to ``handlers.make_generate`` at reading speed (or at once), which draws them as
 draws a live run's: same text, routed spans, z traces, distributions, detection.
 The identification step's recording is its probed systems (``identify.Probed``),
 drawn by the Identify tab's own figure, table and summary. The Quiz
-(``wash.ui.quiz``) keeps its questions' runs in files of the same kind (``save``, ``read``).
+(``wash.ui.quiz``) keeps its questions' runs in files of the same kind (``save``, ``read``), and
+so does the Generate tab for its presets (``wash.ui.preset_runs``, with this line: ``source_line``).
 
 A recording is replayed only when it was made for the step's inputs on the app's
 models and by the running engine (``why_not``); otherwise the page says why and the
