@@ -30,12 +30,13 @@ from wash.reporting import glossary_lines
 from wash.ui import handlers, plots, results, sessions, tables, texts
 from wash.ui import lesson as lesson_ui
 from wash.content.lesson import INTRO as LESSON_INTRO, STEPS as LESSON_STEPS
+from wash.ui import preset_runs
 from wash.ui import quiz as quiz_ui
 from wash.content.quiz import INTRO as QUIZ_INTRO, LETTERS as QUIZ_LETTERS, QUESTIONS as QUIZ_QUESTIONS
 from wash.ui.providers import HEADERS, preset_rows
 from wash.ui.identify import NULL_RUNS as IDENTIFY_NULL_RUNS, PROBES as IDENTIFY_PROBES, SYSTEMS as IDENTIFY_SYSTEMS
 from wash.ui.detect import STATISTIC_NOTE, statistic_choices
-from wash.ui.run import COMPARISONS, OFF, preload_markdown, start_preload
+from wash.ui.run import COMPARISONS, preload_markdown, start_preload
 from wash.ui.replay import PACES as REPLAY_PACES
 from wash.ui.settings import app_models, concurrency_limit, limit_malloc_arenas, queue_size
 from wash.ui.theory import KINDS, MAX_N, MAX_VOCAB
@@ -93,8 +94,7 @@ def _generate_tab(models: list[str], preload: Preload | None) -> dict:
                 w["add"] = gr.Button("Add provider", size="sm", elem_id="add-provider")
                 w["remove"] = gr.Button("Remove last", size="sm", elem_id="remove-provider")
         with gr.Column(scale=2):
-            w["prompt"] = gr.Textbox(label="Prompt", lines=3, elem_id="prompt",
-                                     value=texts.example_prompts(1)[0])
+            w["prompt"] = gr.Textbox(label="Prompt", lines=3, elem_id="prompt", value=preset_runs.prompt())
             gr.Examples([[t] for t in texts.example_prompts(10)], inputs=[w["prompt"]],
                         label="Example prompts", examples_per_page=5)
             with gr.Row():
@@ -110,9 +110,11 @@ def _generate_tab(models: list[str], preload: Preload | None) -> dict:
                                        label="top-k (0 = off)", elem_id="top-k", min_width=80)
                 w["top_p"] = gr.Slider(0.01, 1.0, value=start.top_p, step=0.01, label="top-p", elem_id="top-p")
             with gr.Row():
-                w["seed"] = gr.Number(0, precision=None, step=1, label="seed", elem_id="seed", min_width=80)
+                w["seed"] = gr.Number(preset_runs.SEED, precision=None, step=1, label="seed", elem_id="seed",
+                                      min_width=80)
                 w["mode"] = gr.Radio(list(mode_names()), value="wash", label="mode", elem_id="mode")
-                w["forwards"] = gr.Radio(list(FORWARDS), value="eager", label="forwards", elem_id="forwards",
+                w["forwards"] = gr.Radio(list(FORWARDS), value=preset_runs.FORWARDS, label="forwards",
+                                         elem_id="forwards",
                                          min_width=120)
             w["mode_info"] = gr.Markdown(texts.mode_info("wash", "eager"), elem_id="mode-info")
             w["aggregate"] = gr.Dropdown(RULE_CHOICES, value="mean", allow_custom_value=True,
@@ -120,13 +122,19 @@ def _generate_tab(models: list[str], preload: Preload | None) -> dict:
                                          info="mean is the paper's WASH; the others are robust centres we "
                                               "tried (docs/RESULTS.md): none beats the mean on every scheme",
                                          elem_id="aggregate")
-            w["compare"] = gr.Radio(list(COMPARISONS), value=OFF, elem_id="compare",
+            w["compare"] = gr.Radio(list(COMPARISONS), value=preset_runs.COMPARE, elem_id="compare",
                                     label="compare with (same prompt and seed): provider 1 alone (single), "
                                           "the same providers with every watermark off (unwatermarked), "
                                           "both, or one of the paper's baselines (docs/BASELINES.md)")
+            w["pace"] = gr.Radio(list(REPLAY_PACES), value=REPLAY_PACES[0], elem_id="generate-pace",
+                                 label="a preset at the tab's other defaults shows its recorded run (made "
+                                       "with the same seed; a live run gives the same), or computes it live")
             with gr.Row():
                 w["go"] = gr.Button("Generate", variant="primary", elem_id="generate-btn")
                 w["stop"] = gr.Button("Stop", variant="stop", elem_id="stop-btn")
+    # a Generate click sets one of these two states to a fresh value; the change starts the replay or live run
+    w["replay_go"], w["live_go"] = gr.State(None), gr.State(None)
+    w["source"] = gr.Markdown("", elem_id="generate-source")
     w["status"] = gr.Markdown("", label="status", elem_id="status")
     with gr.Row():
         with gr.Column():
@@ -395,11 +403,21 @@ def _wire_generate(demo: gr.Blocks, g: dict, d: dict, tabs: gr.Tabs, models: lis
     inputs = [g["table"], g["prompt"], g["max_new"], g["temperature"], g["seed"], g["mode"],
               g["compare"], g["forwards"], g["top_k"], g["top_p"], g["aggregate"]]
     generate = gpu.on_gpu(handlers.make_generate(preload), gpu.generate_seconds, preload)
-    g["go"].click(_by_component(generate, g, demo), inputs, outputs, api_name="generate",
-                  concurrency_id=GENERATION,  # shared with the Lesson's runs: one limit on generations
-                  # the queue position and elapsed time show on the status line only, so a user
-                  # waiting behind others sees where they stand without the page greying out
-                  show_progress="minimal", show_progress_on=[g["status"]])
+    # a click first decides (at once, queued so the page hears of the state it changes): a preset's
+    # recorded run when the inputs are its own, else the live run
+    g["go"].click(preset_runs.make_route(models), inputs + [g["pace"]],
+                  [g["source"], g["replay_go"], g["live_go"]], concurrency_limit=None, show_progress="hidden",
+                  api_visibility="undocumented")
+    g["live_go"].change(_by_component(generate, g, demo), inputs, outputs, api_name="generate",
+                        concurrency_id=GENERATION,  # shared with the Lesson's runs: one limit on generations
+                        # the queue position and elapsed time show on the status line only, so a user
+                        # waiting behind others sees where they stand without the page greying out
+                        show_progress="minimal", show_progress_on=[g["status"]])
+    # a replay needs no model, no GPU and no generation slot: it waits for nobody
+    g["replay_go"].change(_by_component(preset_runs.make_replay(models), g, demo), inputs + [g["pace"]],
+                          outputs, concurrency_limit=None, show_progress="minimal",
+                          show_progress_on=[g["status"]],
+                          api_name="generate_replay", api_visibility="undocumented")
     g["go"].click(handlers.reproduce_line, inputs, g["reproduce"], queue=False, api_visibility="undocumented")
     serving = [g["temperature"], g["top_k"], g["top_p"]]
     g["profile"].input(handlers.apply_profile, g["profile"], serving, queue=False, api_visibility="undocumented")

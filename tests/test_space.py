@@ -237,7 +237,8 @@ FRONT = {"cpu": ("cpu-upgrade", "3.11"), "zero-gpu": ("zero-a10g", "3.12"), "gpu
 #: every one it wires through gpu.on_gpu.
 MODEL_CALLS = {"drive", "detect", "run_identify", "make_generate", "load_model", "generate"}
 #: Handlers that reach those names without a model, and why (they need no GPU).
-NO_MODEL = {"make_replay": "draws a recorded event stream through make_generate(streams=...): no model runs"}
+NO_MODEL = {"make_replay": "draws a recorded event stream through make_generate(streams=...): no model runs "
+                           "(the Lesson's step, a preset's Generate)"}
 
 
 @pytest.fixture(scope="module", params=["zero-gpu", "gpu"])
@@ -335,9 +336,11 @@ def test_on_zero_gpu_every_handler_that_touches_a_model_runs_inside_spaces_gpu(g
     engine's generation (``drive``, ``generate``), detection (``detect``), identification
     (``run_identify``) or a model load; app.py must hand each one to Gradio through ``gpu.on_gpu``."""
     target, folder = gpu_space
-    touching = _touching([folder / "wash/ui/handlers.py", folder / "wash/ui/lesson.py", folder / "wash/ui/quiz.py"])
+    touching = _touching([folder / f"wash/ui/{name}.py"
+                          for name in ("handlers", "lesson", "quiz", "preset_runs")])
     assert {"make_generate", "run_detect", "run_identify", "make_run"} <= touching
     assert not touching & {"make_question", "make_submit", "reset"}  # the Quiz reads recordings only
+    assert not touching & {"make_route"}  # a Generate click's first part only decides: replay or live
     assert set(NO_MODEL) <= {n.name for n in ast.walk(ast.parse((folder / "wash/ui/lesson.py").read_text()))
                              if isinstance(n, ast.FunctionDef)}, "a NO_MODEL handler is gone: drop it"
     tree = ast.parse((folder / "app.py").read_text())
@@ -346,7 +349,7 @@ def test_on_zero_gpu_every_handler_that_touches_a_model_runs_inside_spaces_gpu(g
         if isinstance(node, ast.Call) and ast.unparse(node.func) == "gpu.on_gpu":
             wrapped |= {id(n) for n in ast.walk(node.args[0])}
     uses = [n for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr in touching
-            and ast.unparse(n.value) in ("handlers", "lesson_ui")]
+            and ast.unparse(n.value) in ("handlers", "lesson_ui", "preset_runs")]
     assert len(uses) >= 4
     assert [ast.unparse(n) for n in uses if id(n) not in wrapped] == []
     assert "spaces.GPU(duration=seconds)" in (folder / "wash/ui/gpu.py").read_text()
@@ -483,3 +486,17 @@ def test_the_lessons_recorded_runs_are_in_the_build():
 
     files = space_files()
     assert all(path(n).relative_to(ROOT).as_posix() in files for n in range(1, len(STEPS) + 1))
+
+
+def test_the_presets_recorded_runs_are_in_the_build(tmp_path):
+    """Generate replays them (wash/ui/preset_runs.py); they are committed at merge time, so a folder with one
+    stands for the repository here."""
+    from wash.publish.space import space_files
+    from wash.ui import preset_runs
+    from wash.core.version import ROOT
+
+    (tmp_path / "README.md").write_text("# WASH\n")
+    rel = preset_runs.path(preset_runs.recorded_names()[0]).relative_to(ROOT)
+    (tmp_path / rel).parent.mkdir(parents=True)
+    (tmp_path / rel).write_bytes(b"")
+    assert rel.as_posix() in space_files(tmp_path) and rel.parts[0] == "assets"

@@ -25,9 +25,17 @@ from pathlib import Path
 from tools.latency import ROOT
 
 
+def made(prog: str, argv: list[str], seconds: float) -> dict:
+    """A recording's ``made``: when, on what machine, by which command, in how many seconds."""
+    from wash.core.provenance import cpuinfo
+
+    return {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+            "machine": f"{cpuinfo('model name') or 'unknown CPU'}, {os.cpu_count()} cores",
+            "command": shlex.join(["python", "-m", prog, *argv]), "seconds": seconds}
+
+
 def main(argv: list[str] | None = None) -> int:
     from wash.content.lesson import STEPS
-    from wash.core.provenance import cpuinfo
     from wash.ui import replay
     from wash.ui.lesson import step_inputs
     from wash.ui.settings import app_models
@@ -40,14 +48,12 @@ def main(argv: list[str] | None = None) -> int:
     out = (Path(args.out) if Path(args.out).is_absolute() else ROOT / args.out) if args.out else replay.RECORDINGS
     models = app_models()
     numbers = [int(n) for n in args.steps.split(",") if n.strip()] or range(1, len(STEPS) + 1)
-    machine = f"{cpuinfo('model name') or 'unknown CPU'}, {os.cpu_count()} cores"
     for number in numbers:
         s = STEPS[number - 1]
         started = time.perf_counter()
         rec = replay.record(number, s.kind, step_inputs(s, models), models)
         seconds = round(time.perf_counter() - started, 1)
-        rec["made"] = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "machine": machine,
-                       "command": shlex.join(["python", "-m", "tools.lesson_record", *argv]), "seconds": seconds}
+        rec["made"] = made("tools.lesson_record", argv, seconds)
         file = replay.write(rec, out)
         print(f"step {number} ({s.kind}): {seconds} s, {file.stat().st_size:,} bytes -> "
               f"{file.relative_to(ROOT) if file.is_relative_to(ROOT) else file.name}", flush=True)

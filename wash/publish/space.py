@@ -8,7 +8,8 @@ a Space installs its ``requirements.txt`` as it stands, where this repository's
 here holds what the app reads and the pages the README reaches, nothing else:
 
 * ``app.py``, ``LICENSE`` and the ``wash`` package (its sources; no tests, no tools);
-* ``assets/`` (prompts, examples, the README's screenshot);
+* ``assets/`` (prompts, examples, the README's screenshot, and the recorded runs the Lesson,
+  the Quiz and the Generate tab's presets replay: ``assets/lesson``, ``assets/quiz``, ``assets/presets``);
 * ``results/``: every folder's ``*_summary.csv`` and ``*_meta.json`` (the Results tab and
   the presets' measured lines read them) and ``results/README.md``; a ``*_runs.csv`` only
   where the app reads it (``RUNS_READ``: the About tab's measured null exceedance), as

@@ -120,16 +120,7 @@ def replayable(number: int, models: Sequence[str]) -> tuple[dict | None, str | N
 def source_line(number: int, models: Sequence[str], pace: str) -> tuple[bool, str]:
     """Whether the click replays, and the page's line saying which run it shows and why."""
     rec, why = replayable(number, models)
-    if pace == replay.LIVE:
-        return False, "**Live run**: computed now with the step's seed; the recorded run gives the same result."
-    if why is not None:
-        return False, f"**Live run**: {why}, so the step is computed now."
-    made = rec.get("made", {})
-    how = "at once" if pace == replay.AT_ONCE else f"at {env.lesson_tokens_per_s():g} tokens/s"
-    what = "its probe's answer" if step(number).identify else f"replayed {how}"
-    return True, (f"**Recorded run** ({what}): computed with the step's seed by engine {rec['code']['engine']}"
-                  f"{' on ' + made['date'][:10] if made.get('date') else ''}; a live run gives the same. "
-                  "Choose *live* above to compute it afresh.")
+    return replay.source_line(rec, why, pace, answer="its probe's answer" if step(number).identify else None)
 
 
 def make_load(number: int, models: Sequence[str]) -> Callable[[str], tuple]:

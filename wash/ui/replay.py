@@ -12,7 +12,8 @@ to ``handlers.make_generate`` at reading speed (or at once), which draws them as
 draws a live run's: same text, routed spans, z traces, distributions, detection.
 The identification step's recording is its probed systems (``identify.Probed``),
 drawn by the Identify tab's own figure, table and summary. The Quiz
-(``wash.ui.quiz``) keeps its questions' runs in files of the same kind (``save``, ``read``).
+(``wash.ui.quiz``) keeps its questions' runs in files of the same kind (``save``, ``read``), and
+so does the Generate tab for its presets (``wash.ui.preset_runs``, with this line: ``source_line``).
 
 A recording is replayed only when it was made for the step's inputs on the app's
 models and by the running engine (``why_not``); otherwise the page says why and the
@@ -155,6 +156,24 @@ def why_not(rec: dict | None, kind: str, inputs: Sequence[Any], subject: str = "
             return (f"{subject}'s recorded run was made by another engine ({part} {code.get(part)}, "
                     f"this app runs {now})")
     return None
+
+
+def source_line(rec: dict | None, why: str | None, pace: str, subject: str = "the step",
+                answer: str | None = None) -> tuple[bool, str]:
+    """Whether a click replays ``rec`` (``why``: ``why_not``'s answer for it), and the page's line saying
+    which run it shows and why; ``subject`` names what was recorded, ``answer`` what a replay shows in
+    place of a paced run (the identification's probe)."""
+    if pace == LIVE:
+        return False, (f"**Live run**: computed now with {subject}'s seed; the recorded run gives the "
+                       "same result.")
+    if why is not None:
+        return False, f"**Live run**: {why}, so {subject} is computed now."
+    made = rec.get("made", {})
+    how = "at once" if pace == AT_ONCE else f"at {env.lesson_tokens_per_s():g} tokens/s"
+    date = f" on {made['date'][:10]}" if made.get("date") else ""
+    return True, (f"**Recorded run** ({answer or f'replayed {how}'}): computed with {subject}'s seed by "
+                  f"engine {rec['code']['engine']}{date}; a live run gives the same. Choose *live* above to "
+                  "compute it afresh.")
 
 
 def events(rec: dict, stream: str = WASH) -> list:
