@@ -112,10 +112,14 @@ def _check_distribution_view(page, n: int) -> None:
 def test_browser_a_new_step_ends_the_running_one_and_try_it_opens_generate(lesson_url, browser):
     page = _page(browser, lesson_url)
     page.click("#lesson-step-2")
-    page.wait_for_function("() => /^Generating/.test(document.querySelector('#lesson-status').innerText.trim())")
     # predict first: while it runs, the question is on the card and what to look for is not on the page
-    assert STEPS[1].question in " ".join(page.locator("#lesson-card").inner_text().split())
-    assert page.locator("#lesson-look-for").inner_text().strip() == LOOK_FOR_WAIT.replace("*", "")
+    # (read in the same instant as the status: the tiny models may finish the run a moment later)
+    while_running = page.wait_for_function(
+        "() => /^Generating/.test(document.querySelector('#lesson-status').innerText.trim()) && "
+        "[document.querySelector('#lesson-card').innerText, document.querySelector('#lesson-look-for').innerText]")
+    card, look_for = while_running.json_value()
+    assert STEPS[1].question in " ".join(card.split())
+    assert look_for.strip() == LOOK_FOR_WAIT.replace("*", "")
     (result,) = walk(page, STEP_TIMEOUT_S, [3])  # clicked mid-run: step 3 runs and finishes
     assert result["status"].startswith(f"Done: {STEPS[2].tokens} tokens")
     expect = _traces(STEPS[2])  # five providers, P1 alone, alone / 5, five detectors on the unmarked text
