@@ -19,7 +19,7 @@ from wash.core.errors import WashInputError
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The registry and the modules that implement a backend: the only places that may name one.
-BACKEND_MODULES = {"wash/engine/backends.py"} | {f"{load().__module__.replace('.', '/')}.py" for load in REGISTRY.values()}
+BACKEND_MODULES = {"wash/engine/backends.py"} | {f"{line.load().__module__.replace('.', '/')}.py" for line in REGISTRY.values()}
 
 
 def test_every_registry_line_names_a_backend_of_that_name():

@@ -84,8 +84,8 @@ CACHE_DIR = Variable(
     "where the dequantised model copies and tokenizers live (an empty one means a first-ever start)")
 BACKEND = Variable(
     "WASH_BACKEND", "`local`",
-    "where the members' models run when `--backend` is not given: `NAME[:param=value,...]`, one of "
-    "`local`, `ray`, `compiled` (docs/USAGE.md)")
+    "where the members' models run when `--backend` is not given: `NAME[:param=value,...]`, a backend "
+    "`--backend`'s help lists (docs/USAGE.md)")
 RAY_CALL_TIMEOUT_S = Variable(
     "WASH_RAY_CALL_TIMEOUT_S", "`300`",
     "seconds one call to a Ray actor may take before its member is declared lost and the run ends")

@@ -30,14 +30,37 @@ from wash.core.options import params_text, parse_params
 
 Progress = Callable[[str], None]
 
-#: Each backend's name, and how to reach the class that implements it (its module imported when first named;
-#: a literal module name, so the layer test reads the import).
-REGISTRY: dict[str, Callable[[], type]] = {
-    "local": lambda: importlib.import_module("wash.engine.members").LocalBackend,
-    "ray": lambda: importlib.import_module("wash.engine.ray_members").RayBackend,
-    "compiled": lambda: importlib.import_module("wash.engine.compiled_members").CompiledBackend,
+
+
+@dataclasses.dataclass(frozen=True)
+class Registered:
+    """A registry line: how to reach the backend's class, and what ``--backend``'s help says of it.
+
+    The summary lives here, not on the class, so listing the backends (``--help``) imports none of
+    their modules (Ray's import alone costs seconds)."""
+
+    load: Callable[[], type]
+    summary: str
+
+
+#: Each backend's name, how to reach the class that implements it (its module imported when first named;
+#: a literal module name, so the layer test reads the import), and its one-line summary.
+REGISTRY: dict[str, Registered] = {
+    "local": Registered(lambda: importlib.import_module("wash.engine.members").LocalBackend,
+                        "this process, one thread per model"),
+    "ray": Registered(lambda: importlib.import_module("wash.engine.ray_members").RayBackend,
+                      "one Ray actor per model, one GPU each where the cluster has GPUs; ray:address=HOST:PORT "
+                      "joins a cluster, default $RAY_ADDRESS, else a local one; the same text as local"),
+    "compiled": Registered(lambda: importlib.import_module("wash.engine.compiled_members").CompiledBackend,
+                           "a static KV cache and a compiled one-token step; float sums may differ in the "
+                           "last bits"),
 }
 BACKENDS = tuple(REGISTRY)
+
+
+def summaries() -> str:
+    """Every backend with its summary, in the registry's order: the ``--backend`` help's list."""
+    return "; ".join(f"{name} ({line.summary})" for name, line in REGISTRY.items())
 #: What a run uses when no backend is named anywhere (``WASH_BACKEND`` unset).
 DEFAULT = "local"
 
@@ -62,7 +85,7 @@ def backend_class(name: str) -> type:
     """The class registered as ``name``, or one line listing the backends."""
     if name not in REGISTRY:
         raise WashInputError(f"unknown backend '{name}' (accepted: {', '.join(BACKENDS)})")
-    return REGISTRY[name]()
+    return REGISTRY[name].load()
 
 
 def parse_backend(spec: "str | Backend | None" = None) -> Backend:

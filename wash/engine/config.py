@@ -24,7 +24,8 @@ from wash.engine.decode import Strategy
 from wash.core import env
 from wash.core.errors import WashInputError
 from wash.engine.modes import MODE_TABLE, STRATEGIES, Mode, baseline_names, mode_names, parse as parse_mode, unknown_mode
-from wash.engine.backends import BACKENDS, Backend, default_backend, parse_backend
+from wash.engine.backends import BACKENDS, DEFAULT as DEFAULT_BACKEND, Backend, default_backend, parse_backend
+from wash.engine.backends import summaries as backend_summaries
 from wash.engine.settings import (DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MAX_ROUTED_SPAN,
                            MAX_TOP_K, PROFILES, PROVIDER_OPTIONS, SEED_MAX, SEED_MIN, Forwards,
                            ProviderSpec, ServingProfile, check_text, profile, profile_name)
@@ -314,11 +315,8 @@ def add_generate_arguments(parser: argparse.ArgumentParser) -> None:
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     """``--backend`` (``generate``, ``detect`` and ``bench``): where the models run, not what they say."""
     parser.add_argument("--backend", default=None, metavar="NAME[:param=value,...]",
-                        help=f"where the base models run ({', '.join(BACKENDS)}): local (this process, one "
-                             "thread per model), ray (one Ray actor per model, one GPU each where the cluster "
-                             "has GPUs; ray:address=HOST:PORT joins a cluster, default $RAY_ADDRESS, else a local "
-                             "one; the same text as local) or compiled (a static KV cache and a compiled one-token "
-                             "step; float sums may differ in the last bits) (default: $WASH_BACKEND, else local)")
+                        help=f"where the base models run: {backend_summaries()} (default: $WASH_BACKEND, "
+                             f"else {DEFAULT_BACKEND})")
 
 
 def backend_settings(args: argparse.Namespace) -> dict[str, str]:
