@@ -323,8 +323,8 @@ def test_a_scheme_scored_later_joins_the_committed_summary(tmp_path) -> None:
             for cut, full in ((10, False), (200, False), (200, True)):
                 rows.append({"source": "paper", "scheme": "newscheme", "n": n, "mode": "wash", "role": role,
                              "prompt_id": f"p{text_id}", "provider": 0, "provider_model": "smollm2",
-                             "provider_key": 1, "text_id": text_id, "committed_p": p, "statistic": "lr",
-                             "cut": cut, "full": full, "length": 200, "value": 1.0, "p": p,
+                             "provider_key": 1, "text_id": text_id, "keys": "slot", "committed_p": p,
+                             "statistic": "lr", "cut": cut, "full": full, "length": 200, "value": 1.0, "p": p,
                              "tokens_scored": cut, "null_scores": 1000})
     (tmp_path / "rows").mkdir()
     pd.DataFrame(rows).to_csv(tmp_path / "rows" / "paper-newscheme.csv", index=False)
@@ -339,6 +339,115 @@ def test_a_scheme_scored_later_joins_the_committed_summary(tmp_path) -> None:
     assert list(new.index) == [1, 3] and (new["positives"] == 10).all() and (new["negatives"] == 10).all()
     meta = json.loads((out / "see_through_run.json").read_text())
     assert meta["added"][-1] == {"command": "test", "schemes": ["newscheme"]}
+    committed = pd.read_csv(out / "see_through_rows.csv.gz")  # the new scheme's rows join the committed ones
+    assert (committed["scheme"] == "newscheme").sum() == 40
+    assert len(committed) == len(pd.read_csv("results/see-through/see_through_rows.csv.gz")) + 40
+
+
+def _scored_rows(rng: np.random.Generator, cells: int = 2) -> pd.DataFrame:
+    """Long records as ``score`` writes them: 6 prompts x 2 texts, 3 providers each, negatives under both
+    key kinds, every cut and the whole text."""
+    from wash.experiments.see_through import CUTS
+
+    rows = []
+    for n in range(3, 3 + cells):
+        for text_id in range(24):
+            role = "positive" if text_id < 12 else "negative"
+            for provider in range(3):
+                for kind in (("slot",) if role == "positive" else ("slot", "fresh")):
+                    base = rng.random() * (0.2 if role == "positive" else 1.0)
+                    for cut, full in [*((c, False) for c in CUTS), (180, True)]:
+                        p = min(1.0, base * (200 / min(cut, 180)) ** 0.5)
+                        rows.append({"source": "paper", "scheme": "kgw", "n": n, "mode": "wash", "role": role,
+                                     "prompt_id": f"q{text_id // 2}", "provider": provider,
+                                     "provider_model": "smollm2", "provider_key": 10 + provider,
+                                     "text_id": text_id, "keys": kind, "committed_p": base, "statistic": "lr",
+                                     "cut": cut, "full": full, "length": 180, "value": 1.0, "p": p,
+                                     "tokens_scored": min(cut, 180), "null_scores": 1000})
+    return pd.DataFrame(rows)
+
+
+def test_compact_rows_expand_to_what_the_tables_read() -> None:
+    from wash.experiments.see_through_summary import cell_table, compact, expand, token_tables
+
+    rows = _scored_rows(np.random.default_rng(1))
+    lines = compact(rows)
+    assert len(lines) == len(rows) // 9  # one line per (text, provider, statistic, key kind), p at 8 cuts
+    back = expand(lines)
+    pd.testing.assert_frame_equal(cell_table(back), cell_table(rows))
+    for mine, theirs in zip(token_tables(back), token_tables(rows)):
+        pd.testing.assert_frame_equal(mine, theirs)
+
+
+def test_the_committed_rows_recompute_the_committed_tables(tmp_path) -> None:
+    """``summarize --committed``: every committed table comes out of the committed per-text rows, byte for
+    byte, with no cell file and no model."""
+    import shutil
+
+    from wash.experiments.see_through_summary import TABLES, summarize
+
+    shutil.copytree("results/see-through", tmp_path / "st")
+    summarize(None, tmp_path / "st")
+    for name in TABLES:
+        assert (tmp_path / "st" / name).read_bytes() == Path("results/see-through", name).read_bytes(), name
+
+
+def test_the_check_fpr_reads_the_negatives_under_keys_of_their_own() -> None:
+    from wash.experiments.see_through_summary import cell_table
+
+    rows = _scored_rows(np.random.default_rng(2), cells=1)
+    full = rows[rows["full"]]
+    fresh = full[(full["role"] == "negative") & (full["keys"] == "fresh")]
+    slot = full[(full["role"] == "negative") & (full["keys"] == "slot")]
+    t = cell_table(rows).iloc[0]
+    assert t["check_keys"] == "fresh" and t["negatives"] == len(fresh) == 36
+    assert t["fpr"] == (fresh["p"] < 0.05).mean() and t["fpr_slot"] == (slot["p"] < 0.05).mean()
+    assert t["positives"] == 36 and t["texts"] == 12 and t["providers_scored"] == 3
+    # a bootstrap over 6 prompts, not over 36 rows: at least as wide as Wilson's here
+    assert t["tpr_boot_lo"] <= t["tpr"] <= t["tpr_boot_hi"]
+
+
+def test_each_negative_and_slot_has_a_check_key_of_its_own() -> None:
+    from wash.detection.key_null import KEY_FLOOR
+    from wash.experiments.see_through import check_key
+
+    rows = [pd.Series({"source": "paper", "scheme": "kgw", "n": 5, "text_id": t, "provider": k})
+            for t in range(40) for k in range(5)]
+    keys = [check_key(r) for r in rows]
+    assert len(set(keys)) == len(keys) and min(keys) >= KEY_FLOOR
+    assert check_key(rows[7]) == keys[7]  # seeded: the same row, the same key
+
+
+def test_tokens_for_80_has_a_prompt_bootstrap_interval_and_an_exponent_only_over_three_n() -> None:
+    from wash.experiments.see_through_summary import token_tables, tokens_interval
+
+    cuts = np.array([10.0, 20.0, 40.0, 80.0])
+    rng = np.random.default_rng(5)
+    # 40 prompts, one row each: reach 80% between 20 and 40 tokens
+    flags = np.stack([rng.random(40) < q for q in (0.3, 0.6, 0.9, 0.97)], axis=1).astype(float)
+    lo, hi = tokens_interval(flags, np.arange(40), cuts)
+    assert 20 <= lo <= hi <= 80
+    never = np.zeros((40, 4))
+    assert all(np.isnan(v) for v in tokens_interval(never, np.arange(40), cuts))
+    rows = _scored_rows(np.random.default_rng(3), cells=2)
+    toks, exps = token_tables(rows)
+    assert {"tokens_lo", "tokens_hi"} <= set(toks.columns)
+    assert exps["exponent"].isna().all()  # two N reach 80%: no exponent without a standard error
+
+
+def test_the_page_lists_every_check_fpr_interval_that_misses_five_percent() -> None:
+    from wash.reporting import see_through as st
+
+    def cell(scheme, fpr, lo, hi):
+        return {"source": "paper", "n": 5, "scheme": scheme, "statistic": "sum", "fpr": fpr, "fpr_lo": lo,
+                "fpr_hi": hi, "fpr_boot_lo": lo, "fpr_boot_hi": hi}
+
+    t = pd.DataFrame([cell("kgw", 0.019, 0.007, 0.048), cell("aar", 0.05, 0.03, 0.08),
+                      cell("synthid", 0.093, 0.055, 0.152)])
+    assert st.fpr_misses(t) == ["KGW tpr-paper N = 5, own sum: 2% [1, 5]",
+                                "SynthID tpr-paper N = 5, own sum: 9% [6, 15]"]
+    assert st.misses_paragraph(t).startswith("2 of the 3 check-FPR intervals exclude 5%")
+    assert st.misses_paragraph(t.iloc[[1]]) == "Every one of the 1 check-FPR intervals contains 5%."
 
 
 # -- in the product ---------------------------------------------------------------------------------
@@ -390,14 +499,17 @@ def test_score_writes_each_cell_when_its_last_row_is_scored(tmp_path, monkeypatc
     is skipped on the next call, and progress is printed as rows come in."""
     from wash.experiments import see_through as st
 
-    subs = {("paper", "kgw", 5): pd.DataFrame({"text": ["a", "b", "c"], "role": ["negative"] * 3}),
-            ("paper", "kgw", 3): pd.DataFrame({"text": ["d"], "role": ["positive"]})}
+    subs = {("paper", "kgw", 5): pd.DataFrame({"text": ["a", "b", "c"], "role": ["negative"] * 3,
+                                               "provider_model": ["smollm2", "smollm2", "gemma3"]}),
+            ("paper", "kgw", 3): pd.DataFrame({"text": ["d"], "role": ["positive"], "provider_model": ["smollm2"]})}
     monkeypatch.setattr(st, "ROWS", tmp_path)
     monkeypatch.setattr(st, "cells", lambda *a, **k: ((s, sc, n, sub) for (s, sc, n), sub in subs.items()))
     monkeypatch.setattr(st, "_score_one", lambda item: [{"text": item[1]["text"], "p": 0.5}])
     st.score(("paper",), n_null=10)
-    five, three = st.cell_path("paper", "kgw", 5), st.cell_path("paper", "kgw", 3)
-    assert list(pd.read_csv(five)["text"]) == ["a", "b", "c"] and list(pd.read_csv(three)["text"]) == ["d"]
+    five, three = st.cell_path("paper", "kgw", 5, model="smollm2"), st.cell_path("paper", "kgw", 3, model="smollm2")
+    assert list(pd.read_csv(five)["text"]) == ["a", "b"] and list(pd.read_csv(three)["text"]) == ["d"]
+    assert list(pd.read_csv(st.cell_path("paper", "kgw", 5, model="gemma3"))["text"]) == ["c"]
+    assert five.name == "paper-kgw-n5-smollm2.csv"  # each base model's providers: a file of their own
     out = capsys.readouterr().out
     assert f"{five.name} written" in out and "4 of 4 rows" in out
     st.score(("paper",), n_null=10)
@@ -585,7 +697,8 @@ def test_the_cell_table_reports_both_decisions_over_the_scored_providers() -> No
                                           ("negative", [0.5, 0.6, 0.7]), ("negative", [0.3, 0.04, 0.9])]):
         for k, p in enumerate(ps):
             rows.append({"source": "paper", "scheme": "kgw", "n": 5, "statistic": "lr-lineup", "role": role,
-                         "text_id": text_id, "provider": k, "full": True, "p": p, "null_scores": 1000})
+                         "text_id": text_id, "prompt_id": f"q{text_id}", "provider": k, "full": True, "p": p,
+                         "null_scores": 1000})
     t = cell_table(pd.DataFrame(rows)).iloc[0]
     assert t["providers_scored"] == 3
     assert t["any_tpr"] == 0.5 and t["fisher_tpr"] == 1.0  # 0.02, 0.03, 0.04: Fisher only

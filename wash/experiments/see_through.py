@@ -5,7 +5,7 @@ and ``results/tpr-anchor`` are re-read by each provider's own model (one forward
 per text and model, cached under ``out/see-through/served``) and scored under the
 provider's key with each statistic of ``wash.detection.statistics``, at prefix
 cuts of each text (the tokens-for-80%-TPR curve). Each cell (source, scheme, N,
-role) is one resumable CSV under ``out/see-through/rows``; ``summarize`` writes
+role) and base model is one resumable CSV under ``out/see-through/rows``; ``summarize`` writes
 ``results/see-through``.
 
 Run: ``python -m wash.experiments.see_through read`` (the forwards, in priority
@@ -22,6 +22,9 @@ like the others), scored for the providers on ``--models``:
     python -m wash.experiments.see_through score --statistics lr-lineup --models smollm2 gemma3 \
         --only-read --workers 16
     python -m wash.experiments.see_through summarize
+
+``summarize --committed`` recomputes every table from the committed per-text rows
+(``results/see-through/see_through_rows.csv.gz``), with no cell file and no model.
 
 ``summarize`` reads every cell file under ``out/see-through/rows``, so the other
 statistics' cells must be there as well (``add`` replaces a scheme's committed cells by
@@ -45,9 +48,13 @@ SERVED = OUT / "served"
 ROWS = OUT / "rows"
 RESULTS = Path("results/see-through")
 PROFILE = "paper"
-#: Providers re-read by default: the smollm2 ones (a gemma3 forward costs about 3x a smollm2 one on a
-#: CPU; every statistic, the scheme's own sum included, is compared on the same rows).
-MODELS = ("smollm2",)
+#: Providers re-read by default: every one, on both base models (the "any provider" decision is over all N
+#: detectors; every statistic, the scheme's own sum included, is compared on the same rows).
+MODELS = ("smollm2", "gemma3")
+#: The check FPR's keys: each held-out negative is scored under its slot's committed key (``slot``: the
+#: key of a positive line-up, so the ~70 negatives of a cell share about 30 keys) and under a key of its
+#: own (``fresh``, ``check_key``): independent (text, slot) trials, the check FPR quoted.
+KEY_KINDS = ("slot", "fresh")
 #: Prefix lengths (text tokens) each text is also scored at.
 CUTS = (10, 20, 30, 50, 75, 100, 150, 200)
 STATISTICS = ("sum", "lr", "lr-mix", "hc", "entropy")
@@ -143,10 +150,14 @@ def read(sources: tuple[str, ...], n_values: tuple[int, ...] = N_ORDER,
               flush=True)
 
 
-def cell_path(source: str, scheme: str, n: int, statistics: tuple[str, ...] = STATISTICS) -> Path:
-    """A cell's rows file; statistics other than the default set write their own (``-lr-lineup``)."""
+def cell_path(source: str, scheme: str, n: int, statistics: tuple[str, ...] = STATISTICS,
+              model: str | None = None) -> Path:
+    """A cell's rows file; statistics other than the default set write their own (``-lr-lineup``), and
+    with ``model`` the cell's providers on that base model only (``-gemma3``: each model's providers are
+    scored, and resumed, on their own)."""
     tag = "" if tuple(statistics) == STATISTICS else "-" + "+".join(statistics)
-    return ROWS / f"{source}-{scheme.replace(':', '_').replace('+', '_').replace('=', '-')}-n{n}{tag}.csv"
+    part = "" if model is None else f"-{model}"
+    return ROWS / f"{source}-{scheme.replace(':', '_').replace('+', '_').replace('=', '-')}-n{n}{part}{tag}.csv"
 
 
 def lineup_of(row: pd.Series) -> Any:
@@ -158,31 +169,62 @@ def lineup_of(row: pd.Series) -> Any:
     return stored_lineup(row["text"], row["provider_model"], others, PROFILE, SERVED)
 
 
-def _scheme(spec_text: str, vocab_size: int):
-    """The provider's scheme and key, built without its model (the stored text holds the vocabulary size)."""
+def check_key(row: pd.Series) -> int:
+    """A held-out negative's own key for its slot: seeded by (source, scheme, N, text, slot), at least
+    ``key_null.KEY_FLOOR`` (disjoint from every experiment key), so no two negatives share one."""
+    from wash.detection.key_null import KEY_FLOOR
+    from wash.watermarks.hashing import derive_seed
+
+    seed = derive_seed("see-through-check", row["source"], row["scheme"], int(row["n"]), int(row["text_id"]),
+                       int(row["provider"]))
+    return KEY_FLOOR + seed % (2 ** 62 - KEY_FLOOR)
+
+
+def _scheme(spec_text: str, vocab_size: int, key: int | None = None):
+    """The provider's scheme and key (or ``key`` instead), built without its model (the stored text holds
+    the vocabulary size)."""
     from wash.engine import ProviderSpec
     from wash.watermarks import build_scheme
 
     spec = ProviderSpec.parse(spec_text)
-    return build_scheme(spec.scheme, spec.key, vocab_size, dict(spec.params))
+    return build_scheme(spec.scheme, spec.key if key is None else key, vocab_size, dict(spec.params))
 
 
 def score_row(row: pd.Series, n_null: int, statistics: tuple[str, ...] = STATISTICS) -> list[dict[str, Any]]:
-    """One (text, provider) under every statistic that applies: one record per statistic and cut.
+    """One (text, provider) under every statistic that applies: one record per statistic, cut and key kind
+    (``keys``: a positive under its slot's key; a negative under its slot's and under its own, ``KEY_KINDS``).
 
     ``lr-lineup`` rows also say where q came from (``q_*``: slots, those on the provider's own model,
     (slot, token) pairs aligned and fallen back to p)."""
-    from wash.detection import score_ids, statistic, stored_text
+    from wash.detection import stored_text
 
     served = stored_text(row["provider_model"], row["text"], PROFILE, SERVED)
-    scheme = _scheme(row["spec"], served.vocab_size)
+    lineup = lineup_of(row) if _needs_lineup(statistics) else None
+    kinds = KEY_KINDS if row["role"] == "negative" else KEY_KINDS[:1]
+    return [rec for kind in kinds
+            for rec in _score_under(row, served, None if kind == "slot" else check_key(row), kind, n_null,
+                                    statistics, lineup)]
+
+
+def _needs_lineup(statistics: tuple[str, ...]) -> bool:
+    from wash.detection import statistic
+
+    return any(statistic(s).needs_lineup for s in statistics)
+
+
+def _score_under(row: pd.Series, served: Any, key: int | None, kind: str, n_null: int,
+                 statistics: tuple[str, ...], lineup: Any) -> list[dict[str, Any]]:
+    from wash.detection import score_ids
+
+    scheme = _scheme(row["spec"], served.vocab_size, key)
     length = len(served.ids)
-    lineup = lineup_of(row) if any(statistic(s).needs_lineup for s in statistics) else None
     scores = score_ids(scheme, served.ids, statistics, served, cuts=[*CUTS, length], n_null=n_null,
                        lineup=lineup)
     base = {k: row[k] for k in ("source", "scheme", "n", "mode", "role", "prompt_id", "provider",
                                 "provider_model", "provider_key", "text_id")}
-    base["committed_p"] = float(row["p"])  # the scheme's own p as the TPR run recorded it: sum must match
+    base["keys"] = kind
+    # the scheme's own p as the TPR run recorded it (under the slot's key: sum must match)
+    base["committed_p"] = float(row["p"]) if kind == "slot" else float("nan")
     out = []
     for name, sc in scores.items():
         at = {int(c): j for j, c in enumerate(sc.cuts)}
@@ -211,20 +253,18 @@ def score(sources: tuple[str, ...], n_null: int, only_read: bool = False, worker
     ``only_read``: skip the cells whose forwards ``read`` has not cached yet (to run beside it; with a
     line-up statistic, every model of the line-up).
     """
-    from wash.detection import statistic
-
     ROWS.mkdir(parents=True, exist_ok=True)
-    lineup = any(statistic(s).needs_lineup for s in statistics)
-    todo = [(source, scheme, n, sub)
+    lineup = _needs_lineup(statistics)
+    todo = [(cell_path(source, scheme, n, statistics, model), part)
             for source, scheme, n, sub in cells(sources, models=models, n_values=n_values, schemes=schemes)
-            if not cell_path(source, scheme, n, statistics).exists()
-            and (not only_read or _read_already(sub, lineup))]
+            for model, part in sub.groupby("provider_model", sort=False)
+            if not cell_path(source, scheme, n, statistics, model).exists()
+            and (not only_read or _read_already(part, lineup))]
     if not todo:
         print("[score] nothing to score", flush=True)
         return
     t0 = time.time()
-    rows = [(cell_path(source, scheme, n, statistics), row, n_null, statistics)
-            for source, scheme, n, sub in todo for _, row in sub.iterrows()]
+    rows = [(path, row, n_null, statistics) for path, part in todo for _, row in part.iterrows()]
     left = {}  # rows still to come per cell: a cell is written as soon as its last row is scored
     for path, *_ in rows:
         left[path] = left.get(path, 0) + 1
@@ -280,11 +320,13 @@ def run_meta(args: argparse.Namespace) -> dict[str, Any]:
         "scoring": args.note, "code": code_version(),
         "sources": {k: v for k, v in SOURCES.items() if k in args.sources},
         "profile": PROFILE, "cuts": list(CUTS), "statistics": list(STATISTICS), "null_draws": args.null,
-        "rows_note": ("the providers on smollm2 of each committed text (paper line-up: 3 of 5 at N = 5, 2 of 3 "
-                      "at N = 3; anchor: the one watermarked provider), positives under WASH (single at N = 1) "
-                      "and the held-out negatives; every statistic, the scheme's own sum included, on the same "
-                      "rows. Providers on gemma3 are not re-read (a gemma3 forward costs about three smollm2 "
-                      "ones on this CPU)."),
+        "rows_note": ("every watermarked provider of each committed text, on smollm2 and on gemma3 (paper "
+                      "line-up: all 5 at N = 5, all 3 at N = 3; anchor: the one watermarked provider), positives "
+                      "under WASH (single at N = 1) and the held-out negatives; every statistic, the scheme's "
+                      "own sum included, on the same rows. A negative is scored under its slot's key (the key "
+                      "of a positive line-up: a cell's 70 negatives share 30 line-ups' keys) and under a key "
+                      "of its own; the check FPR quoted is the latter's, whose (text, slot) trials are "
+                      "independent."),
     }
 
 
@@ -320,6 +362,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--workers", type=int, default=1, help="score: processes, one cell each (no model needed)")
     ap.add_argument("--models", nargs="+", default=list(MODELS),
                     help="read/score: the base models whose providers are scored")
+    ap.add_argument("--committed", action="store_true",
+                    help="summarize: from the committed rows (results/see-through), without the scored cells")
     ap.add_argument("--lineup", action="store_true", help="read: every base model of each text's line-up too")
     ap.add_argument("--statistics", nargs="+", default=list(STATISTICS),
                     help=f"score: these statistics, in cell files of their own unless the default set "
@@ -338,6 +382,10 @@ def main(argv: list[str] | None = None) -> None:
         from wash.experiments.see_through_summary import add_schemes
 
         add_schemes(ROWS, RESULTS, added=added_meta(args))
+    elif args.committed:
+        from wash.experiments.see_through_summary import summarize
+
+        summarize(None, RESULTS)
     else:
         from wash.experiments.see_through_summary import summarize
 

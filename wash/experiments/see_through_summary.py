@@ -3,10 +3,16 @@
 Reads the per-cell CSVs ``see_through.score`` wrote (one record per text,
 provider, statistic and prefix cut) and writes:
 
+* ``see_through_rows.csv.gz``: every scored (text, provider, statistic, key kind), its p
+  at each prefix cut and on the whole text: any cell below is recomputed from it
+  (``summarize --committed``) without re-scoring;
 * ``see_through_cells.csv``: per (source, scheme, N, statistic), on whole texts:
   the per-provider TPR (positives flagged at p < 0.05), the check FPR (held-out
-  negatives flagged at p < 0.05, never used to set anything), both with Wilson
-  intervals, the null scores behind each threshold (``null_scores``: the simulated
+  negatives flagged at p < 0.05 under keys of their own, never used to set anything;
+  ``fpr_slot`` under their slots' committed keys, which ~70 negatives share ~30 of),
+  both with Wilson intervals and with intervals from a bootstrap over prompts
+  (``*_boot_lo`` / ``*_boot_hi``: a text's providers, and a prompt's texts, are not
+  independent trials), the null scores behind each threshold (``null_scores``: the simulated
   draws per text; 0 for ``sum``, whose p comes from its scheme's own exact or
   Gaussian null), and two text-level "any provider" decisions over the providers of the
   text that were scored (``providers_scored``; at most N): ``any_*``, Bonferroni (Holm's
@@ -19,9 +25,11 @@ provider, statistic and prefix cut) and writes:
   they do not have. Each with its TPR and FPR and intervals;
 * ``see_through_tokens.csv``: the text tokens each statistic needs for 80% TPR at
   N (prefixes of every text, interpolated in log tokens; empty where no prefix up
-  to the whole text reaches it) and ``see_through_exponents.csv``: the fitted
-  exponent b of tokens ~ N^b (``scipy.stats.linregress`` on log-log) where at
-  least two N reach 80%;
+  to the whole text reaches it), with a prompt-bootstrap interval (an upper end
+  past the longest prefix is empty), and ``see_through_exponents.csv``: the fitted
+  exponent b of tokens ~ N^b (``scipy.stats.linregress`` on log-log) with its
+  standard error, only where at least three N reach 80% (two points fit a line
+  exactly and give no error);
 * ``see_through_<source>.html`` / ``.png``: TPR against N per scheme, the scheme's own
   sum beside the model-aware LRs.
 """
@@ -37,15 +45,60 @@ import pandas as pd
 from scipy import stats
 
 from wash.detection import FPR_CALIBRATED
-from wash.experiments.stats import wilson_interval
+from wash.experiments.stats import BOOTSTRAP_SEED, cluster_mean_interval, wilson_interval
 
 ALPHA = FPR_CALIBRATED
 TARGET_TPR = 0.8
+#: Fewest N values an exponent is fitted on (a line through two points has no error).
+MIN_EXPONENT_NS = 3
+#: Resamples of the prompts behind each tokens-for-80% interval.
+TOKEN_RESAMPLES = 2000
+#: The committed per-text rows (one line per text, provider, statistic and key kind; p per cut).
+ROWS_FILE = "see_through_rows.csv.gz"
+#: Columns that say which scored row a record is (the compact file's identity columns).
+ID_COLUMNS = ["source", "scheme", "n", "mode", "role", "prompt_id", "provider", "provider_model", "provider_key",
+              "text_id", "keys", "statistic"]
 
 
 def load_rows(rows_dir: Path) -> pd.DataFrame:
     parts = [pd.read_csv(p) for p in sorted(rows_dir.glob("*.csv"))]
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    if len(rows) and "keys" not in rows:  # cells scored before negatives had keys of their own
+        rows["keys"] = "slot"
+    return rows
+
+
+def compact(rows: pd.DataFrame) -> pd.DataFrame:
+    """One line per scored (text, provider, statistic, key kind): its whole-text record and ``p_<cut>`` per
+    prefix cut. The long records repeat the whole-text fields once per cut; this keeps what the tables read."""
+    full = rows[_full(rows)]
+    keep = [c for c in ID_COLUMNS + ["committed_p", "length", "value", "p", "tokens_scored", "null_scores"]
+            if c in full] + [c for c in full if c.startswith("q_")]
+    out = full[keep].set_index(ID_COLUMNS)
+    cuts = rows[~_full(rows)].pivot_table(index=ID_COLUMNS, columns="cut", values="p", aggfunc="first")
+    cuts.columns = [f"p_{int(c)}" for c in cuts.columns]
+    return out.join(cuts).reset_index()
+
+
+def expand(compacted: pd.DataFrame) -> pd.DataFrame:
+    """``compact``'s lines back as the long records the tables read (a cut's ``value`` is not kept)."""
+    cut_cols = [c for c in compacted if c.startswith("p_")]
+    whole = compacted.drop(columns=cut_cols).assign(full=True, cut=compacted["length"])
+    parts = [whole]
+    for col in cut_cols:
+        parts.append(compacted.drop(columns=cut_cols).assign(full=False, cut=int(col[2:]), p=compacted[col],
+                                                             value=float("nan")))
+    return pd.concat(parts, ignore_index=True)
+
+
+def read_committed(out: Path) -> pd.DataFrame:
+    return expand(pd.read_csv(out / ROWS_FILE))
+
+
+def write_rows(compacted: pd.DataFrame, out: Path) -> None:
+    """The committed rows, gzip without a timestamp (the same rows give the same bytes)."""
+    compacted.to_csv(out / ROWS_FILE, index=False, float_format="%.6g",
+                     compression={"method": "gzip", "mtime": 0})
 
 
 def _rate(flags: pd.Series) -> dict[str, float]:
@@ -77,27 +130,62 @@ def _full(rows: pd.DataFrame) -> pd.Series:
     return rows["full"].astype(str).str.lower() == "true"
 
 
+def _boot(flags: pd.Series, prompts: pd.Series) -> tuple[float, float]:
+    """A rate's 95% interval from a bootstrap over prompts (``stats.cluster_mean_interval``)."""
+    return cluster_mean_interval(flags.to_numpy(float), prompts.to_numpy(), seed=BOOTSTRAP_SEED)
+
+
+def _per_text(rows: pd.DataFrame, decide) -> pd.DataFrame:
+    """A text-level decision (``decide``: per-text flags indexed by text id) beside each text's prompt."""
+    flags = decide(rows)
+    prompts = rows.groupby("text_id")["prompt_id"].first()
+    return pd.DataFrame({"flag": flags, "prompt": prompts.loc[flags.index]})
+
+
+def _rates(prefix: str, rows: pd.DataFrame, decide=None) -> dict[str, float]:
+    """``prefix``'s rate, Wilson and prompt-bootstrap intervals: per (text, provider) row, or per text."""
+    if decide is None:
+        flags, prompts = rows["p"] < ALPHA, rows["prompt_id"]
+    else:
+        t = _per_text(rows, decide)
+        flags, prompts = t["flag"], t["prompt"]
+    r = _rate(flags)
+    lo, hi = _boot(flags, prompts) if len(flags) else (float("nan"), float("nan"))
+    return {prefix: r["rate"], f"{prefix}_lo": r["lo"], f"{prefix}_hi": r["hi"], f"{prefix}_boot_lo": lo,
+            f"{prefix}_boot_hi": hi, f"{prefix}_count": r["n"]}
+
+
+def _negatives(g: pd.DataFrame, kind: str) -> pd.DataFrame:
+    neg = g[g["role"] == "negative"]
+    return neg[neg["keys"] == kind] if "keys" in neg else (neg if kind == "slot" else neg.iloc[:0])
+
+
 def cell_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per (source, scheme, N, statistic). The check FPR is read under the negatives' own keys
+    where they were scored so (else under their slots'), and ``fpr_slot`` under their slots' keys."""
     full = rows[_full(rows)]
     out = []
     for (source, scheme, n, stat), g in full.groupby(["source", "scheme", "n", "statistic"], sort=False):
         pos = g[g["role"] == "positive"]
-        neg = g[g["role"] == "negative"]
-        tpr, fpr = _rate(pos["p"] < ALPHA), _rate(neg["p"] < ALPHA)
-        atpr, afpr = _rate(_any_provider(pos)), _rate(_any_provider(neg))
-        ftpr, ffpr = _rate(_any_provider_fisher(pos)), _rate(_any_provider_fisher(neg))
-        out.append({
-            "source": source, "scheme": scheme, "n": int(n), "statistic": stat,
-            "tpr": tpr["rate"], "tpr_lo": tpr["lo"], "tpr_hi": tpr["hi"], "positives": tpr["n"],
-            "fpr": fpr["rate"], "fpr_lo": fpr["lo"], "fpr_hi": fpr["hi"], "negatives": fpr["n"],
-            "null_scores": int(g["null_scores"].min()),
-            "any_tpr": atpr["rate"], "any_tpr_lo": atpr["lo"], "any_tpr_hi": atpr["hi"], "texts": atpr["n"],
-            "any_fpr": afpr["rate"], "any_fpr_lo": afpr["lo"], "any_fpr_hi": afpr["hi"],
-            "negative_texts": afpr["n"],
-            "fisher_tpr": ftpr["rate"], "fisher_tpr_lo": ftpr["lo"], "fisher_tpr_hi": ftpr["hi"],
-            "fisher_fpr": ffpr["rate"], "fisher_fpr_lo": ffpr["lo"], "fisher_fpr_hi": ffpr["hi"],
-            "providers_scored": int(g.groupby("text_id")["p"].count().max()),
-        })
+        slot = _negatives(g, "slot")
+        fresh = _negatives(g, "fresh")
+        neg = fresh if len(fresh) else slot
+        row = {"source": source, "scheme": scheme, "n": int(n), "statistic": stat,
+               "check_keys": "fresh" if len(fresh) else "slot"}
+        row.update(_rates("tpr", pos))
+        row.update(_rates("fpr", neg))
+        row.update(_rates("fpr_slot", slot))
+        row.update(_rates("any_tpr", pos, _any_provider))
+        row.update(_rates("any_fpr", neg, _any_provider))
+        row.update(_rates("fisher_tpr", pos, _any_provider_fisher))
+        row.update(_rates("fisher_fpr", neg, _any_provider_fisher))
+        row["positives"], row["negatives"] = row.pop("tpr_count"), row.pop("fpr_count")
+        row["texts"], row["negative_texts"] = row.pop("any_tpr_count"), row.pop("any_fpr_count")
+        for k in ("fpr_slot_count", "fisher_tpr_count", "fisher_fpr_count"):
+            row.pop(k)
+        row["null_scores"] = int(g["null_scores"].min())
+        row["providers_scored"] = int(pos.groupby("text_id")["p"].count().max()) if len(pos) else 0
+        out.append(row)
     return pd.DataFrame(out)
 
 
@@ -113,25 +201,47 @@ def tokens_for(cuts: np.ndarray, tpr: np.ndarray, target: float = TARGET_TPR) ->
     return float(math.exp(math.log(cuts[j - 1]) + f * (math.log(cuts[j]) - math.log(cuts[j - 1]))))
 
 
+def tokens_interval(flags: np.ndarray, prompts: np.ndarray, cuts: np.ndarray, confidence: float = 0.95,
+                    resamples: int = TOKEN_RESAMPLES, seed: int = BOOTSTRAP_SEED) -> tuple[float, float]:
+    """A percentile interval of ``tokens_for`` over resamples of the prompts (a (text, provider) row's
+    flags at each cut, ``flags``: rows x cuts). A resample whose curve never reaches the target counts
+    as past the longest cut: an end that falls there is NaN (not measured)."""
+    names, inverse = np.unique(prompts.astype(str), return_inverse=True)
+    if names.size < 2:
+        return float("nan"), float("nan")
+    k = np.zeros((names.size, flags.shape[1]))
+    np.add.at(k, inverse, flags.astype(float))
+    m = np.bincount(inverse, minlength=names.size).astype(float)
+    idx = np.random.default_rng(seed).integers(0, names.size, size=(resamples, names.size))
+    curves = k[idx].sum(axis=1) / m[idx].sum(axis=1)[:, None]
+    draws = np.array([tokens_for(cuts, c) for c in curves])
+    draws[np.isnan(draws)] = np.inf
+    alpha = (1 - confidence) / 2
+    lo, hi = np.quantile(draws, [alpha, 1 - alpha], method="inverted_cdf")  # no interpolation with inf
+    return (float(lo) if np.isfinite(lo) else float("nan")), (float(hi) if np.isfinite(hi) else float("nan"))
+
+
 def token_tables(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    pos = rows[(rows["role"] == "positive") & ~_full(rows)]
-    curve = (pos.assign(flag=pos["p"] < ALPHA).groupby(["source", "scheme", "statistic", "n", "cut"])["flag"]
-             .mean().reset_index())
+    pos = rows[(rows["role"] == "positive") & ~_full(rows)].assign(flag=lambda d: d["p"] < ALPHA)
     toks = []
-    for (source, scheme, stat, n), g in curve.groupby(["source", "scheme", "statistic", "n"]):
-        g = g.sort_values("cut")
+    for (source, scheme, stat, n), g in pos.groupby(["source", "scheme", "statistic", "n"]):
+        wide = g.pivot_table(index=["text_id", "provider"], columns="cut", values="flag", aggfunc="first")
+        prompts = g.groupby(["text_id", "provider"])["prompt_id"].first().loc[wide.index].to_numpy()
+        cuts = wide.columns.to_numpy(float)
+        curve = wide.to_numpy(float).mean(axis=0)
+        lo, hi = tokens_interval(wide.to_numpy(float), prompts, cuts)
         toks.append({"source": source, "scheme": scheme, "statistic": stat, "n": int(n),
-                     "tokens_for_80": tokens_for(g["cut"].to_numpy(float), g["flag"].to_numpy()),
-                     "tpr_at_longest": float(g["flag"].iloc[-1]), "longest_cut": int(g["cut"].iloc[-1])})
+                     "tokens_for_80": tokens_for(cuts, curve), "tokens_lo": lo, "tokens_hi": hi,
+                     "tpr_at_longest": float(curve[-1]), "longest_cut": int(cuts[-1])})
     toks = pd.DataFrame(toks)
     exps = []
     for (source, scheme, stat), g in toks.groupby(["source", "scheme", "statistic"]):
         ok = g.dropna(subset=["tokens_for_80"])
         row = {"source": source, "scheme": scheme, "statistic": stat, "n_values": int(len(ok)),
                "exponent": float("nan"), "exponent_se": float("nan")}
-        if len(ok) >= 2 and ok["n"].nunique() >= 2:
+        if ok["n"].nunique() >= MIN_EXPONENT_NS:
             fit = stats.linregress(np.log(ok["n"].to_numpy(float)), np.log(ok["tokens_for_80"].to_numpy(float)))
-            row.update(exponent=float(fit.slope), exponent_se=float(fit.stderr) if len(ok) > 2 else float("nan"))
+            row.update(exponent=float(fit.slope), exponent_se=float(fit.stderr))
         exps.append(row)
     return toks, pd.DataFrame(exps)
 
@@ -151,18 +261,23 @@ def figure(table: pd.DataFrame, out: Path) -> None:
             for stat in FIGURE_STATISTICS:
                 s = g[g["statistic"] == stat].sort_values("n")
                 if len(s):
+                    lo, hi = (s["tpr_boot_lo"], s["tpr_boot_hi"]) if "tpr_boot_lo" in s else (s["tpr_lo"],
+                                                                                            s["tpr_hi"])
                     panel.series.append(Series(name=stat, x=list(s["n"]), y=list(s["tpr"]),
-                                               err_minus=list(s["tpr"] - s["tpr_lo"]),
-                                               err_plus=list(s["tpr_hi"] - s["tpr"])))
+                                               err_minus=list(s["tpr"] - lo), err_plus=list(hi - s["tpr"])))
             panels.append(panel)
         save_figure(FigureSpec(title=f"Can a detector see through the wash? tpr-{source}: TPR against N, own sum "
                                      "vs model-aware LR", panels=panels), out, f"see_through_{source}")
 
 
-def summarize(rows_dir: Path = Path("out/see-through/rows"), out: Path = Path("results/see-through"),
+def summarize(rows_dir: Path | None = Path("out/see-through/rows"), out: Path = Path("results/see-through"),
               meta: dict | None = None) -> pd.DataFrame:
-    rows = load_rows(rows_dir)
+    """The tables, the figure and the committed rows from the scored cells under ``rows_dir``; with
+    ``rows_dir=None``, from the committed rows themselves (no re-scoring: the tables must come out equal)."""
     out.mkdir(parents=True, exist_ok=True)
+    if rows_dir is not None:  # the tables are read from the rows as committed, so they recompute equal
+        write_rows(compact(load_rows(rows_dir)), out)
+    rows = read_committed(out)
     table = cell_table(rows)
     toks, exps = token_tables(rows)
     table.to_csv(out / "see_through_cells.csv", index=False, float_format="%.4g")
@@ -186,11 +301,16 @@ def add_schemes(rows_dir: Path, out: Path, added: dict) -> pd.DataFrame:
     Its earlier cells, if any, are replaced; the other schemes' cells are kept as
     committed; ``added`` (command, date, code, machine) is appended to the run meta's
     ``added`` list so the page says which cells came when."""
-    rows = load_rows(rows_dir)
-    if rows.empty:
+    scored = load_rows(rows_dir)
+    if scored.empty:
         raise ValueError(f"no rows under {rows_dir}")
+    fresh = set(zip(scored["source"], scored["scheme"]))
+    old_rows = pd.read_csv(out / ROWS_FILE) if (out / ROWS_FILE).exists() else pd.DataFrame(columns=ID_COLUMNS)
+    kept = old_rows[[pair not in fresh for pair in zip(old_rows["source"], old_rows["scheme"])]]
+    write_rows(pd.concat([kept, compact(scored)], ignore_index=True), out)
+    rows = expand(pd.read_csv(out / ROWS_FILE))
+    rows = rows[[pair in fresh for pair in zip(rows["source"], rows["scheme"])]]
     new = dict(zip(TABLES, (cell_table(rows), *token_tables(rows))))
-    fresh = set(zip(rows["source"], rows["scheme"]))
     merged = {}
     for name in TABLES:
         old = pd.read_csv(out / name)

@@ -40,8 +40,21 @@ def load(root: Path) -> dict[str, pd.DataFrame] | None:
     return out
 
 
+def bounds(r: pd.Series, key: str) -> tuple[float, float]:
+    """A rate's quoted interval: the bootstrap over prompts where the table has one, else Wilson's."""
+    if f"{key}_boot_lo" in r and not pd.isna(r[f"{key}_boot_lo"]):
+        return r[f"{key}_boot_lo"], r[f"{key}_boot_hi"]
+    return r[f"{key}_lo"], r[f"{key}_hi"]
+
+
 def _cell(r: pd.Series, key: str) -> str:
-    return pct_ci(r[key], r[f"{key}_lo"], r[f"{key}_hi"])
+    return pct_ci(r[key], *bounds(r, key))
+
+
+def _slot_fpr(r: pd.Series) -> str:
+    if "fpr_slot" not in r or pd.isna(r["fpr_slot"]) or r.get("check_keys") != "fresh":
+        return "–"
+    return _cell(r, "fpr_slot")
 
 
 def cell_rows(summary: pd.DataFrame) -> list[list[str]]:
@@ -49,12 +62,33 @@ def cell_rows(summary: pd.DataFrame) -> list[list[str]]:
     order = {"sum": 0, "lr": 1, "lr-mix": 2, "lr-lineup": 3, "entropy": 4, "hc": 5}
     t = summary.assign(_o=summary["statistic"].map(order)).sort_values(["source", "scheme", "n", "_o"])
     for _, r in t.iterrows():
+        fisher = (f"{_cell(r, 'fisher_tpr')} / {_cell(r, 'fisher_fpr')}" if "fisher_tpr" in r
+                  and not pd.isna(r["fisher_tpr"]) else "–")
         rows.append([name(r["scheme"]), f"tpr-{r['source']}", str(int(r["n"])), STAT_NAMES.get(r["statistic"], r["statistic"]),
                      f"{_cell(r, 'tpr')} of {int(r['positives'])}", f"{_cell(r, 'fpr')} of {int(r['negatives'])}",
+                     _slot_fpr(r),
                      "its own null" if int(r["null_scores"]) == 0 else f"{int(r['null_scores']):,} per text",
-                     f"{_cell(r, 'any_tpr')} of {int(r['texts'])}",
-                     f"{_cell(r, 'any_fpr')} of {int(r['negative_texts'])}"])
+                     str(int(r.get("providers_scored", 0) or 0)),
+                     f"{_cell(r, 'any_tpr')} / {_cell(r, 'any_fpr')}", fisher])
     return rows
+
+
+def _tokens(hit: pd.Series) -> str:
+    """``61 [44, 90]``; ``> 200 (64%)`` where no prefix reaches 80%; an upper end past the longest prefix
+    reads ``> 200``."""
+    if pd.isna(hit["tokens_for_80"]):
+        return f"> {int(hit['longest_cut'])} ({hit['tpr_at_longest']:.0%})"
+    if "tokens_lo" not in hit or pd.isna(hit["tokens_lo"]):
+        return f"{hit['tokens_for_80']:.0f}"
+    hi = f"> {int(hit['longest_cut'])}" if pd.isna(hit["tokens_hi"]) else f"{hit['tokens_hi']:.0f}"
+    return f"{hit['tokens_for_80']:.0f} [{hit['tokens_lo']:.0f}, {hi}]"
+
+
+def exponent_text(e: pd.DataFrame) -> str:
+    """``1.46 ± 0.16`` where at least three N were fitted (``exponent_se``); ``–`` otherwise."""
+    if not len(e) or pd.isna(e["exponent"].iloc[0]) or pd.isna(e["exponent_se"].iloc[0]):
+        return "–"
+    return f"{num(e['exponent'].iloc[0])} ± {num(e['exponent_se'].iloc[0])}"
 
 
 def token_rows(tokens: pd.DataFrame, exponents: pd.DataFrame) -> list[list[str]]:
@@ -66,16 +100,10 @@ def token_rows(tokens: pd.DataFrame, exponents: pd.DataFrame) -> list[list[str]]
         cells = []
         for n in ns:
             hit = g[g["n"] == n]
-            if not len(hit):
-                cells.append("–")
-            elif pd.isna(hit["tokens_for_80"].iloc[0]):
-                cells.append(f"> {int(hit['longest_cut'].iloc[0])} ({hit['tpr_at_longest'].iloc[0]:.0%})")
-            else:
-                cells.append(f"{hit['tokens_for_80'].iloc[0]:.0f}")
+            cells.append(_tokens(hit.iloc[0]) if len(hit) else "–")
         e = exponents[(exponents["source"] == source) & (exponents["scheme"] == scheme)
                       & (exponents["statistic"] == stat)]
-        exp = "–" if not len(e) or pd.isna(e["exponent"].iloc[0]) else num(e["exponent"].iloc[0])
-        rows.append([name(scheme), f"tpr-{source}", STAT_NAMES[stat], *cells, exp])
+        rows.append([name(scheme), f"tpr-{source}", STAT_NAMES[stat], *cells, exponent_text(e)])
     return rows, ns
 
 
@@ -97,9 +125,35 @@ def _tpr_pairs(summary: pd.DataFrame, source: str = "paper", n: int = 5) -> list
     return out
 
 
-def _fpr_range(summary: pd.DataFrame, stat: str) -> str:
-    t = summary[summary["statistic"] == stat]
-    return f"{t['fpr'].min():.0%} to {t['fpr'].max():.0%}"
+def _fpr_range(summary: pd.DataFrame, stat: str, n: int, source: str = "paper") -> str:
+    t = summary[(summary["statistic"] == stat) & (summary["n"] == n) & (summary["source"] == source)]
+    low, high = f"{t['fpr'].min():.1%}", f"{t['fpr'].max():.1%}"
+    return low if low == high else f"{low} to {high}"
+
+
+def fpr_misses(summary: pd.DataFrame) -> list[str]:
+    """Every cell whose quoted check-FPR interval excludes 5%, as ``AAR tpr-paper N = 3, own sum: 9% [6,
+    15]``."""
+    out = []
+    for _, r in summary.sort_values(["source", "scheme", "n"]).iterrows():
+        lo, hi = bounds(r, "fpr")
+        if pd.isna(lo) or lo <= 0.05 <= hi:
+            continue
+        out.append(f"{name(r['scheme'])} tpr-{r['source']} N = {int(r['n'])}, "
+                   f"{STAT_NAMES.get(r['statistic'], r['statistic'])}: {_cell(r, 'fpr')}")
+    return out
+
+
+def misses_paragraph(summary: pd.DataFrame) -> str:
+    """Which check-FPR intervals exclude 5%, out of how many, and what that means."""
+    misses = fpr_misses(summary)
+    total = int(summary["fpr"].notna().sum())
+    if not misses:
+        return f"Every one of the {total} check-FPR intervals contains 5%."
+    expected = 0.05 * total
+    return (f"{len(misses)} of the {total} check-FPR intervals exclude 5% (about {expected:.0f} would by chance "
+            f"alone at 95% coverage, fewer since the cells share their negative texts): " + "; ".join(misses)
+            + ".")
 
 
 def separated(summary: pd.DataFrame, n: int = 5, source: str = "paper") -> str:
@@ -123,11 +177,36 @@ def separated(summary: pd.DataFrame, n: int = 5, source: str = "paper") -> str:
     return f"At N = {n} " + "; ".join(parts) + "." + why
 
 
+def _fisher_pairs(summary: pd.DataFrame, source: str = "paper", n: int = 5) -> list[str]:
+    """Per text, Fisher's combination over the text's providers: own sum → the quoted ratio."""
+    out = []
+    t = summary[(summary["source"] == source) & (summary["n"] == n)]
+    for scheme in dict.fromkeys(t["scheme"]):
+        own = t[(t["scheme"] == scheme) & (t["statistic"] == "sum")]
+        new = t[(t["scheme"] == scheme) & (t["statistic"] == QUOTED)]
+        if len(own) and len(new) and "fisher_tpr" in t and not pd.isna(new["fisher_tpr"].iloc[0]):
+            out.append(f"{name(scheme)} {_cell(own.iloc[0], 'fisher_tpr')} → {_cell(new.iloc[0], 'fisher_tpr')}")
+    return out
+
+
+def _scored(summary: pd.DataFrame, n: int, source: str = "paper") -> str:
+    t = summary[(summary["source"] == source) & (summary["n"] == n)]
+    k = sorted({int(v) for v in t.get("providers_scored", pd.Series(dtype=int)).dropna()})
+    if not k:
+        return "the providers scored"
+    return f"all {n} providers" if k == [n] else f"{'/'.join(map(str, k))} of the {n} providers"
+
+
 def sentence(data: dict, n: int = 5) -> str:
-    pairs = _tpr_pairs(data["summary"], n=n)
-    return (f"At N = {n} (`tpr-paper` texts, the providers on smollm2), per-provider TPR at p < 5%, own sum → "
-            f"model-aware likelihood ratio: " + "; ".join(pairs) + f". Check FPR on the held-out negatives: "
-            f"{_fpr_range(data['summary'], 'sum')} (own sum), {_fpr_range(data['summary'], QUOTED)} (ratio).")
+    summary = data["summary"]
+    pairs = _tpr_pairs(summary, n=n)
+    fisher = _fisher_pairs(summary, n=n)
+    text = (f"At N = {n} (`tpr-paper` texts, {_scored(summary, n)} scored), per-provider TPR at p < 5%, own sum → "
+            f"model-aware likelihood ratio: " + "; ".join(pairs) + ".")
+    if fisher:
+        text += " Per text, Fisher's combination over its providers: " + "; ".join(fisher) + "."
+    return text + (f" Check FPR at N = {n} on the held-out negatives: {_fpr_range(summary, 'sum', n)} (own sum), "
+                   f"{_fpr_range(summary, QUOTED, n)} (ratio).")
 
 
 def section(root: Path) -> list[str]:
@@ -151,9 +230,8 @@ def readme_line(root: Path) -> str | None:
     if data is None:
         return None
     return ("**Can a detector see through the wash?** " + sentence(data, 5)
-            + " These rates differ from the table's at N = 5 (KGW, say) for two reasons: they count the providers "
-              "on smollm2 only, where the table counts both models, and they decide at each scheme's own p < 5%, "
-              "where the table uses thresholds calibrated on unwatermarked texts."
+            + " These rates differ from the table's at N = 5 (KGW, say) because they decide at each scheme's own "
+              "p < 5%, where the table uses thresholds calibrated on unwatermarked texts."
             + " Details: [docs/results/see-through.md](docs/results/see-through.md).")
 
 
@@ -174,19 +252,26 @@ def page(root: Path) -> str | None:
         "sum log((1 - w) + w rho) over w in [0, 1], `lr-mix` averages the ratio over a uniform prior on w "
         "(`wash/detection/statistics/`, docs/DETECTORS.md). Their p comes from 1,000 draws of the same "
         "statistic under random keys on the same served laws, per text; a text is flagged at p < 5%, and the "
-        "check FPR is read on the held-out unwatermarked texts under the providers' real keys, which nothing "
-        "was fitted on. `sum` keeps its scheme's own exact null (its p as the TPR run recorded it, reproduced "
-        "exactly). Beside them: higher criticism over AAR's per-token pivots and an entropy-weighted green "
-        "count (model-free and SWEET/EWD-style baselines). Any provider: a text is flagged when the smallest "
-        "of its providers' p is below 5%/m (Holm's first step over its m scored providers). Intervals: Wilson "
-        "95%.", "",
+        "check FPR is read on the held-out unwatermarked texts, which nothing was fitted on, each under a key "
+        "of its own (\"check FPR\"; beside it, \"slot keys\": under the keys of the positive line-ups, "
+        "which a cell's 70 negatives share 30 of). `sum` keeps its scheme's own exact null (its p as the TPR "
+        "run recorded it, reproduced exactly). Beside them: higher criticism over AAR's per-token pivots and "
+        "an entropy-weighted green count (model-free and SWEET/EWD-style baselines). Per text, over its m "
+        "scored providers: Bonferroni (flagged when the smallest p is below 5%/m) and Fisher's combination "
+        "(-2 sum log p against chi-square with 2m degrees of freedom; valid because, given the text, each "
+        "provider's p depends on its own key alone). Intervals: 95%, from a bootstrap over prompts (a text's "
+        "providers, and the texts of one prompt, are not independent trials); the committed per-text rows "
+        "(`results/see-through/see_through_rows.csv.gz`) recompute every cell "
+        "(`python -m wash.experiments.see_through summarize --committed`).", "",
         f"Rows: {meta.get('rows_note', '')}".rstrip(), "",
-        *md_table(["scheme", "line-up", "N", "statistic", "TPR", "check FPR", "null scores",
-                   "any provider: TPR", "any provider: FPR"], cell_rows(data["summary"])), "",
+        *md_table(["scheme", "line-up", "N", "statistic", "TPR", "check FPR", "check FPR, slot keys",
+                   "null scores", "providers", "per text, Bonferroni: TPR / FPR", "per text, Fisher: TPR / FPR"],
+                  cell_rows(data["summary"])), "",
         separated(data["summary"], 5), "",
-        "Tokens each text needs for 80% TPR (prefixes of every positive, interpolated in log tokens; "
-        "`> T (x%)`: the longest prefix reaches only x%) and the exponent b of tokens ~ N^b where at least "
-        "two N reach 80%:", "",
+        misses_paragraph(data["summary"]), "",
+        "Tokens each text needs for 80% TPR (prefixes of every positive, interpolated in log tokens, with a "
+        "95% interval from a bootstrap over prompts; `> T (x%)`: the longest prefix reaches only x%) and the "
+        "exponent b of tokens ~ N^b with its standard error, where at least three N reach 80%:", "",
         *md_table(["scheme", "line-up", "statistic", *[f"N = {n}" for n in ns], "exponent"], trows), "",
         "![TPR against N, own sum and model-aware LR: tpr-paper](../../results/see-through/see_through_paper.png)",
         "",

@@ -516,7 +516,7 @@ STATISTIC_COLOURS = {"sum": "#6b7280", "lr": "#7c3aed", "lr-mix": "#db2777"}
 
 
 def see_through_figure(root: Path = rt.RESULTS_ROOT) -> go.Figure:
-    """TPR against N per scheme: the scheme's own sum beside the model-aware LR, with Wilson intervals."""
+    """TPR against N per scheme: the scheme's own sum beside the model-aware LR, with the page's intervals."""
     from wash.reporting import see_through as st
 
     data = st.load(root)
@@ -535,7 +535,8 @@ def see_through_figure(root: Path = rt.RESULTS_ROOT) -> go.Figure:
             fig.add_trace(go.Scatter(
                 x=[[c for c in g["_label"]], [f"N={n}"] * len(g)], y=g["tpr"], mode="markers",
                 name=f"{st.STAT_NAMES[stat]}, N={n}", marker={"color": colour, "symbol": symbol, "size": 9},
-                error_y=_errors(g["tpr"], g["tpr_lo"], g["tpr_hi"]),
+                error_y=_errors(g["tpr"], *(pd.Series(side, index=g.index)
+                                            for side in zip(*(st.bounds(r, "tpr") for _, r in g.iterrows())))),
                 hovertemplate="%{x}: TPR %{y:.0%}<extra>" + st.STAT_NAMES[stat] + "</extra>"))
     fig.update_layout(title=SEE_THROUGH_TITLE + " TPR at p < 5% per provider", yaxis={"range": [0, 1.02],
                       "tickformat": ".0%", "title": "TPR"}, xaxis={"title": "scheme (line-up), N"},
