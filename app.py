@@ -293,6 +293,7 @@ def _detect_tab(models: list[str]) -> dict:
         w["go"] = gr.Button("Score", variant="primary", elem_id="detect-btn")
     gr.Markdown(STATISTIC_NOTE)
     w["result"] = gr.Dataframe(label="Verdicts", interactive=False, elem_id="detect-table")
+    w["tokens_needed"] = gr.Markdown("", elem_id="detect-tokens-needed")
     w["provider"] = gr.Dropdown([], label="colour the tokens by this provider's detector",
                                 elem_id="detect-provider")
     w["tokens"] = gr.HighlightedText(label="Per-token detector scores (red: for the watermark, purple: against)",
@@ -499,8 +500,10 @@ def _wire_quiz(q: dict, tab: gr.Tab, models: list[str]) -> None:
 def _wire_detect(d: dict, preload: Preload | None) -> None:
     # models comes last so API callers' positional order from before it existed still holds.
     inputs = [d["text"], d["table"], d["threshold"], d["models"], d["statistic"]]
-    d["go"].click(gpu.on_gpu(handlers.run_detect, gpu.detect_seconds, preload), inputs,
-                  [d["result"], d["provider"], d["tokens"], d["rows"]], api_name="detect")
+    scored = d["go"].click(gpu.on_gpu(handlers.run_detect, gpu.detect_seconds, preload), inputs,
+                           [d["result"], d["provider"], d["tokens"], d["rows"]], api_name="detect")
+    # a step of its own (no model), so /detect's outputs stay as they were
+    scored.success(handlers.show_tokens_needed, d["rows"], d["tokens_needed"], api_visibility="undocumented")
     d["provider"].input(handlers.choose_detect_provider, [d["rows"], d["provider"]], d["tokens"],
                         api_visibility="undocumented")
 

@@ -14,7 +14,8 @@ from wash.core.exports import lazy_exports
 #: What the layers above may use, by the module that holds it (loaded on first use).
 _EXPORTS = {
     **dict.fromkeys(("Z_THRESHOLD", "Z_WASHED", "FPR_CALIBRATED", "ALPHA_IDENTIFY"), "thresholds"),
-    **dict.fromkeys(("detect_text", "parse_models", "generation_models", "read_run"), "per_text"),
+    **dict.fromkeys(("detect_text", "statistic_used", "parse_models", "generation_models", "read_run"),
+                     "per_text"),
     **dict.fromkeys(("Identification", "Probe", "identify", "SERVED_ROWS"), "identification"),
     **dict.fromkeys(("TEST_NAME", "PERMUTATION_RESAMPLES", "holm_by", "identified", "p_floor",
                      "permutation_p"), "identify_stats"),

@@ -32,8 +32,8 @@ from wash.engine.providers import Provider
 from wash.engine.settings import ProviderSpec, check_text
 from wash.core.errors import WashInputError
 
-__all__ = ["SLOW_REFRESH", "LiveDetector", "detect_ids", "detect_text", "parse_models", "generation_models",
-           "spec_from_dict", "RecordedRun", "recorded_run", "read_run"]
+__all__ = ["SLOW_REFRESH", "LiveDetector", "detect_ids", "detect_text", "statistic_used", "parse_models",
+           "generation_models", "spec_from_dict", "RecordedRun", "recorded_run", "read_run"]
 
 
 def detect_text(providers: Sequence[Provider], text: str, threshold: float = Z_THRESHOLD,
@@ -56,7 +56,7 @@ def detect_text(providers: Sequence[Provider], text: str, threshold: float = Z_T
     out = []
     for p in providers:
         ids = p.member.encode(text)
-        if not stat.applies(p.scheme) or p.space is not None:
+        if statistic_used(p, statistic) == "sum":
             out.append(detect_ids(p, ids, threshold))
             continue
         lineup = [q.member for q in providers if q is not p] if stat.needs_lineup else ()
@@ -65,6 +65,19 @@ def detect_text(providers: Sequence[Provider], text: str, threshold: float = Z_T
         out.append(detectors.verdict(p, detection, threshold, tokens,
                                      detected=detection.tokens_scored > 0 and detection.p < FPR_CALIBRATED))
     return out
+
+
+def statistic_used(provider: Provider, statistic: str) -> str:
+    """The statistic ``detect_text`` scores ``provider`` with: ``statistic``, or ``sum`` where it does not
+    cover the provider's scheme or the provider hashes in a union vocabulary (coordinated).
+
+    One place for the fallback, so what a verdict says it used (the Detect tab's tokens-for-80% line)
+    is what scored it."""
+    from wash.detection import statistics
+
+    if statistic == "sum" or provider.space is not None:
+        return "sum"
+    return statistic if statistics.statistic(statistic).applies(provider.scheme) else "sum"
 
 
 # -- what a generation recorded ----------------------------------------------------------

@@ -15,6 +15,7 @@ import pandas as pd
 
 from wash.reporting.fmt import md_table, num, pct_ci
 from wash.reporting.headline import name
+from wash.reporting.results_tables import RESULTS_ROOT
 
 FOLDER = "see-through"
 #: The statistic reported beside each scheme's own sum (fixed before any result: the model-aware LR).
@@ -289,3 +290,76 @@ def page(root: Path) -> str | None:
     while lines and lines[-1] == "":
         lines.pop()
     return "\n".join(lines) + "\n"
+
+
+# -- the Detect tab: how many more tokens a provider needs for 80% TPR ----------------------------------
+#: The line-up whose curves the Detect tab quotes: its schemes are the plain names a provider lists.
+TOKENS_SOURCE = "paper"
+TOKENS_FILE = "see_through_tokens.csv"
+
+
+def tokens_curves(root: Path) -> pd.DataFrame | None:
+    """The committed tokens-for-80% curves of ``TOKENS_SOURCE``; None where ``results/see-through`` has none."""
+    path = root / FOLDER / TOKENS_FILE
+    if not path.exists():
+        return None
+    t = pd.read_csv(path)
+    return t[t["source"] == TOKENS_SOURCE]
+
+
+def _tokens(v: float) -> str:
+    return f"{float(v):.0f}"
+
+
+def _interval(r: pd.Series) -> str:
+    """`` [71, 140]`` from the prompt bootstrap where the table has it (``tokens_hi`` NaN: past the longest
+    prefix); empty for a table written before the columns, or without a lower end."""
+    lo, hi = r.get("tokens_lo", math.nan), r.get("tokens_hi", math.nan)
+    if pd.isna(lo):
+        return ""
+    upper = f"> {int(r['longest_cut'])}" if pd.isna(hi) else _tokens(hi)
+    return f" [{_tokens(lo)}, {upper}]"
+
+
+def _at_n(r: pd.Series) -> str:
+    """One measured N in short: ``52 tokens [40, 70]`` or ``only 64% by 200 tokens``."""
+    if pd.isna(r["tokens_for_80"]):
+        return f"only {r['tpr_at_longest']:.0%} by {int(r['longest_cut'])} tokens"
+    return f"{_tokens(r['tokens_for_80'])} tokens{_interval(r)}"
+
+
+def _measured(r: pd.Series, statistic: str, tokens: int) -> str:
+    n, where = int(r["n"]), f"`{statistic}`, tpr-{TOKENS_SOURCE} texts"
+    if pd.isna(r["tokens_for_80"]):
+        return (f"at N = {n} the measured texts reach only {r['tpr_at_longest']:.0%} by "
+                f"{int(r['longest_cut'])} tokens ({where}): how many more this needs is not measured")
+    need = round(float(r["tokens_for_80"]))
+    verdict = "enough on average" if tokens >= need else f"about {need - tokens} more"
+    return (f"80% TPR at N = {n} needs about {need} tokens{_interval(r)} ({where}); this text has {tokens} "
+            f"tokens: {verdict}")
+
+
+def tokens_needed(scheme: str, statistic: str, n: int, tokens: int,
+                  root: Path = RESULTS_ROOT) -> str | None:
+    """One sentence for a provider under WASH with ``n`` providers: how many more of the text's ``tokens``
+    (under the provider's tokenizer: the curves' unit) its ``statistic`` needs for 80% TPR at p < 0.05.
+
+    Read from the committed curve only, never extrapolated: an N not measured quotes the nearest measured N
+    on each side, a curve that stays under 80% says how far it got, a missing curve says which. None when
+    ``results/see-through`` is absent (the Detect tab then shows nothing)."""
+    curves = tokens_curves(root)
+    if curves is None:
+        return None
+    if scheme == "none":
+        return "an unwatermarked provider (scheme `none`) has no tokens-for-80% curve"
+    curve = curves[(curves["scheme"] == scheme) & (curves["statistic"] == statistic)]
+    if not len(curve):
+        return (f"no committed tokens-for-80% curve for {name(scheme)} under `{statistic}` "
+                f"(tpr-{TOKENS_SOURCE} texts)")
+    by_n = {int(r["n"]): r for _, r in curve.iterrows()}
+    if n in by_n:
+        return _measured(by_n[n], statistic, tokens)
+    sides = [max((m for m in by_n if m < n), default=None), min((m for m in by_n if m > n), default=None)]
+    quoted = ", ".join(f"at N = {m}: {_at_n(by_n[m])}" for m in sides if m is not None)
+    return (f"N = {n} is not measured; {quoted} (`{statistic}`, tpr-{TOKENS_SOURCE} texts); this text has "
+            f"{tokens} tokens")

@@ -21,7 +21,7 @@ from wash.core.errors import WashInputError
 from wash.ui.preload import Preload
 from wash.content.presets import DEMO_TOKENS, description as preset_description, preset
 from wash.ui import identify as identify_ui, plots, results, tables, texts, tokens
-from wash.ui.detect import detect, result_models
+from wash.ui.detect import detect, result_models, tokens_note
 from wash.ui.providers import add_row, build_config, preset_rows, remove_last_row
 from wash.ui.run import (SINGLE, UNMARKED, WASH, RunRecord, RunView, StopRegistry, Streams,
                          comparison_streams, drive, session_of, preload_markdown)
@@ -344,6 +344,12 @@ def run_detect(text: str, table: Any, threshold: float,
 
 def choose_detect_provider(rows: list[ProviderDetection] | None, label: str) -> list:
     return _detect_highlight(rows or [], label)
+
+
+def show_tokens_needed(rows: list[ProviderDetection] | None) -> str:
+    """The tokens-for-80% lines under the verdicts, from the scored rows (their statistic and providers
+    travel with them), so they answer the click that scored them whatever the widgets say since."""
+    return tokens_note(rows or [])
 
 
 # -- theory -------------------------------------------------------------------------
