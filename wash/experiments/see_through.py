@@ -172,12 +172,12 @@ def lineup_of(row: pd.Series) -> Any:
 def check_key(row: pd.Series) -> int:
     """A held-out negative's own key for its slot: seeded by (source, scheme, N, text, slot), at least
     ``key_null.KEY_FLOOR`` (disjoint from every experiment key), so no two negatives share one."""
-    from wash.detection.key_null import KEY_FLOOR
-    from wash.watermarks.hashing import derive_seed
+    from wash.detection import key_null
+    from wash.watermarks import derive_seed
 
     seed = derive_seed("see-through-check", row["source"], row["scheme"], int(row["n"]), int(row["text_id"]),
                        int(row["provider"]))
-    return KEY_FLOOR + seed % (2 ** 62 - KEY_FLOOR)
+    return key_null.KEY_FLOOR + seed % (2 ** 62 - key_null.KEY_FLOOR)
 
 
 def _scheme(spec_text: str, vocab_size: int, key: int | None = None):

@@ -11,7 +11,8 @@ here holds what the app reads and the pages the README reaches, nothing else:
 * ``assets/`` (prompts, examples, the README's screenshot, and the recorded runs the Lesson,
   the Quiz and the Generate tab's presets replay: ``assets/lesson``, ``assets/quiz``, ``assets/presets``);
 * ``results/``: every folder's ``*_summary.csv`` and ``*_meta.json`` (the Results tab and
-  the presets' measured lines read them) and ``results/README.md``; a ``*_runs.csv`` only
+  the presets' measured lines read them), the see-through tables (the Results tab's section
+  and the Detect tab's tokens-for-80% lines) and ``results/README.md``; a ``*_runs.csv`` only
   where the app reads it (``RUNS_READ``: the About tab's measured null exceedance), as
   is when under ``FILE_LIMIT`` and gzip-compressed otherwise (``results_tables`` reads
   either, the same rows);
@@ -296,6 +297,10 @@ def space_files(root: Path = ROOT) -> list[str]:
               for p in sorted(results.glob(pattern))]
     if (results / "README.md").is_file():
         files.append("results/README.md")
+    from wash.reporting import see_through
+
+    files += [f"results/{see_through.FOLDER}/{name}" for name in see_through.FILES
+              if (results / see_through.FOLDER / name).is_file()]
     files += [p.relative_to(root).as_posix() for p in _app_data(root) if p.is_file()]
     pages, images = linked_pages(root)
     return sorted(set(files + pages + images))

@@ -30,13 +30,20 @@ LEFT_OUT = ("Water-Bag's ratio takes the best (`lr`) or the average (`lr-mix`) o
             "race per offset, position and draw (docs/DETECTORS.md).")
 
 
+#: The tables this section (and the app's Results and Detect tabs) read, by their key in ``load``'s answer.
+TABLES = {"summary": "see_through_cells.csv", "tokens": "see_through_tokens.csv",
+          "exponents": "see_through_exponents.csv"}
+META = "see_through_run.json"
+#: Every file ``load`` reads (a Space copies them: the per-text rows stay out, no tab reads them).
+FILES = (*TABLES.values(), META)
+
+
 def load(root: Path) -> dict[str, pd.DataFrame] | None:
     folder = root / FOLDER
-    if not (folder / "see_through_cells.csv").exists():
+    if not (folder / TABLES["summary"]).exists():
         return None
-    out = {k: pd.read_csv(folder / f"see_through_{f}.csv")
-           for k, f in (("summary", "cells"), ("tokens", "tokens"), ("exponents", "exponents"))}
-    meta = folder / "see_through_run.json"
+    out = {k: pd.read_csv(folder / f) for k, f in TABLES.items()}
+    meta = folder / META
     out["meta"] = json.loads(meta.read_text()) if meta.exists() else {}
     return out
 

@@ -2,7 +2,9 @@
 
 A provider names its scheme (``kgw``, ``aar``...) and gets an instance of the
 registered class, built with its key, its token-space size and any
-``name=value`` overrides of the scheme's published defaults.
+``name=value`` overrides of the scheme's published defaults. ``derive_seed`` is the
+one seeding hash, exported for callers that derive keys of their own (an experiment's
+check keys), so no second hash is written.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import importlib
 
 from wash.watermarks.base import Detection, Detector, WatermarkScheme
+from wash.watermarks.hashing import derive_seed
 from wash.watermarks.registry import (SCHEMES, build_scheme, default_forms, form_params, paper_schemes,
                                       published_schemes, rank, register, release_forms, scheme_class, scheme_names,
                                       stateful_schemes, title)
@@ -27,4 +30,4 @@ for _name in _MODULES:
 
 __all__ = ["Detection", "Detector", "WatermarkScheme", "SCHEMES", "register", "scheme_names",
            "scheme_class", "build_scheme", "title", "published_schemes", "stateful_schemes", "default_forms",
-           "form_params", "release_forms", "paper_schemes", "rank"]
+           "form_params", "release_forms", "paper_schemes", "rank", "derive_seed"]
