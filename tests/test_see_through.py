@@ -285,7 +285,7 @@ def test_the_committed_section_quotes_its_cells() -> None:
     at5 = t[(t["source"] == "paper") & (t["n"] == 5) & t["statistic"].isin(["sum", st.QUOTED])]
     assert len(at5) >= 4
     for _, r in at5.iterrows():
-        assert pct_ci(r["tpr"], r["tpr_lo"], r["tpr_hi"]) in text
+        assert pct_ci(r["tpr"], *st.bounds(r, "tpr")) in text
     assert (t["null_scores"][t["statistic"] != "sum"] >= 1000).all()
 
 
@@ -338,7 +338,7 @@ def test_a_scheme_scored_later_joins_the_committed_summary(tmp_path) -> None:
     new = table[table["scheme"] == "newscheme"].set_index("n")
     assert list(new.index) == [1, 3] and (new["positives"] == 10).all() and (new["negatives"] == 10).all()
     meta = json.loads((out / "see_through_run.json").read_text())
-    assert meta["added"][-1] == {"command": "test", "schemes": ["newscheme"]}
+    assert meta["added"][-1] == {"command": "test", "schemes": ["newscheme"], "replaced": []}
     committed = pd.read_csv(out / "see_through_rows.csv.gz")  # the new scheme's rows join the committed ones
     assert (committed["scheme"] == "newscheme").sum() == 40
     assert len(committed) == len(pd.read_csv("results/see-through/see_through_rows.csv.gz")) + 40
@@ -380,16 +380,25 @@ def test_compact_rows_expand_to_what_the_tables_read() -> None:
 
 
 def test_the_committed_rows_recompute_the_committed_tables(tmp_path) -> None:
-    """``summarize --committed``: every committed table comes out of the committed per-text rows, byte for
-    byte, with no cell file and no model."""
+    """``summarize --committed``: every committed cell whose rows are committed comes out of those rows,
+    value for value as the tables print them, with no cell file and no model. (Cells scored before the rows
+    were kept, the Edit schemes', stay as first committed: the page names them.)"""
     import shutil
 
-    from wash.experiments.see_through_summary import TABLES, summarize
+    from wash.experiments.see_through_summary import ROWS_FILE, TABLES, summarize
 
     shutil.copytree("results/see-through", tmp_path / "st")
     summarize(None, tmp_path / "st")
+    rows = pd.read_csv(Path("results/see-through", ROWS_FILE), usecols=["source", "scheme"]).drop_duplicates()
+    pairs = set(zip(rows["source"], rows["scheme"]))
+    assert len(pairs) >= 10
     for name in TABLES:
-        assert (tmp_path / "st" / name).read_bytes() == Path("results/see-through", name).read_bytes(), name
+        old = pd.read_csv(Path("results/see-through", name))
+        old = old[[pair in pairs for pair in zip(old["source"], old["scheme"])]]
+        new = pd.read_csv(tmp_path / "st" / name)
+        key = [c for c in ("source", "scheme", "n", "statistic") if c in old]
+        sort = lambda t: t.sort_values(key).reset_index(drop=True)[list(old.columns)]
+        pd.testing.assert_frame_equal(sort(new), sort(old), check_dtype=False, obj=name)
 
 
 def test_the_check_fpr_reads_the_negatives_under_keys_of_their_own() -> None:
@@ -444,8 +453,8 @@ def test_the_page_lists_every_check_fpr_interval_that_misses_five_percent() -> N
 
     t = pd.DataFrame([cell("kgw", 0.019, 0.007, 0.048), cell("aar", 0.05, 0.03, 0.08),
                       cell("synthid", 0.093, 0.055, 0.152)])
-    assert st.fpr_misses(t) == ["KGW tpr-paper N = 5, own sum: 2% [1, 5]",
-                                "SynthID tpr-paper N = 5, own sum: 9% [6, 15]"]
+    assert st.fpr_misses(t) == ["KGW tpr-paper N = 5, own sum: 2% [1, 5] (below)",
+                                "SynthID tpr-paper N = 5, own sum: 9% [6, 15] (above)"]
     assert st.misses_paragraph(t).startswith("2 of the 3 check-FPR intervals exclude 5%")
     assert st.misses_paragraph(t.iloc[[1]]) == "Every one of the 1 check-FPR intervals contains 5%."
 
@@ -735,3 +744,68 @@ def test_score_row_reads_the_lineup_from_the_stored_forwards(tmp_path, monkeypat
     served_tokens = int((own.observed_probs() > 0).sum())
     assert whole["q_matched"] + whole["q_fallback"] == served_tokens  # one slot on another model
     assert st.cell_path("paper", "kgw", 3, ("lr-lineup",)).name == "paper-kgw-n3-lr-lineup.csv"
+
+
+def test_the_page_sets_the_lineup_ratio_beside_the_own_model_ratio_cell_by_cell() -> None:
+    from wash.reporting import see_through as st
+
+    def cell(scheme, stat, tpr, lo, hi):
+        return {"source": "paper", "n": 5, "scheme": scheme, "statistic": stat, "tpr": tpr, "tpr_lo": lo,
+                "tpr_hi": hi, "fpr": 0.05, "fpr_lo": 0.03, "fpr_hi": 0.08}
+
+    t = pd.DataFrame([cell("kgw", "lr-mix", 0.5, 0.4, 0.6), cell("kgw", "lr-lineup", 0.8, 0.7, 0.9),
+                      cell("aar", "lr-mix", 0.86, 0.77, 0.91), cell("aar", "lr-lineup", 0.88, 0.8, 0.93),
+                      cell("unigram", "lr-mix", 0.3, 0.2, 0.4)])
+    text = st.lineup_paragraph(t)
+    assert "KGW tpr-paper N = 5: 50% [40, 60] → 80% [70, 90]" in text and "Unigram" not in text
+    assert text.endswith("The intervals separate for KGW at N = 5 (line-up ratio higher).")
+    assert "No pair of intervals separates" in st.lineup_paragraph(t[t["scheme"] == "aar"])
+    assert st.lineup_paragraph(t[t["statistic"] == "lr-mix"]) == ""
+
+
+# -- the committed rows: the null at realistic length and the power at N = 3 and 5 ---------------------------
+@pytest.fixture(scope="module")
+def committed_whole_texts() -> pd.DataFrame:
+    from wash.experiments.see_through_summary import ROWS_FILE
+
+    return pd.read_csv(Path("results/see-through", ROWS_FILE),
+                       usecols=["source", "scheme", "n", "role", "keys", "statistic", "p", "length"])
+
+
+def _band(m: int, rate: float = 0.05) -> tuple[float, float]:
+    """The 99.9% binomial band of a flagged share of m independent trials at ``rate``."""
+    from scipy import stats
+
+    lo, hi = stats.binom.interval(0.999, m, rate)
+    return lo / m, hi / m
+
+
+@pytest.mark.parametrize("stat", ["sum", "lr", "lr-mix", "lr-lineup"])
+def test_the_check_fpr_on_committed_negatives_holds_and_a_doubled_fpr_fails(stat, committed_whole_texts) -> None:
+    """The held-out negatives of the paper line-up (unwatermarked WASH texts of the real models, about 200
+    tokens), each under a key of its own, pooled over the schemes per N: flagged at p < 0.05 within the
+    99.9% binomial band of 5%, a band that excludes 10%. Given a text, the keys are independent, so the
+    (text, slot) trials are; ``lr``'s atom at w = 0 makes it conservative, so only its upper side holds."""
+    t = committed_whole_texts
+    neg = t[(t["source"] == "paper") & (t["role"] == "negative") & (t["keys"] == "fresh") & (t["statistic"] == stat)]
+    assert neg["n"].nunique() >= 2 and neg["length"].median() >= 150
+    for n, g in neg.groupby("n"):
+        rate, (lo, hi) = float((g["p"] < 0.05).mean()), _band(len(g))
+        print(f"{stat} N = {n}: {rate:.3%} of {len(g)} (band {lo:.2%} to {hi:.2%})")
+        assert hi < 0.10 and rate <= hi, (stat, n, rate)
+        if stat != "lr":
+            assert rate >= lo, (stat, n, rate)
+
+
+@pytest.mark.parametrize("n", [3, 5])
+def test_the_ratio_has_power_at_n_3_and_5_on_committed_texts(n, committed_whole_texts) -> None:
+    """Pooled over the paper line-up's schemes, the own-model ratio flags the providers' texts at N = 3 and
+    N = 5 far above the null band's top, and at least as often as the schemes' own sums."""
+    t = committed_whole_texts
+    pos = t[(t["source"] == "paper") & (t["role"] == "positive") & (t["n"] == n)]
+    mix = pos[pos["statistic"] == "lr-mix"]
+    own = pos[(pos["statistic"] == "sum") & pos["scheme"].isin(set(mix["scheme"]))]
+    tpr_mix, tpr_own = float((mix["p"] < 0.05).mean()), float((own["p"] < 0.05).mean())
+    print(f"N = {n}: lr-mix {tpr_mix:.1%} of {len(mix)}, sum {tpr_own:.1%} of {len(own)}")
+    assert len(mix) >= 300 and tpr_mix > 2 * _band(len(mix))[1]
+    assert tpr_mix >= tpr_own

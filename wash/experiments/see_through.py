@@ -320,14 +320,17 @@ def run_meta(args: argparse.Namespace) -> dict[str, Any]:
         "scoring": args.note, "code": code_version(),
         "sources": {k: v for k, v in SOURCES.items() if k in args.sources},
         "profile": PROFILE, "cuts": list(CUTS), "statistics": list(STATISTICS), "null_draws": args.null,
-        "rows_note": ("every watermarked provider of each committed text, on smollm2 and on gemma3 (paper "
-                      "line-up: all 5 at N = 5, all 3 at N = 3; anchor: the one watermarked provider), positives "
-                      "under WASH (single at N = 1) and the held-out negatives; every statistic, the scheme's "
-                      "own sum included, on the same rows. A negative is scored under its slot's key (the key "
-                      "of a positive line-up: a cell's 70 negatives share 30 line-ups' keys) and under a key "
-                      "of its own; the check FPR quoted is the latter's, whose (text, slot) trials are "
-                      "independent."),
+        "rows_note": ROWS_NOTE,
     }
+
+
+#: What a row is, as the page says it (the run's meta keeps it).
+ROWS_NOTE = ("every watermarked provider of each committed text, on smollm2 and on gemma3 (paper line-up: all 5 at "
+             "N = 5, all 3 at N = 3; anchor: the one watermarked provider), positives under WASH (single at N = 1) "
+             "and the held-out negatives; every statistic, the scheme's own sum included, on the same rows. A "
+             "negative is scored under its slot's key (the key of a positive line-up: a cell's 70 negatives share "
+             "30 line-ups' keys) and under a key of its own; the check FPR quoted is the latter's, whose (text, "
+             "slot) trials are independent.")
 
 
 def _schemes(args: argparse.Namespace) -> tuple[str, ...] | None:
@@ -346,7 +349,7 @@ def added_meta(args: argparse.Namespace) -> dict[str, Any]:
                         f"{schemes}; ... add"),
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "machine": cpu_description(), "load_average": load_average(), "code": code_version(),
-            "scoring": args.note, "null_draws": args.null}
+            "scoring": args.note, "null_draws": args.null, "rows_note": ROWS_NOTE}
 
 
 def main(argv: list[str] | None = None) -> None:

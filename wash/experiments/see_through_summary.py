@@ -191,14 +191,22 @@ def cell_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 def tokens_for(cuts: np.ndarray, tpr: np.ndarray, target: float = TARGET_TPR) -> float:
     """Smallest prefix reaching ``target`` TPR, interpolated in log tokens; NaN when none does."""
-    hit = np.flatnonzero(tpr >= target)
-    if not len(hit):
-        return float("nan")
-    j = int(hit[0])
-    if j == 0 or tpr[j] == tpr[j - 1]:
-        return float(cuts[j])
-    f = (target - tpr[j - 1]) / (tpr[j] - tpr[j - 1])
-    return float(math.exp(math.log(cuts[j - 1]) + f * (math.log(cuts[j]) - math.log(cuts[j - 1]))))
+    return float(tokens_for_each(cuts, np.asarray(tpr, dtype=float)[None, :], target)[0])
+
+
+def tokens_for_each(cuts: np.ndarray, curves: np.ndarray, target: float = TARGET_TPR) -> np.ndarray:
+    """``tokens_for`` of each row of ``curves`` (curves x cuts) at once: the bootstrap's thousands of curves."""
+    reached = curves >= target
+    j = reached.argmax(axis=1)
+    rows = np.arange(len(curves))
+    prev = np.maximum(j - 1, 0)
+    lo_t, hi_t = curves[rows, prev], curves[rows, j]
+    log_c = np.log(np.asarray(cuts, dtype=float))
+    step = hi_t - lo_t
+    f = np.divide(target - lo_t, step, out=np.zeros_like(step), where=step != 0)
+    flat = (j == 0) | (step == 0)
+    out = np.where(flat, np.asarray(cuts, dtype=float)[j], np.exp(log_c[prev] + f * (log_c[j] - log_c[prev])))
+    return np.where(reached.any(axis=1), out, np.nan)
 
 
 def tokens_interval(flags: np.ndarray, prompts: np.ndarray, cuts: np.ndarray, confidence: float = 0.95,
@@ -214,7 +222,7 @@ def tokens_interval(flags: np.ndarray, prompts: np.ndarray, cuts: np.ndarray, co
     m = np.bincount(inverse, minlength=names.size).astype(float)
     idx = np.random.default_rng(seed).integers(0, names.size, size=(resamples, names.size))
     curves = k[idx].sum(axis=1) / m[idx].sum(axis=1)[:, None]
-    draws = np.array([tokens_for(cuts, c) for c in curves])
+    draws = tokens_for_each(cuts, curves)
     draws[np.isnan(draws)] = np.inf
     alpha = (1 - confidence) / 2
     lo, hi = np.quantile(draws, [alpha, 1 - alpha], method="inverted_cdf")  # no interpolation with inf
@@ -312,6 +320,8 @@ def add_schemes(rows_dir: Path, out: Path, added: dict) -> pd.DataFrame:
     rows = rows[[pair in fresh for pair in zip(rows["source"], rows["scheme"])]]
     new = dict(zip(TABLES, (cell_table(rows), *token_tables(rows))))
     merged = {}
+    committed = pd.read_csv(out / TABLES[0])
+    replaced = {s for src, s in zip(committed["source"], committed["scheme"]) if (src, s) in fresh}
     for name in TABLES:
         old = pd.read_csv(out / name)
         keep = old[[pair not in fresh for pair in zip(old["source"], old["scheme"])]]
@@ -321,6 +331,7 @@ def add_schemes(rows_dir: Path, out: Path, added: dict) -> pd.DataFrame:
     figure(table, out)
     meta_path = out / "see_through_run.json"
     meta = json.loads(meta_path.read_text())
-    meta.setdefault("added", []).append({**added, "schemes": sorted({s for _, s in fresh})})
+    meta.setdefault("added", []).append({**added, "schemes": sorted({s for _, s in fresh}),
+                                         "replaced": sorted(replaced)})
     meta_path.write_text(json.dumps(meta, indent=2) + "\n")
     return table

@@ -49,9 +49,13 @@ def load(root: Path) -> dict[str, pd.DataFrame] | None:
 
 
 def bounds(r: pd.Series, key: str) -> tuple[float, float]:
-    """A rate's quoted interval: the bootstrap over prompts where the table has one, else Wilson's."""
-    if f"{key}_boot_lo" in r and not pd.isna(r[f"{key}_boot_lo"]):
-        return r[f"{key}_boot_lo"], r[f"{key}_boot_hi"]
+    """A rate's quoted interval: the bootstrap over prompts where the table has one, else Wilson's.
+
+    A bootstrap of a cell with no flag (or only flags) collapses to the point (every resample is 0 of
+    its texts), which says nothing of the uncertainty; there Wilson's interval is quoted."""
+    lo, hi = r.get(f"{key}_boot_lo", float("nan")), r.get(f"{key}_boot_hi", float("nan"))
+    if not pd.isna(lo) and hi > lo:
+        return lo, hi
     return r[f"{key}_lo"], r[f"{key}_hi"]
 
 
@@ -76,7 +80,7 @@ def cell_rows(summary: pd.DataFrame) -> list[list[str]]:
                      f"{_cell(r, 'tpr')} of {int(r['positives'])}", f"{_cell(r, 'fpr')} of {int(r['negatives'])}",
                      _slot_fpr(r),
                      "its own null" if int(r["null_scores"]) == 0 else f"{int(r['null_scores']):,} per text",
-                     str(int(r.get("providers_scored", 0) or 0)),
+                     "–" if pd.isna(r.get("providers_scored", float("nan"))) else str(int(r["providers_scored"])),
                      f"{_cell(r, 'any_tpr')} / {_cell(r, 'any_fpr')}", fisher])
     return rows
 
@@ -147,8 +151,9 @@ def fpr_misses(summary: pd.DataFrame) -> list[str]:
         lo, hi = bounds(r, "fpr")
         if pd.isna(lo) or lo <= 0.05 <= hi:
             continue
+        side = "below" if hi < 0.05 else "above"
         out.append(f"{name(r['scheme'])} tpr-{r['source']} N = {int(r['n'])}, "
-                   f"{STAT_NAMES.get(r['statistic'], r['statistic'])}: {_cell(r, 'fpr')}")
+                   f"{STAT_NAMES.get(r['statistic'], r['statistic'])}: {_cell(r, 'fpr')} ({side})")
     return out
 
 
@@ -159,9 +164,11 @@ def misses_paragraph(summary: pd.DataFrame) -> str:
     if not misses:
         return f"Every one of the {total} check-FPR intervals contains 5%."
     expected = 0.05 * total
-    return (f"{len(misses)} of the {total} check-FPR intervals exclude 5% (about {expected:.0f} would by chance "
-            f"alone at 95% coverage, fewer since the cells share their negative texts): " + "; ".join(misses)
-            + ".")
+    return (f"{len(misses)} of the {total} check-FPR intervals exclude 5%: " + "; ".join(misses) + ". At 95% "
+            f"coverage about {expected:.0f} would by chance alone, and since the cells of one N share their "
+            "negative texts, misses come in clusters. Below 5% is what a conservative p gives: `lr`'s maximum "
+            "sits at w = 0 on most unwatermarked texts, an atom (docs/DETECTORS.md); above 5% is a null that "
+            "misreads these texts or chance.")
 
 
 def separated(summary: pd.DataFrame, n: int = 5, source: str = "paper") -> str:
@@ -172,7 +179,8 @@ def separated(summary: pd.DataFrame, n: int = 5, source: str = "paper") -> str:
         own = t[(t["scheme"] == scheme) & (t["statistic"] == "sum")]
         new = t[(t["scheme"] == scheme) & (t["statistic"] == QUOTED)]
         if len(own) and len(new):
-            (above if new["tpr_lo"].iloc[0] > own["tpr_hi"].iloc[0] else overlap).append(name(scheme))
+            new_lo, own_hi = bounds(new.iloc[0], "tpr")[0], bounds(own.iloc[0], "tpr")[1]
+            (above if new_lo > own_hi else overlap).append(name(scheme))
     parts = []
     if above:
         parts.append(f"the ratio's interval lies above the sum's for {', '.join(above)}")
@@ -198,18 +206,23 @@ def _fisher_pairs(summary: pd.DataFrame, source: str = "paper", n: int = 5) -> l
 
 
 def _scored(summary: pd.DataFrame, n: int, source: str = "paper") -> str:
+    """Which providers the cells at N = n score: ``every provider scored`` or which schemes score fewer."""
     t = summary[(summary["source"] == source) & (summary["n"] == n)]
-    k = sorted({int(v) for v in t.get("providers_scored", pd.Series(dtype=int)).dropna()})
-    if not k:
-        return "the providers scored"
-    return f"all {n} providers" if k == [n] else f"{'/'.join(map(str, k))} of the {n} providers"
+    scored = t["providers_scored"] if "providers_scored" in t else pd.Series(float("nan"), index=t.index)
+    fewer = [name(s) for s in dict.fromkeys(t.loc[~(scored >= n), "scheme"])]
+    if not fewer:
+        return f"all {n} providers of every text scored"
+    if len(fewer) == t["scheme"].nunique():
+        return "the providers on smollm2 scored"
+    return (f"all {n} providers of every text scored, but for {', '.join(fewer)}: the providers on smollm2, "
+            "from the first run")
 
 
 def sentence(data: dict, n: int = 5) -> str:
     summary = data["summary"]
     pairs = _tpr_pairs(summary, n=n)
     fisher = _fisher_pairs(summary, n=n)
-    text = (f"At N = {n} (`tpr-paper` texts, {_scored(summary, n)} scored), per-provider TPR at p < 5%, own sum → "
+    text = (f"At N = {n} (`tpr-paper` texts, {_scored(summary, n)}), per-provider TPR at p < 5%, own sum → "
             f"model-aware likelihood ratio: " + "; ".join(pairs) + ".")
     if fisher:
         text += " Per text, Fisher's combination over its providers: " + "; ".join(fisher) + "."
@@ -243,6 +256,47 @@ def readme_line(root: Path) -> str | None:
             + " Details: [docs/results/see-through.md](docs/results/see-through.md).")
 
 
+LINEUP = "lr-lineup"
+
+
+def lineup_paragraph(summary: pd.DataFrame) -> str:
+    """``lr-lineup`` beside ``lr-mix``, cell by cell, where both were scored: which is higher and whether
+    their intervals separate (empty when no cell has the line-up-aware ratio)."""
+    t = summary[summary["statistic"].isin([QUOTED, LINEUP])]
+    parts, apart = [], []
+    for (source, scheme, n), g in t.groupby(["source", "scheme", "n"], sort=False):
+        mix, line = g[g["statistic"] == QUOTED], g[g["statistic"] == LINEUP]
+        if not len(mix) or not len(line):
+            continue
+        m, q = mix.iloc[0], line.iloc[0]
+        parts.append(f"{name(scheme)} tpr-{source} N = {int(n)}: {_cell(m, 'tpr')} → {_cell(q, 'tpr')} (check FPR "
+                     f"{_cell(m, 'fpr')} → {_cell(q, 'fpr')})")
+        (m_lo, m_hi), (q_lo, q_hi) = bounds(m, "tpr"), bounds(q, "tpr")
+        if q_lo > m_hi or m_lo > q_hi:
+            apart.append(f"{name(scheme)} at N = {int(n)} ({'line-up' if q_lo > m_hi else 'own-model'} ratio higher)")
+    if not parts:
+        return ""
+    verdict = (f"The intervals separate for {', '.join(apart)}." if apart
+               else "No pair of intervals separates: on these texts the line-up's models as q change the TPR "
+                    "by less than the texts can tell.")
+    return ("Line-up-aware ratio (`lr-lineup`: the other slots' base models as the law q of the tokens a "
+            "provider did not serve) beside the own-model ratio (`lr-mix`, q = the provider's own model), "
+            "per-provider TPR and check FPR, `lr-mix` → `lr-lineup`: " + "; ".join(parts) + ". " + verdict)
+
+
+def _rows_notes(meta: dict) -> list[str]:
+    """What a row is: the first run's note, then each later scoring's where it has its own (the cells of a
+    scheme scored again come from the later rows)."""
+    later = [a for a in meta.get("added", []) if a.get("rows_note")]
+    if not later:
+        return [f"Rows: {meta.get('rows_note', '')}".rstrip()]
+    out = [f"Rows of the first run: {meta.get('rows_note', '')}".rstrip()]
+    for a in later:
+        out += ["", f"Rows of {', '.join(name(s) for s in a.get('schemes', []))} ({a.get('date', '')}): "
+                    f"{a['rows_note']}"]
+    return out
+
+
 def page(root: Path) -> str | None:
     data = load(root)
     if data is None:
@@ -271,12 +325,13 @@ def page(root: Path) -> str | None:
         "providers, and the texts of one prompt, are not independent trials); the committed per-text rows "
         "(`results/see-through/see_through_rows.csv.gz`) recompute every cell "
         "(`python -m wash.experiments.see_through summarize --committed`).", "",
-        f"Rows: {meta.get('rows_note', '')}".rstrip(), "",
+        *_rows_notes(meta), "",
         *md_table(["scheme", "line-up", "N", "statistic", "TPR", "check FPR", "check FPR, slot keys",
                    "null scores", "providers", "per text, Bonferroni: TPR / FPR", "per text, Fisher: TPR / FPR"],
                   cell_rows(data["summary"])), "",
         separated(data["summary"], 5), "",
         misses_paragraph(data["summary"]), "",
+        *([lineup_paragraph(data["summary"]), ""] if lineup_paragraph(data["summary"]) else []),
         "Tokens each text needs for 80% TPR (prefixes of every positive, interpolated in log tokens, with a "
         "95% interval from a bootstrap over prompts; `> T (x%)`: the longest prefix reaches only x%) and the "
         "exponent b of tokens ~ N^b with its standard error, where at least three N reach 80%:", "",
@@ -291,7 +346,12 @@ def page(root: Path) -> str | None:
         lines += [f"Made by `{meta['command']}` ({meta.get('date', '')}; {meta.get('machine', '')}; "
                   f"{meta.get('scoring', '')}).", ""]
     for added in meta.get("added", []):
-        lines += [f"{', '.join(name(s) for s in added.get('schemes', []))} added later by `{added.get('command', '')}` "
+        again = set(added.get("replaced", []))
+        new = [s for s in added.get("schemes", []) if s not in again]
+        what = "; ".join(part for part in (
+            f"{', '.join(name(s) for s in sorted(again))} scored again" if again else "",
+            f"{', '.join(name(s) for s in new)} added" if new else "") if part)
+        lines += [f"{what} later by `{added.get('command', '')}` "
                   f"({added.get('date', '')}; {added.get('machine', '')}; code {added.get('code', {}).get('commit', '')}"
                   f"{'; ' + added['scoring'] if added.get('scoring') else ''}).", ""]
     while lines and lines[-1] == "":
@@ -314,7 +374,7 @@ def tokens_curves(root: Path) -> pd.DataFrame | None:
     return t[t["source"] == TOKENS_SOURCE]
 
 
-def _tokens(v: float) -> str:
+def _count(v: float) -> str:
     return f"{float(v):.0f}"
 
 
@@ -324,15 +384,15 @@ def _interval(r: pd.Series) -> str:
     lo, hi = r.get("tokens_lo", math.nan), r.get("tokens_hi", math.nan)
     if pd.isna(lo):
         return ""
-    upper = f"> {int(r['longest_cut'])}" if pd.isna(hi) else _tokens(hi)
-    return f" [{_tokens(lo)}, {upper}]"
+    upper = f"> {int(r['longest_cut'])}" if pd.isna(hi) else _count(hi)
+    return f" [{_count(lo)}, {upper}]"
 
 
 def _at_n(r: pd.Series) -> str:
     """One measured N in short: ``52 tokens [40, 70]`` or ``only 64% by 200 tokens``."""
     if pd.isna(r["tokens_for_80"]):
         return f"only {r['tpr_at_longest']:.0%} by {int(r['longest_cut'])} tokens"
-    return f"{_tokens(r['tokens_for_80'])} tokens{_interval(r)}"
+    return f"{_count(r['tokens_for_80'])} tokens{_interval(r)}"
 
 
 def _measured(r: pd.Series, statistic: str, tokens: int) -> str:
