@@ -152,7 +152,7 @@ def _rates(prefix: str, rows: pd.DataFrame, decide=None) -> dict[str, float]:
     r = _rate(flags)
     lo, hi = _boot(flags, prompts) if len(flags) else (float("nan"), float("nan"))
     return {prefix: r["rate"], f"{prefix}_lo": r["lo"], f"{prefix}_hi": r["hi"], f"{prefix}_boot_lo": lo,
-            f"{prefix}_boot_hi": hi, f"{prefix}_count": r["n"]}
+            f"{prefix}_boot_hi": hi}
 
 
 def _negatives(g: pd.DataFrame, kind: str) -> pd.DataFrame:
@@ -179,10 +179,8 @@ def cell_table(rows: pd.DataFrame) -> pd.DataFrame:
         row.update(_rates("any_fpr", neg, _any_provider))
         row.update(_rates("fisher_tpr", pos, _any_provider_fisher))
         row.update(_rates("fisher_fpr", neg, _any_provider_fisher))
-        row["positives"], row["negatives"] = row.pop("tpr_count"), row.pop("fpr_count")
-        row["texts"], row["negative_texts"] = row.pop("any_tpr_count"), row.pop("any_fpr_count")
-        for k in ("fpr_slot_count", "fisher_tpr_count", "fisher_fpr_count"):
-            row.pop(k)
+        row.update(positives=len(pos), negatives=len(neg), texts=pos["text_id"].nunique(),
+                   negative_texts=neg["text_id"].nunique())
         row["null_scores"] = int(g["null_scores"].min())
         row["providers_scored"] = int(pos.groupby("text_id")["p"].count().max()) if len(pos) else 0
         out.append(row)
@@ -313,19 +311,23 @@ def add_schemes(rows_dir: Path, out: Path, added: dict) -> pd.DataFrame:
     if scored.empty:
         raise ValueError(f"no rows under {rows_dir}")
     fresh = set(zip(scored["source"], scored["scheme"]))
+
+    def among(frame: pd.DataFrame) -> pd.Series:
+        """Which of ``frame``'s lines belong to a (source, scheme) scored now."""
+        return pd.Series([pair in fresh for pair in zip(frame["source"], frame["scheme"])], index=frame.index,
+                         dtype=bool)
+
     old_rows = pd.read_csv(out / ROWS_FILE) if (out / ROWS_FILE).exists() else pd.DataFrame(columns=ID_COLUMNS)
-    kept = old_rows[[pair not in fresh for pair in zip(old_rows["source"], old_rows["scheme"])]]
-    write_rows(pd.concat([kept, compact(scored)], ignore_index=True), out)
-    rows = expand(pd.read_csv(out / ROWS_FILE))
-    rows = rows[[pair in fresh for pair in zip(rows["source"], rows["scheme"])]]
+    write_rows(pd.concat([old_rows[~among(old_rows)], compact(scored)], ignore_index=True), out)
+    rows = read_committed(out)
+    rows = rows[among(rows)]
     new = dict(zip(TABLES, (cell_table(rows), *token_tables(rows))))
-    merged = {}
     committed = pd.read_csv(out / TABLES[0])
-    replaced = {s for src, s in zip(committed["source"], committed["scheme"]) if (src, s) in fresh}
+    replaced = set(committed.loc[among(committed), "scheme"])
+    merged = {}
     for name in TABLES:
         old = pd.read_csv(out / name)
-        keep = old[[pair not in fresh for pair in zip(old["source"], old["scheme"])]]
-        merged[name] = pd.concat([keep, new[name]], ignore_index=True)
+        merged[name] = pd.concat([old[~among(old)], new[name]], ignore_index=True)
         merged[name].to_csv(out / name, index=False, float_format="%.4g")
     table = merged[TABLES[0]]
     figure(table, out)

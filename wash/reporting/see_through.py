@@ -125,16 +125,26 @@ PAGE = "docs/results/see-through.md"
 QUOTED = "lr-mix"
 
 
-def _tpr_pairs(summary: pd.DataFrame, source: str = "paper", n: int = 5) -> list[str]:
-    """``AAR 84% [76, 91] -> 90% [82, 95]`` per scheme: own sum, then the quoted ratio."""
-    out = []
-    t = summary[(summary["source"] == source) & (summary["n"] == n)]
-    for scheme in dict.fromkeys(t["scheme"]):
-        own = t[(t["scheme"] == scheme) & (t["statistic"] == "sum")]
-        new = t[(t["scheme"] == scheme) & (t["statistic"] == QUOTED)]
-        if len(own) and len(new):
-            out.append(f"{name(scheme)} {_cell(own.iloc[0], 'tpr')} → {_cell(new.iloc[0], 'tpr')}")
-    return out
+def paired(summary: pd.DataFrame, first: str = "sum", second: str = QUOTED, source: str | None = "paper",
+           n: int | None = 5):
+    """(source, scheme, N, ``first``'s cell, ``second``'s cell) for every cell scored under both statistics,
+    in the table's order (``source`` / ``n`` None: every one)."""
+    t = summary[summary["statistic"].isin([first, second])]
+    if source is not None:
+        t = t[t["source"] == source]
+    if n is not None:
+        t = t[t["n"] == n]
+    for (src, scheme, m), g in t.groupby(["source", "scheme", "n"], sort=False):
+        a, b = g[g["statistic"] == first], g[g["statistic"] == second]
+        if len(a) and len(b):
+            yield src, scheme, int(m), a.iloc[0], b.iloc[0]
+
+
+def _pairs(summary: pd.DataFrame, key: str, n: int = 5) -> list[str]:
+    """``AAR 84% [76, 91] → 90% [82, 95]`` per scheme at N = n: own sum, then the quoted ratio, for the
+    rate ``key`` (``tpr`` per provider, ``fisher_tpr`` per text; cells without it are left out)."""
+    return [f"{name(scheme)} {_cell(own, key)} → {_cell(new, key)}"
+            for _, scheme, _, own, new in paired(summary, n=n) if key in new and not pd.isna(new[key])]
 
 
 def _fpr_range(summary: pd.DataFrame, stat: str, n: int, source: str = "paper") -> str:
@@ -173,14 +183,9 @@ def misses_paragraph(summary: pd.DataFrame) -> str:
 
 def separated(summary: pd.DataFrame, n: int = 5, source: str = "paper") -> str:
     """Which schemes' ratio TPR interval lies above the sum's at N = n, and which overlap."""
-    t = summary[(summary["source"] == source) & (summary["n"] == n)]
     above, overlap = [], []
-    for scheme in dict.fromkeys(t["scheme"]):
-        own = t[(t["scheme"] == scheme) & (t["statistic"] == "sum")]
-        new = t[(t["scheme"] == scheme) & (t["statistic"] == QUOTED)]
-        if len(own) and len(new):
-            new_lo, own_hi = bounds(new.iloc[0], "tpr")[0], bounds(own.iloc[0], "tpr")[1]
-            (above if new_lo > own_hi else overlap).append(name(scheme))
+    for _, scheme, _, own, new in paired(summary, source=source, n=n):
+        (above if bounds(new, "tpr")[0] > bounds(own, "tpr")[1] else overlap).append(name(scheme))
     parts = []
     if above:
         parts.append(f"the ratio's interval lies above the sum's for {', '.join(above)}")
@@ -191,18 +196,6 @@ def separated(summary: pd.DataFrame, n: int = 5, source: str = "paper") -> str:
     why = (" Why the ratio gains little there: docs/DETECTORS.md, \"Where the ratio gains little\"."
            if overlap else "")
     return f"At N = {n} " + "; ".join(parts) + "." + why
-
-
-def _fisher_pairs(summary: pd.DataFrame, source: str = "paper", n: int = 5) -> list[str]:
-    """Per text, Fisher's combination over the text's providers: own sum → the quoted ratio."""
-    out = []
-    t = summary[(summary["source"] == source) & (summary["n"] == n)]
-    for scheme in dict.fromkeys(t["scheme"]):
-        own = t[(t["scheme"] == scheme) & (t["statistic"] == "sum")]
-        new = t[(t["scheme"] == scheme) & (t["statistic"] == QUOTED)]
-        if len(own) and len(new) and "fisher_tpr" in t and not pd.isna(new["fisher_tpr"].iloc[0]):
-            out.append(f"{name(scheme)} {_cell(own.iloc[0], 'fisher_tpr')} → {_cell(new.iloc[0], 'fisher_tpr')}")
-    return out
 
 
 def _scored(summary: pd.DataFrame, n: int, source: str = "paper") -> str:
@@ -220,8 +213,8 @@ def _scored(summary: pd.DataFrame, n: int, source: str = "paper") -> str:
 
 def sentence(data: dict, n: int = 5) -> str:
     summary = data["summary"]
-    pairs = _tpr_pairs(summary, n=n)
-    fisher = _fisher_pairs(summary, n=n)
+    pairs = _pairs(summary, "tpr", n)
+    fisher = _pairs(summary, "fisher_tpr", n)
     text = (f"At N = {n} (`tpr-paper` texts, {_scored(summary, n)}), per-provider TPR at p < 5%, own sum → "
             f"model-aware likelihood ratio: " + "; ".join(pairs) + ".")
     if fisher:
@@ -262,13 +255,8 @@ LINEUP = "lr-lineup"
 def lineup_paragraph(summary: pd.DataFrame) -> str:
     """``lr-lineup`` beside ``lr-mix``, cell by cell, where both were scored: which is higher and whether
     their intervals separate (empty when no cell has the line-up-aware ratio)."""
-    t = summary[summary["statistic"].isin([QUOTED, LINEUP])]
     parts, apart = [], []
-    for (source, scheme, n), g in t.groupby(["source", "scheme", "n"], sort=False):
-        mix, line = g[g["statistic"] == QUOTED], g[g["statistic"] == LINEUP]
-        if not len(mix) or not len(line):
-            continue
-        m, q = mix.iloc[0], line.iloc[0]
+    for source, scheme, n, m, q in paired(summary, QUOTED, LINEUP, source=None, n=None):
         parts.append(f"{name(scheme)} tpr-{source} N = {int(n)}: {_cell(m, 'tpr')} → {_cell(q, 'tpr')} (check FPR "
                      f"{_cell(m, 'fpr')} → {_cell(q, 'fpr')})")
         (m_lo, m_hi), (q_lo, q_hi) = bounds(m, "tpr"), bounds(q, "tpr")
@@ -303,6 +291,7 @@ def page(root: Path) -> str | None:
         return None
     meta = data["meta"]
     trows, ns = token_rows(data["tokens"], data["exponents"])
+    lineup = lineup_paragraph(data["summary"])
     lines = [
         "<!-- Generated by `python -m wash report` from results/see-through: do not edit by hand. -->", "",
         "# Can a detector see through the wash?", "",
@@ -331,7 +320,7 @@ def page(root: Path) -> str | None:
                   cell_rows(data["summary"])), "",
         separated(data["summary"], 5), "",
         misses_paragraph(data["summary"]), "",
-        *([lineup_paragraph(data["summary"]), ""] if lineup_paragraph(data["summary"]) else []),
+        *([lineup, ""] if lineup else []),
         "Tokens each text needs for 80% TPR (prefixes of every positive, interpolated in log tokens, with a "
         "95% interval from a bootstrap over prompts; `> T (x%)`: the longest prefix reaches only x%) and the "
         "exponent b of tokens ~ N^b with its standard error, where at least three N reach 80%:", "",
