@@ -352,6 +352,8 @@ def _results_tab() -> dict:
     w["see_through_figure"] = gr.Plot(results.see_through_figure(), show_label=False,
                                       elem_id="results-see-through-plot")
     w["see_through"] = gr.Markdown(results.see_through_markdown(), elem_id="results-see-through")
+    w["see_through_length_figure"] = gr.Plot(results.see_through_length_figure(), show_label=False,
+                                             elem_id="results-see-through-length-plot")
     return w
 
 

@@ -809,3 +809,110 @@ def test_the_ratio_has_power_at_n_3_and_5_on_committed_texts(n, committed_whole_
     print(f"N = {n}: lr-mix {tpr_mix:.1%} of {len(mix)}, sum {tpr_own:.1%} of {len(own)}")
     assert len(mix) >= 300 and tpr_mix > 2 * _band(len(mix))[1]
     assert tpr_mix >= tpr_own
+
+
+# -- how much text a provider needs (the long texts) ---------------------------------------------------
+def _long_rows(rng: np.random.Generator) -> pd.DataFrame:
+    """Long records of a ``long`` source: 8 prompts, one 800-token positive and one negative each, 2
+    providers; a positive's p falls with length, so TPR rises along the cuts."""
+    from wash.experiments.see_through import cuts_of
+
+    rows = []
+    for text_id in range(16):
+        role = "positive" if text_id < 8 else "negative"
+        for provider in range(2):
+            for kind in (("slot",) if role == "positive" else ("slot", "fresh")):
+                u = rng.random()
+                for cut, full in [*((c, False) for c in cuts_of("long")), (800, True)]:
+                    p = min(1.0, u * 10 / cut) if role == "positive" else u
+                    rows.append({"source": "long", "scheme": "kgw", "n": 5, "mode": "wash", "role": role,
+                                 "prompt_id": f"q{text_id % 8}", "provider": provider, "provider_model": "smollm2",
+                                 "provider_key": 10 + provider, "text_id": text_id, "keys": kind,
+                                 "committed_p": u, "statistic": "lr-mix", "cut": cut, "full": full,
+                                 "length": 800, "value": 1.0, "p": p, "tokens_scored": cut, "null_scores": 1000})
+    return pd.DataFrame(rows)
+
+
+def test_the_length_table_reads_each_prefix_of_the_long_texts(tmp_path) -> None:
+    from wash.experiments.see_through_summary import LENGTH_FILE, length_table, token_tables, write_length
+
+    rows = _long_rows(np.random.default_rng(11))
+    other = _scored_rows(np.random.default_rng(12), cells=1)  # a 200-token source: not in the length table
+    t = length_table(pd.concat([rows, other], ignore_index=True))
+    assert set(t["source"]) == {"long"} and list(t["cut"]) == [25, 50, 100, 150, 200, 300, 400, 600, 800]
+    for r in t.itertuples():
+        at = rows[(rows["cut"] == r.cut) & ~rows["full"]]
+        pos = at[at["role"] == "positive"]
+        fresh = at[(at["role"] == "negative") & (at["keys"] == "fresh")]
+        assert r.tpr == (pos["p"] < 0.05).mean() and r.positives == 16
+        assert r.fpr == (fresh["p"] < 0.05).mean() and r.negatives == 16 and r.check_keys == "fresh"
+        assert r.tpr_boot_lo <= r.tpr <= r.tpr_boot_hi
+    assert t["tpr"].is_monotonic_increasing and t["tpr"].iloc[0] < t["tpr"].iloc[-1]
+    # the tokens table reads the same curve to 800 tokens
+    toks, _ = token_tables(rows)
+    assert toks["longest_cut"].iloc[0] == 800
+    write_length(rows, tmp_path)
+    assert (tmp_path / LENGTH_FILE).exists() and (tmp_path / "see_through_length.png").exists()
+    empty = tmp_path / "none"
+    empty.mkdir()
+    assert write_length(other, empty).empty and not (empty / LENGTH_FILE).exists()
+
+
+def test_the_length_section_quotes_its_table_and_says_where_80_is_not_reached() -> None:
+    from wash.experiments.see_through_summary import length_table, token_tables
+    from wash.reporting import see_through as st
+
+    rows = _long_rows(np.random.default_rng(11))
+    sums = rows.assign(statistic="sum", p=np.minimum(1.0, rows["p"] * 20))  # a weak sum: never 80%
+    both = pd.concat([rows, sums], ignore_index=True)
+    length, (tokens, _) = length_table(both), token_tables(both)
+    data = {"length": length, "tokens": tokens}
+    text = st.length_sentence(data, 5)
+    ratio = tokens[tokens["statistic"] == "lr-mix"].iloc[0]
+    own = tokens[tokens["statistic"] == "sum"].iloc[0]
+    assert np.isnan(own["tokens_for_80"]) and not np.isnan(ratio["tokens_for_80"])
+    assert f"KGW {st._tokens(own)} / {st._tokens(ratio)}" in text and f"> 800 ({own['tpr_at_longest']:.0%})" in text
+    assert st.length_sentence(data, 3) == "" and st.length_sentence({"length": None, "tokens": tokens}) == ""
+    table = st.length_rows(length, tokens)
+    assert [r[2] for r in table] == ["own sum", "model-aware LR (mean over w)"]
+    at400 = length[(length["statistic"] == "sum") & (length["cut"] == 400)].iloc[0]
+    assert table[0][5] == st._cell(at400, "tpr")
+    section = st.length_section(data)
+    assert section[0] == f"## {st.LENGTH_TITLE}" and any("see_through_length.png" in ln for ln in section)
+
+
+def test_the_detect_tab_prefers_the_long_texts_curve(tmp_path) -> None:
+    from wash.reporting import see_through as st
+
+    folder = tmp_path / st.FOLDER
+    folder.mkdir()
+    cols = ["source", "scheme", "statistic", "n", "tokens_for_80", "tpr_at_longest", "longest_cut", "tokens_lo",
+            "tokens_hi"]
+    pd.DataFrame([("paper", "kgw", "sum", 5, np.nan, 0.36, 200, np.nan, np.nan),
+                  ("long", "kgw", "sum", 5, 520.0, 0.9, 800, 410.0, 700.0),
+                  ("paper", "kgw", "sum", 3, 150.0, 0.83, 200, 110.0, np.nan)], columns=cols).to_csv(
+        folder / st.TOKENS_FILE, index=False)
+    assert st.tokens_needed("kgw", "sum", 5, 300, tmp_path) == (
+        "80% TPR at N = 5 needs about 520 tokens [410, 700] (`sum`, tpr-long texts); this text has 300 tokens: "
+        "about 220 more")
+    assert st.tokens_needed("kgw", "sum", 4, 300, tmp_path) == (
+        "N = 4 is not measured; at N = 3: 150 tokens [110, > 200] (tpr-paper), at N = 5: 520 tokens [410, 700] "
+        "(tpr-long) (`sum`); this text has 300 tokens")
+    assert st.tokens_needed("kgw", "hc", 5, 300, tmp_path).endswith("(tpr-long or tpr-paper texts)")
+
+
+def test_results_tab_draws_tpr_against_length_once_the_long_texts_are_scored(tmp_path) -> None:
+    import shutil
+
+    from wash.experiments.see_through_summary import write_length
+    from wash.reporting import see_through as st
+    from wash.ui import results
+
+    shutil.copytree("results/see-through", tmp_path / st.FOLDER)
+    (tmp_path / st.FOLDER / st.LENGTH).unlink(missing_ok=True)
+    assert "not scored yet" in results.see_through_length_figure(tmp_path).layout.annotations[0].text
+    write_length(_long_rows(np.random.default_rng(11)), tmp_path / st.FOLDER)
+    fig = results.see_through_length_figure(tmp_path)
+    assert [t.name for t in fig.data] == ["KGW: model-aware LR (mean over w), N=5"]
+    assert list(fig.data[0].x) == [25, 50, 100, 150, 200, 300, 400, 600, 800]
+    assert fig.data[0].error_y.array is not None and fig.layout.xaxis.type == "log"

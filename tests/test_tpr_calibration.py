@@ -169,3 +169,40 @@ def test_cluster_interval_resamples_whole_prompts():
     assert (low, high) == (direct.low, direct.high)
     t = summarize(values)
     assert high - low > 1.8 * (t.ci_high - t.ci_low)
+
+
+def test_a_fixed_length_run_makes_every_text_its_full_length_and_keeps_other_keys(tmp_path, tiny_smollm2,
+                                                                                 tiny_gemma3):
+    """``--preset long``'s two settings on the tiny models: no single-provider condition, and every job asks
+    the engine to mask the end of text until ``tokens`` exist (each text its full length)."""
+    from wash.engine import MAX_NEW_TOKENS_CAP
+
+    tpr = load("tpr")
+    config = tpr.Config.from_preset("tiny", out=tmp_path / "tpr", tokens=24, baseline=False, fixed_length=True)
+    assert ("single", 1) not in config.conditions() and config.model_sets() == [2]
+    plan = tpr.jobs(config)
+    assert all(j.key["fixed_length"] is True and j.kwargs == {"min_new_tokens": 24} for j in plan)
+    rows = execute(tpr, config, command="test fixed length").rows
+    assert (rows["tokens_generated"] == 24).all() and (rows["finish_reason"] == "length").all()
+    assert set(rows["n"]) == {2}
+    # a run of the default plan keeps its keys: no fixed_length field, no engine settings added
+    plain = tpr.Config.from_preset("tiny", out=tmp_path / "plain")
+    assert all("fixed_length" not in j.key and not j.kwargs for j in tpr.jobs(plain))
+    # the long preset itself is past the demo's cap, which a request still refuses
+    long = tpr.Config.from_preset("long", out=tmp_path / "long")
+    assert long.tokens > MAX_NEW_TOKENS_CAP and long.schemes == ("aar", "kgw", "synthid", "dipmark")
+
+
+def test_the_demo_caps_a_request_and_the_engine_runs_longer(tiny_smollm2) -> None:
+    """A request (app, API, CLI) is refused past the demo's cap; the engine itself, which the experiments
+    call, generates past it."""
+    from wash.core.errors import WashInputError
+    from wash.engine import MAX_NEW_TOKENS_CAP, MAX_NEW_TOKENS_ENGINE, GenerationConfig, ProviderSpec, generate
+
+    config = GenerationConfig(providers=[ProviderSpec("tiny-smollm2", "kgw", 1)], prompt="Once",
+                              max_new_tokens=MAX_NEW_TOKENS_CAP + 20, min_new_tokens=MAX_NEW_TOKENS_CAP + 20,
+                              mode="single", live_detection=False)
+    with pytest.raises(WashInputError, match=f"from 1 to {MAX_NEW_TOKENS_CAP}"):
+        config.validate()
+    config.validate(max_tokens=MAX_NEW_TOKENS_ENGINE)
+    assert len(generate(config).tokens) == MAX_NEW_TOKENS_CAP + 20

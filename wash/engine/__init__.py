@@ -27,7 +27,7 @@ from wash.core.exports import lazy_exports
 _EXPORTS = {
     # settings, parsed once (config), and their command line
     **dict.fromkeys(("GenerationConfig", "ProviderSpec", "ServingProfile", "DEFAULT_PROFILE", "PROFILES",
-                     "FORWARDS", "MODE_TABLE", "MAX_NEW_TOKENS_CAP", "MAX_PROVIDERS", "MAX_TOP_K",
+                     "FORWARDS", "MODE_TABLE", "MAX_NEW_TOKENS_CAP", "MAX_NEW_TOKENS_ENGINE", "MAX_PROVIDERS", "MAX_TOP_K",
                      "mode_names", "profile", "profile_name", "add_generate_arguments", "command_line",
                      "from_command_line", "add_backend_arguments"), "config"),
     "RULES": "aggregation", "Rule": "aggregation",

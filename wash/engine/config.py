@@ -26,15 +26,16 @@ from wash.core.errors import WashInputError
 from wash.engine.modes import MODE_TABLE, STRATEGIES, Mode, baseline_names, mode_names, parse as parse_mode, unknown_mode
 from wash.engine.backends import BACKENDS, DEFAULT as DEFAULT_BACKEND, Backend, default_backend, parse_backend
 from wash.engine.backends import summaries as backend_summaries
-from wash.engine.settings import (DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_PROVIDERS, MAX_ROUTED_SPAN,
-                           MAX_TOP_K, PROFILES, PROVIDER_OPTIONS, SEED_MAX, SEED_MIN, Forwards,
+from wash.engine.settings import (DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_CAP, MAX_NEW_TOKENS_ENGINE, MAX_PROVIDERS,
+                           MAX_ROUTED_SPAN, MAX_TOP_K, PROFILES, PROVIDER_OPTIONS, SEED_MAX, SEED_MIN, Forwards,
                            ProviderSpec, ServingProfile, check_text, profile, profile_name)
 from wash.watermarks.scoring import Z_THRESHOLD
 
 __all__ = ["GenerationConfig", "rule_of", "command_line", "add_generate_arguments", "from_command_line", "Mode",
            "MODE_TABLE", "STRATEGIES", "mode_names", "baseline_names", "DEFAULT_PROFILE", "FORWARDS", "Forwards",
-           "MAX_NEW_TOKENS_CAP", "MAX_PROVIDERS", "MAX_ROUTED_SPAN", "MAX_TOP_K", "PROFILES", "PROVIDER_OPTIONS",
-           "SEED_MAX", "SEED_MIN", "BACKENDS", "Backend", "ProviderSpec", "ServingProfile", "check_text", "profile", "profile_name"]
+           "MAX_NEW_TOKENS_CAP", "MAX_NEW_TOKENS_ENGINE", "MAX_PROVIDERS", "MAX_ROUTED_SPAN", "MAX_TOP_K", "PROFILES",
+           "PROVIDER_OPTIONS", "SEED_MAX", "SEED_MIN", "BACKENDS", "Backend", "ProviderSpec", "ServingProfile",
+           "check_text", "profile", "profile_name"]
 
 def rule_of(aggregate: str | Rule) -> Rule:
     """The rule ``aggregate`` names (a ``Rule`` is returned as it is), or a one-line ``WashInputError``.
@@ -197,11 +198,13 @@ class GenerationConfig:
             raise WashInputError(f"aggregate {self.aggregate} needs --forwards eager: a lazy step draws from "
                                  "one provider, which has the law of the mean only")
 
-    def validate(self, inputs: bool = True) -> None:
+    def validate(self, inputs: bool = True, max_tokens: int = MAX_NEW_TOKENS_CAP) -> None:
         """Check every setting (one-line ``WashInputError``s); changes nothing.
 
         ``inputs=False`` leaves out the providers and the prompt: an experiment checks the
         settings of its generations this way before any job has its providers and prompt.
+        ``max_tokens``: the longest generation accepted, the demo's cap for a request; the
+        engine itself and the experiments accept up to ``MAX_NEW_TOKENS_ENGINE``.
         """
         if self.mode not in STRATEGIES:
             raise unknown_mode(self.mode)
@@ -220,9 +223,9 @@ class GenerationConfig:
                                  f"({', '.join(baseline_names())}), not to mode {self.mode}")
         if inputs:
             self._validate_inputs()
-        if not isinstance(self.max_new_tokens, int) or not 1 <= self.max_new_tokens <= MAX_NEW_TOKENS_CAP:
+        if not isinstance(self.max_new_tokens, int) or not 1 <= self.max_new_tokens <= max_tokens:
             raise WashInputError(
-                f"max new tokens must be an integer from 1 to {MAX_NEW_TOKENS_CAP}, got {self.max_new_tokens}")
+                f"max new tokens must be an integer from 1 to {max_tokens}, got {self.max_new_tokens}")
         if not 0 <= self.min_new_tokens <= self.max_new_tokens:
             raise WashInputError(
                 f"min new tokens must be between 0 and max new tokens ({self.max_new_tokens}), "

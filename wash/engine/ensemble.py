@@ -54,7 +54,7 @@ from wash.engine.members import side_by_side
 from wash.engine.providers import build_providers
 from wash.engine.readback import ShownProvider, read_step
 from wash.engine.sampling import draw, uniform, uniform_choice
-from wash.engine.settings import Forwards
+from wash.engine.settings import MAX_NEW_TOKENS_ENGINE, Forwards
 from wash.watermarks.hashing import derive_seed
 
 LoadCallback = Callable[[LoadEvent], None]
@@ -71,7 +71,7 @@ def generate_stream(config: RunSettings, should_stop: Callable[[], bool] | None 
     minute on a CPU, so the app and the CLI pass one), else yielded once loading is
     over, before the first token.
     """
-    config.validate()
+    config.validate(max_tokens=MAX_NEW_TOKENS_ENGINE)  # the caller (app, API, CLI) applies the demo's cap
     strategy = config.strategy
     buffered: list[LoadEvent] = []
     report = on_load or buffered.append

@@ -34,10 +34,14 @@ FORWARDS = tuple(f.value for f in Forwards)
 
 
 MAX_PROVIDERS = 8
-#: Longest generation accepted: keeps a CPU demo responsive. (Contexts longer than a
-#: sliding-window model's window stay correct: re-synchronisation then re-encodes
-#: that model's context instead of cropping its cache; see members.ModelContext._crop.)
+#: Longest generation a request accepts (the app, ``wash.api``, ``python -m wash``): keeps a
+#: CPU demo responsive. (Contexts longer than a sliding-window model's window stay correct:
+#: re-synchronisation then re-encodes that model's context instead of cropping its cache;
+#: see members.ModelContext._crop.)
 MAX_NEW_TOKENS_CAP = 400
+#: Longest generation the engine runs: an experiment measuring detection against length
+#: (``python -m wash experiment tpr --preset long``, 800 tokens) goes past the demo's cap.
+MAX_NEW_TOKENS_ENGINE = 2048
 #: Longest routed span before the word is declared complete anyway (scripts without
 #: spaces would otherwise hand a whole sentence to one watermarked specialist).
 MAX_ROUTED_SPAN = 16

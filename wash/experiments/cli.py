@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wash.engine import describe_rules, DEFAULT_PROFILE, FORWARDS, PROFILES
+from wash.engine import describe_rules, DEFAULT_PROFILE, FORWARDS, MAX_NEW_TOKENS_ENGINE, PROFILES
 from wash.core.errors import WashInputError
 from wash.experiments.registry import EXPERIMENTS, load
 from wash.experiments.ensembles import LINEUPS, scheme_variant
@@ -36,9 +36,10 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
         description="Experiments: " + "; ".join(f"{k}: {v}" for k, v in EXPERIMENTS.items()))
     p.add_argument("name", choices=list(EXPERIMENTS))
     preset = p.add_mutually_exclusive_group()
-    preset.add_argument("--preset", choices=("full", "quick", "tiny"),
+    preset.add_argument("--preset",
                         help="full (default): the paper's sizes; quick: minutes on 2 CPU cores; "
-                             "tiny: the tiny random test models (seconds)")
+                             "tiny: the tiny random test models (seconds); an experiment may offer more "
+                             "(its Config.PRESETS: tpr's long, the 800-token texts)")
     preset.add_argument("--quick", action="store_true", help="same as --preset quick")
     preset.add_argument("--tiny", action="store_true", help="same as --preset tiny")
     p.add_argument("--out", type=Path,
@@ -164,7 +165,7 @@ def validate(config) -> None:
         raise WashInputError("give at least one seed")
     for name, generation in config.generations().items():
         try:
-            generation.validate(inputs=False)
+            generation.validate(inputs=False, max_tokens=MAX_NEW_TOKENS_ENGINE)
         except WashInputError as err:
             raise (WashInputError(f"{name}: {err}") if name else err) from None
 

@@ -42,6 +42,8 @@ class Panel:
     #: Horizontal reference lines: (y, label), e.g. the detection threshold z = 4.
     hlines: list[tuple[float, str]] = field(default_factory=list)
     log_y: bool = False
+    #: A log x axis (tokens read: the length curve spans 25 to 800).
+    log_x: bool = False
 
 
 @dataclass
@@ -82,7 +84,7 @@ def to_plotly(spec: FigureSpec):
                                          line_dash="dash" if s.dash else None, **common), row=1, col=col)
         for y, label in panel.hlines:
             fig.add_hline(y=y, line_dash="dash", line_color="gray", annotation_text=label, row=1, col=col)
-        fig.update_xaxes(title_text=panel.xlabel, row=1, col=col)
+        fig.update_xaxes(title_text=panel.xlabel, type="log" if panel.log_x else None, row=1, col=col)
         fig.update_yaxes(title_text=panel.ylabel, type="log" if panel.log_y else None, row=1, col=col)
     fig.update_layout(title=spec.title, barmode="group", template="plotly_white",
                       width=max(520, 460 * len(spec.panels)), height=440)
@@ -140,7 +142,9 @@ def to_matplotlib_png(spec: FigureSpec, path: Path) -> None:
                         fontsize=8, color="gray")
         if panel.log_y:
             ax.set_yscale("log")
-        if not categories and all(isinstance(x, (int, np.integer)) for s in panel.series for x in s.x):
+        if panel.log_x:
+            ax.set_xscale("log")
+        if not categories and not panel.log_x and all(isinstance(x, (int, np.integer)) for s in panel.series for x in s.x):
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_title(panel.title, fontsize=10)
         ax.set_xlabel(panel.xlabel)

@@ -23,6 +23,14 @@ like the others), scored for the providers on ``--models``:
         --only-read --workers 16
     python -m wash.experiments.see_through summarize
 
+The long texts (``results/tpr-long``: ``python -m wash experiment tpr --preset long --profile paper``,
+every text 800 tokens) are scored at their own cuts (``SOURCE_CUTS``), with the sum and the quoted ratio,
+into ``see_through_length.csv`` and the length figure besides the tables:
+
+    python -m wash.experiments.see_through read --sources long --n 5 --workers 2
+    python -m wash.experiments.see_through score --sources long --n 5 --statistics sum lr-mix --workers 2
+    python -m wash.experiments.see_through add --sources long --statistics sum lr-mix
+
 ``summarize --committed`` recomputes every table from the committed per-text rows
 (``results/see-through/see_through_rows.csv.gz``), with no cell file and no model.
 
@@ -41,8 +49,12 @@ from typing import Any, Iterator
 import numpy as np
 import pandas as pd
 
-#: The committed TPR runs re-scored, by short name.
-SOURCES = {"paper": "results/tpr-paper/tpr_runs.csv", "anchor": "results/tpr-anchor/tpr_runs.csv"}
+#: The committed TPR runs re-scored, by short name. ``long``: the 800-token texts of ``python -m wash experiment
+#: tpr --preset long`` (every text exactly 800 tokens), which ask how much text a provider needs.
+SOURCES = {"paper": "results/tpr-paper/tpr_runs.csv", "anchor": "results/tpr-anchor/tpr_runs.csv",
+           "long": "results/tpr-long/tpr_runs.csv"}
+#: The sources a step reads when ``--sources`` is not given (``long`` is scored with its own statistics).
+DEFAULT_SOURCES = ("paper", "anchor")
 OUT = Path("out/see-through")
 SERVED = OUT / "served"
 ROWS = OUT / "rows"
@@ -57,6 +69,8 @@ MODELS = ("smollm2", "gemma3")
 KEY_KINDS = ("slot", "fresh")
 #: Prefix lengths (text tokens) each text is also scored at.
 CUTS = (10, 20, 30, 50, 75, 100, 150, 200)
+#: ... for a source whose texts are longer: the length curve up to 800 tokens.
+SOURCE_CUTS = {"long": (25, 50, 100, 150, 200, 300, 400, 600, 800)}
 STATISTICS = ("sum", "lr", "lr-mix", "hc", "entropy")
 #: Statistics that also read the line-up's other base models (their own cell files, ``cell_path``).
 LINEUP_STATISTICS = ("lr-lineup",)
@@ -69,7 +83,8 @@ SCHEME_ORDER = ("aar", "aar:form=soft", "kgw", "synthid", "unigram", "dipmark")
 def committed_rows(source: str) -> pd.DataFrame:
     """The rows re-scored: WASH and single-provider positives, and the held-out negatives."""
     df = pd.read_csv(SOURCES[source])
-    df["role"] = df["role"].fillna("positive")
+    # a run whose negatives are still to come has no ``role`` column yet
+    df["role"] = df["role"].fillna("positive") if "role" in df else "positive"
     keep = ((df["role"] == "positive") & df["mode"].isin(["wash", "single"])) | (df["role"] == "negative")
     df = df[keep].copy()
     df["source"] = source
@@ -90,7 +105,12 @@ def model_aware(scheme: str) -> bool:
     return keyed_law(build_scheme(name, 1, 1000, raw)) is not None
 
 
-def cells(sources: tuple[str, ...] = ("paper", "anchor"), models: tuple[str, ...] = MODELS,
+def cuts_of(source: str) -> tuple[int, ...]:
+    """The prefix cuts a source's texts are scored at."""
+    return SOURCE_CUTS.get(source, CUTS)
+
+
+def cells(sources: tuple[str, ...] = DEFAULT_SOURCES, models: tuple[str, ...] = MODELS,
           n_values: tuple[int, ...] = N_ORDER,
           schemes: tuple[str, ...] | None = None) -> Iterator[tuple[str, str, int, pd.DataFrame]]:
     """(source, scheme, N, rows of both roles) in priority order: schemes the LR covers (or ``schemes``),
@@ -131,23 +151,45 @@ def forwards(sub: pd.DataFrame, lineup: bool = False) -> list[tuple[str, str]]:
 
 def read(sources: tuple[str, ...], n_values: tuple[int, ...] = N_ORDER,
          roles: tuple[str, ...] = ("negative", "positive"), schemes: tuple[str, ...] | None = None,
-         models: tuple[str, ...] = MODELS, lineup: bool = False) -> None:
-    """Every (text, model) forward the cells need, cached on disk (resumable; negatives first in a cell)."""
-    from wash.detection import served_text, text_key
-
-    done = 0
-    t0 = time.time()
+         models: tuple[str, ...] = MODELS, lineup: bool = False, workers: int = 1) -> None:
+    """Every (text, model) forward the cells need, cached on disk (resumable; negatives first in a cell),
+    in ``workers`` processes of one thread each (a forward is one model on one text: no shared state)."""
+    pending: list[tuple[str, str]] = []
     for source, scheme, n, sub in cells(sources, models=models, n_values=n_values, schemes=schemes):
         sub = sub[sub["role"].isin(roles)].sort_values("role", ascending=True)  # negative before positive
-        todo = [(m, t) for m, t in forwards(sub, lineup)
-                if not (SERVED / f"{text_key(m, PROFILE, t)}.npz").exists()]
-        for model, text in todo:
-            if (SERVED / f"{text_key(model, PROFILE, text)}.npz").exists():  # another reader got there first
-                continue
-            served_text(_member(model), text, PROFILE, SERVED)
-            done += 1
-        print(f"[read] {source} {scheme} N={n}: {len(todo)} forwards ({done} in {time.time() - t0:.0f} s)",
-              flush=True)
+        pending += [pair for pair in forwards(sub, lineup) if not _cached(*pair)]
+    pending = list(dict.fromkeys(pending))  # a negative text serves every scheme's cell: read once
+    print(f"[read] {len(pending)} forwards to make", flush=True)
+    t0 = time.time()
+    if workers <= 1:
+        done = map(_read_one, pending)
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(workers, initializer=_one_thread)
+        done = pool.map(_read_one, pending)
+    for i, _ in enumerate(done, start=1):
+        if i % 10 == 0 or i == len(pending):
+            spent = time.time() - t0
+            print(f"[read] {i} of {len(pending)} in {spent:.0f} s (about {spent / i * (len(pending) - i):.0f} s "
+                  "left)", flush=True)
+    if workers > 1:
+        pool.shutdown()
+
+
+def _cached(model: str, text: str) -> bool:
+    from wash.detection import text_key
+
+    return (SERVED / f"{text_key(model, PROFILE, text)}.npz").exists()
+
+
+def _read_one(pair: tuple[str, str]) -> None:
+    """One forward, stored (skipped when another reader got there first)."""
+    from wash.detection import served_text
+
+    model, text = pair
+    if not _cached(model, text):
+        served_text(_member(model), text, PROFILE, SERVED)
 
 
 def cell_path(source: str, scheme: str, n: int, statistics: tuple[str, ...] = STATISTICS,
@@ -218,7 +260,8 @@ def _score_under(row: pd.Series, served: Any, key: int | None, kind: str, n_null
 
     scheme = _scheme(row["spec"], served.vocab_size, key)
     length = len(served.ids)
-    scores = score_ids(scheme, served.ids, statistics, served, cuts=[*CUTS, length], n_null=n_null,
+    cuts = cuts_of(row["source"])
+    scores = score_ids(scheme, served.ids, statistics, served, cuts=[*cuts, length], n_null=n_null,
                        lineup=lineup)
     base = {k: row[k] for k in ("source", "scheme", "n", "mode", "role", "prompt_id", "provider",
                                 "provider_model", "provider_key", "text_id")}
@@ -229,7 +272,7 @@ def _score_under(row: pd.Series, served: Any, key: int | None, kind: str, n_null
     for name, sc in scores.items():
         at = {int(c): j for j, c in enumerate(sc.cuts)}
         # each nominal prefix (a text shorter than it counts whole), then the whole text
-        for cut, full in [*((c, False) for c in CUTS), (length, True)]:
+        for cut, full in [*((c, False) for c in cuts), (length, True)]:
             j = at[min(cut, length)]
             out.append({**base, "statistic": name, "cut": int(cut), "full": full, "length": length,
                         "value": float(sc.value[j]), "p": float(sc.p[j]), "tokens_scored": int(sc.tokens_scored[j]),
@@ -239,9 +282,7 @@ def _score_under(row: pd.Series, served: Any, key: int | None, kind: str, n_null
 
 
 def _read_already(sub: pd.DataFrame, lineup: bool = False) -> bool:
-    from wash.detection import text_key
-
-    return all((SERVED / f"{text_key(m, PROFILE, t)}.npz").exists() for m, t in forwards(sub, lineup))
+    return all(_cached(m, t) for m, t in forwards(sub, lineup))
 
 
 def score(sources: tuple[str, ...], n_null: int, only_read: bool = False, workers: int = 1,
@@ -320,7 +361,7 @@ def run_meta(args: argparse.Namespace) -> dict[str, Any]:
         "scoring": args.note, "code": code_version(),
         "sources": {k: v for k, v in SOURCES.items() if k in args.sources},
         "profile": PROFILE, "cuts": list(CUTS), "statistics": list(STATISTICS), "null_draws": args.null,
-        "rows_note": ROWS_NOTE,
+        "rows_note": rows_note(tuple(args.sources)),
     }
 
 
@@ -331,6 +372,21 @@ ROWS_NOTE = ("every watermarked provider of each committed text, on smollm2 and 
              "negative is scored under its slot's key (the key of a positive line-up: a cell's 70 negatives share "
              "30 line-ups' keys) and under a key of its own; the check FPR quoted is the latter's, whose (text, "
              "slot) trials are independent.")
+
+
+#: ... for the long texts.
+LONG_ROWS_NOTE = ("the 800-token texts of `tpr-long` (`python -m wash experiment tpr --preset long --profile paper`: "
+                  "WASH under the paper's serving and line-up, 30 prompts, every text exactly 800 tokens, end of "
+                  "text masked until then), every watermarked provider of each text, on smollm2 and on gemma3, "
+                  "scored at prefixes of {cuts} tokens; the held-out negatives (30 unwatermarked texts of 800 "
+                  "tokens on 30 other prompts) under keys of their own and under their slots' keys.")
+
+
+def rows_note(sources: tuple[str, ...]) -> str:
+    """What a row of the given sources is (the long texts have their own note)."""
+    if tuple(sources) == ("long",):
+        return LONG_ROWS_NOTE.format(cuts=", ".join(str(c) for c in cuts_of("long")))
+    return ROWS_NOTE
 
 
 def _schemes(args: argparse.Namespace) -> tuple[str, ...] | None:
@@ -344,25 +400,31 @@ def added_meta(args: argparse.Namespace) -> dict[str, Any]:
     from wash.core.provenance import cpu_description, load_average
     from wash.core.version import code_version
 
-    schemes = " ".join(args.schemes or [])
-    return {"command": (f"python -m wash.experiments.see_through read --schemes {schemes}; ... score --schemes "
-                        f"{schemes}; ... add"),
+    chosen = " ".join(args.schemes or [])
+    schemes = f" --schemes {chosen}" if chosen else ""
+    sources = "" if tuple(args.sources) == DEFAULT_SOURCES else f" --sources {' '.join(args.sources)}"
+    stats = "" if tuple(args.statistics) == STATISTICS else f" --statistics {' '.join(args.statistics)}"
+    return {"command": (f"python -m wash.experiments.see_through read{schemes}{sources}; ... score{schemes}"
+                        f"{sources}{stats}; ... add{schemes}{sources}"),
             "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "machine": cpu_description(), "load_average": load_average(), "code": code_version(),
-            "scoring": args.note, "null_draws": args.null, "rows_note": ROWS_NOTE}
+            "scoring": args.note, "null_draws": args.null, "rows_note": rows_note(tuple(args.sources)),
+            "sources": list(args.sources), "statistics": list(args.statistics)}
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m wash.experiments.see_through", description=__doc__)
     ap.add_argument("step", choices=("read", "score", "summarize", "add"))
     ap.add_argument("--schemes", nargs="+", help="read/score: only these schemes' cells")
-    ap.add_argument("--sources", nargs="+", default=list(SOURCES), choices=list(SOURCES))
+    ap.add_argument("--sources", nargs="+", default=list(DEFAULT_SOURCES), choices=list(SOURCES),
+                    help="the committed TPR runs to read (default: %(default)s; `long`: the 800-token texts)")
     ap.add_argument("--null", type=int, default=1000, help="null draws per text for a simulated p")
     ap.add_argument("--only-read", action="store_true", help="score: only the cells whose forwards are cached")
     ap.add_argument("--n", type=int, nargs="+", default=list(N_ORDER), help="the N values, in this order")
     ap.add_argument("--roles", nargs="+", default=["negative", "positive"], help="read: which rows' texts")
     ap.add_argument("--note", default="", help="summarize: where and how long the steps ran (kept in the meta)")
-    ap.add_argument("--workers", type=int, default=1, help="score: processes, one cell each (no model needed)")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="read: processes, each loading the models it reads; score: processes (no model needed)")
     ap.add_argument("--models", nargs="+", default=list(MODELS),
                     help="read/score: the base models whose providers are scored")
     ap.add_argument("--committed", action="store_true",
@@ -377,14 +439,14 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     if args.step == "read":
         read(tuple(args.sources), tuple(args.n), tuple(args.roles), _schemes(args), tuple(args.models),
-             args.lineup)
+             args.lineup, args.workers)
     elif args.step == "score":
         score(tuple(args.sources), args.null, args.only_read, args.workers, tuple(args.n), _schemes(args),
               tuple(args.statistics), tuple(args.models))
     elif args.step == "add":
         from wash.experiments.see_through_summary import add_schemes
 
-        add_schemes(ROWS, RESULTS, added=added_meta(args))
+        add_schemes(ROWS, RESULTS, added=added_meta(args), sources=tuple(args.sources))
     elif args.committed:
         from wash.experiments.see_through_summary import summarize
 

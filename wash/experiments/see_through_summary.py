@@ -31,7 +31,12 @@ provider, statistic and prefix cut) and writes:
   standard error, only where at least three N reach 80% (two points fit a line
   exactly and give no error);
 * ``see_through_<source>.html`` / ``.png``: TPR against N per scheme, the scheme's own
-  sum beside the model-aware LRs.
+  sum beside the model-aware LRs;
+* ``see_through_length.csv`` and ``see_through_length.html`` / ``.png``, for the sources
+  whose texts are long (``LENGTH_SOURCES``): per (scheme, N, statistic) and prefix cut,
+  the per-provider TPR, the per-text Fisher TPR and the check FPR at that many tokens,
+  each with its prompt-bootstrap interval: how much text a provider needs to see
+  through WASH.
 """
 
 from __future__ import annotations
@@ -53,6 +58,11 @@ TARGET_TPR = 0.8
 MIN_EXPONENT_NS = 3
 #: Resamples of the prompts behind each tokens-for-80% interval.
 TOKEN_RESAMPLES = 2000
+#: Sources whose texts are long enough for the length table and figure (``see_through.SOURCE_CUTS``).
+LENGTH_SOURCES = ("long",)
+#: The length table and figure.
+LENGTH_FILE = "see_through_length.csv"
+LENGTH_FIGURE = "see_through_length"
 #: The committed per-text rows (one line per text, provider, statistic and key kind; p per cut).
 ROWS_FILE = "see_through_rows.csv.gz"
 #: Columns that say which scored row a record is (the compact file's identity columns).
@@ -252,6 +262,59 @@ def token_tables(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return toks, pd.DataFrame(exps)
 
 
+def length_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per (source, scheme, N, statistic, cut) of ``LENGTH_SOURCES``: the TPR per provider, Fisher's per
+    text and the check FPR (negatives under keys of their own) of the first ``cut`` tokens, with intervals.
+
+    Every text of a long source has the same length, so each cut is a prefix of every text: the curve
+    compares one set of texts at growing lengths, not shorter texts with longer ones."""
+    part = rows[rows["source"].isin(LENGTH_SOURCES) & ~_full(rows)]
+    out = []
+    for (source, scheme, n, stat, cut), g in part.groupby(["source", "scheme", "n", "statistic", "cut"],
+                                                          sort=False):
+        pos = g[g["role"] == "positive"]
+        fresh = _negatives(g, "fresh")
+        neg = fresh if len(fresh) else _negatives(g, "slot")
+        row = {"source": source, "scheme": scheme, "n": int(n), "statistic": stat, "cut": int(cut)}
+        row.update(_rates("tpr", pos))
+        row.update(_rates("fisher_tpr", pos, _any_provider_fisher))
+        row.update(_rates("fpr", neg))
+        row.update(positives=len(pos), negatives=len(neg), check_keys="fresh" if len(fresh) else "slot")
+        out.append(row)
+    columns = ["source", "scheme", "n", "statistic", "cut"]
+    return pd.DataFrame(out).sort_values(columns).reset_index(drop=True) if out else pd.DataFrame(columns=columns)
+
+
+def length_figure(table: pd.DataFrame, out: Path) -> None:
+    """``see_through_length.png`` / ``.html``: per scheme, TPR against the tokens read (log axis), one line per
+    statistic and N, with the 80% line the tokens-for-80% table reads off."""
+    from wash.experiments.plots import FigureSpec, Panel, Series, save_figure
+
+    if table.empty:
+        return
+    panels = []
+    for scheme, g in table.groupby("scheme", sort=False):
+        panel = Panel(title=scheme, xlabel="tokens read", ylabel="TPR at p < 0.05", log_x=True,
+                      hlines=[(TARGET_TPR, f"{TARGET_TPR:.0%}")])
+        for (stat, n), s in g.groupby(["statistic", "n"], sort=False):
+            s = s.sort_values("cut")
+            lo, hi = s["tpr_boot_lo"], s["tpr_boot_hi"]
+            panel.series.append(Series(name=f"{stat}, N={int(n)}", x=list(s["cut"]), y=list(s["tpr"]),
+                                       err_minus=list(s["tpr"] - lo), err_plus=list(hi - s["tpr"])))
+        panels.append(panel)
+    save_figure(FigureSpec(title="How much text does a provider need to see through WASH? TPR against length "
+                                 "(tpr-long, 800-token texts)", panels=panels), out, LENGTH_FIGURE)
+
+
+def write_length(rows: pd.DataFrame, out: Path) -> pd.DataFrame:
+    """The length table and figure from the committed rows (nothing written when no long source is there)."""
+    table = length_table(rows)
+    if len(table):
+        table.to_csv(out / LENGTH_FILE, index=False, float_format="%.4g")
+        length_figure(table, out)
+    return table
+
+
 #: The statistics the figure draws: each scheme's own sum and the two model-aware ratios.
 FIGURE_STATISTICS = ("sum", "lr", "lr-mix")
 
@@ -261,6 +324,8 @@ def figure(table: pd.DataFrame, out: Path) -> None:
     from wash.experiments.plots import FigureSpec, Panel, Series, save_figure
 
     for source, rows in table.groupby("source", sort=False):
+        if source in LENGTH_SOURCES:  # one N so far: its figure is TPR against length (``length_figure``)
+            continue
         panels = []
         for scheme, g in rows.groupby("scheme", sort=False):
             panel = Panel(title=scheme, xlabel="N", ylabel="TPR at p < 0.05")
@@ -290,6 +355,7 @@ def summarize(rows_dir: Path | None = Path("out/see-through/rows"), out: Path = 
     toks.to_csv(out / "see_through_tokens.csv", index=False, float_format="%.4g")
     exps.to_csv(out / "see_through_exponents.csv", index=False, float_format="%.4g")
     figure(table, out)
+    write_length(rows, out)
     if meta is not None:
         (out / "see_through_run.json").write_text(json.dumps(meta, indent=2) + "\n")
     return table
@@ -299,7 +365,7 @@ def summarize(rows_dir: Path | None = Path("out/see-through/rows"), out: Path = 
 TABLES = ("see_through_cells.csv", "see_through_tokens.csv", "see_through_exponents.csv")
 
 
-def add_schemes(rows_dir: Path, out: Path, added: dict) -> pd.DataFrame:
+def add_schemes(rows_dir: Path, out: Path, added: dict, sources: tuple[str, ...] | None = None) -> pd.DataFrame:
     """Summarise the schemes whose rows are in ``rows_dir`` into the committed tables of ``out``.
 
     Why: every table is per (source, scheme), so a scheme scored later (with the same
@@ -308,8 +374,10 @@ def add_schemes(rows_dir: Path, out: Path, added: dict) -> pd.DataFrame:
     committed; ``added`` (command, date, code, machine) is appended to the run meta's
     ``added`` list so the page says which cells came when."""
     scored = load_rows(rows_dir)
+    if sources is not None and len(scored):
+        scored = scored[scored["source"].isin(sources)]
     if scored.empty:
-        raise ValueError(f"no rows under {rows_dir}")
+        raise ValueError(f"no rows under {rows_dir}" + (f" for {', '.join(sources)}" if sources else ""))
     fresh = set(zip(scored["source"], scored["scheme"]))
 
     def among(frame: pd.DataFrame) -> pd.Series:
@@ -319,8 +387,9 @@ def add_schemes(rows_dir: Path, out: Path, added: dict) -> pd.DataFrame:
 
     old_rows = pd.read_csv(out / ROWS_FILE) if (out / ROWS_FILE).exists() else pd.DataFrame(columns=ID_COLUMNS)
     write_rows(pd.concat([old_rows[~among(old_rows)], compact(scored)], ignore_index=True), out)
-    rows = read_committed(out)
-    rows = rows[among(rows)]
+    every = read_committed(out)
+    write_length(every, out)
+    rows = every[among(every)]
     new = dict(zip(TABLES, (cell_table(rows), *token_tables(rows))))
     committed = pd.read_csv(out / TABLES[0])
     replaced = set(committed.loc[among(committed), "scheme"])

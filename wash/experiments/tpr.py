@@ -103,6 +103,12 @@ class Config(ExperimentConfig):
     negative_prompts: int = 0
     #: Only the texts' detection z is read, never the distributions: lazy.
     forwards: str = "lazy"
+    #: Whether the single watermarked provider (N = 1) is a condition; the long-text run, which asks
+    #: only how an ensemble's detection grows with length, leaves it out.
+    baseline: bool = True
+    #: Every text exactly ``tokens`` long (end of text masked until then): TPR against length compares
+    #: prefixes of one text set, which texts that stop early would thin out at the longer cuts.
+    fixed_length: bool = False
 
     PRESETS: ClassVar[dict] = {
         "quick": dict(prompts=2, tokens=48, schemes=("kgw", "aar"), n_values=(3, 5), negative_prompts=6,
@@ -110,6 +116,9 @@ class Config(ExperimentConfig):
         # four held-out prompts: two per half, the fewest a prompt bootstrap can resample
         "tiny": dict(models=("tiny-smollm2", "tiny-gemma3"), prompts=2, tokens=4, schemes=("kgw",),
                      n_values=(2,), negative_prompts=4, negative_seeds=(0,)),
+        # issue 59's long texts: how many tokens a provider needs to see through WASH
+        "long": dict(prompts=30, tokens=800, schemes=("aar", "kgw", "synthid", "dipmark"), n_values=(5, 3),
+                     modes=("wash",), negative_prompts=30, negative_seeds=(0,), baseline=False, fixed_length=True),
     }
     LINEUPS: ClassVar[tuple[str, ...]] = LINEUPS
 
@@ -124,7 +133,20 @@ class Config(ExperimentConfig):
                              f"held-out prompts for the negatives (the prompt file has {len(load_prompts())})")
 
     def conditions(self) -> list[tuple[str, int]]:
-        return [("single", 1)] + [(m, n) for n in self.n_values for m in self.modes]
+        single = [("single", 1)] if self.baseline else []
+        return single + [(m, n) for n in self.n_values for m in self.modes]
+
+    def key(self, **params):
+        """As ``ExperimentConfig.key``; a fixed-length run's keys say so (the others' stay as they were)."""
+        fixed = {"fixed_length": True} if self.fixed_length else {}
+        return super().key(**params, **fixed)
+
+    def length_settings(self) -> dict[str, int]:
+        """The engine settings a fixed length adds to every generation (none otherwise)."""
+        return {"min_new_tokens": self.tokens} if self.fixed_length else {}
+
+    def generations(self):
+        return {"": self.generation(**self.length_settings())}
 
     def model_sets(self) -> list[int]:
         """The ensemble sizes the positives use (1 for ``single``): one negative set each."""
@@ -159,7 +181,8 @@ def jobs(config: Config) -> list[Job]:
                     specs = make_ensemble(n, config.models, [scheme], seed, salt=pi, lineup=config.lineup)
                     key = config.key(scheme=scheme, mode=mode, n=n, prompt_id=prompt.id, seed=seed,
                                      providers=specs_text(specs))
-                    out.append(Job(key, generation_job, (specs, prompt.text, mode, config, seed)))
+                    out.append(Job(key, generation_job, (specs, prompt.text, mode, config, seed),
+                                   config.length_settings()))
     # negatives, scheme by scheme: the first scheme generates every text, the others re-score it
     negatives = [(prompt, seed) for prompt in held_out_prompts(config) for seed in config.negative_seeds]
     for scheme in config.schemes:
@@ -168,7 +191,8 @@ def jobs(config: Config) -> list[Job]:
                 specs = negative_specs(config, scheme, n, j)
                 key = config.key(scheme=scheme, mode=UNWATERMARKED, n=n, prompt_id=prompt.id, seed=seed,
                                  providers=specs_text(specs), role=NEGATIVE)
-                out.append(Job(key, generation_job, (specs, prompt.text, UNWATERMARKED, config, seed)))
+                out.append(Job(key, generation_job, (specs, prompt.text, UNWATERMARKED, config, seed),
+                               config.length_settings()))
     return out
 
 

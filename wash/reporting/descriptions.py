@@ -97,6 +97,12 @@ FOLDERS = {
         "positives are {prompts} prompts x {tokens} new tokens; the negatives come from the prompts the "
         "positives do not use, for each model set. A run stopped before its plan finished leaves schemes "
         "without rows: they are not measured yet, not zero."),
+    "tpr-long": (
+        "The long texts (`--preset long`): WASH only, {prompts} prompts x {tokens} new tokens, every text "
+        "exactly that long (end of text masked until then), so that prefixes of one text set can be read at "
+        "growing lengths; the negatives are unwatermarked texts of the same length on held-out prompts. "
+        "How the detection grows with length, per statistic, is in docs/results/see-through.md. A run "
+        "stopped before its plan finished leaves cells without rows: they are not measured yet."),
     "identify-calibrated": (
         "The calibrated run: mixed base models, each line-up's null probed many times at the same budget, "
         "serving and prompts with another seed. `p_r3` is the same test over the first three runs, as the "

@@ -33,9 +33,11 @@ LEFT_OUT = ("Water-Bag's ratio takes the best (`lr`) or the average (`lr-mix`) o
 #: The tables this section (and the app's Results and Detect tabs) read, by their key in ``load``'s answer.
 TABLES = {"summary": "see_through_cells.csv", "tokens": "see_through_tokens.csv",
           "exponents": "see_through_exponents.csv"}
+#: TPR against length on the long texts (``see_through_summary.length_table``); absent before they are scored.
+LENGTH = "see_through_length.csv"
 META = "see_through_run.json"
 #: Every file ``load`` reads (a Space copies them: the per-text rows stay out, no tab reads them).
-FILES = (*TABLES.values(), META)
+FILES = (*TABLES.values(), LENGTH, META)
 
 
 def load(root: Path) -> dict[str, pd.DataFrame] | None:
@@ -43,6 +45,7 @@ def load(root: Path) -> dict[str, pd.DataFrame] | None:
     if not (folder / TABLES["summary"]).exists():
         return None
     out = {k: pd.read_csv(folder / f) for k, f in TABLES.items()}
+    out["length"] = pd.read_csv(folder / LENGTH) if (folder / LENGTH).exists() else None
     meta = folder / META
     out["meta"] = json.loads(meta.read_text()) if meta.exists() else {}
     return out
@@ -235,19 +238,109 @@ def section(root: Path) -> list[str]:
             "(docs/DETECTORS.md). " + " ".join(sentence(data, n) for n in reversed(ns)) + " "
             + separated(data["summary"]), "",
             "![TPR against N, own sum and model-aware LR](../results/see-through/see_through_paper.png)", "",
+            *_length_short(data),
             f"Every cell, the any-provider decision, tokens for 80% TPR and the exponents: "
             f"[{PAGE.removeprefix('docs/')}]({PAGE.removeprefix('docs/')}).", ""]
+
+
+def _length_short(data: dict) -> list[str]:
+    """RESULTS.md's lines on the long texts: the sentence at N = 5 and the figure (none before they exist)."""
+    line = length_sentence(data, 5)
+    if not line:
+        return []
+    return [line, "", f"![TPR against tokens read, tpr-long](../results/see-through/{LENGTH_FIGURE})", ""]
 
 
 def readme_line(root: Path) -> str | None:
     data = load(root)
     if data is None:
         return None
+    length = length_sentence(data, 5)
     return ("**Can a detector see through the wash?** " + sentence(data, 5)
             + " These rates differ from the table's at N = 5 (KGW, say) because they decide at each scheme's own "
               "p < 5%, where the table uses thresholds calibrated on unwatermarked texts."
+            + (f" **{LENGTH_TITLE}** " + length.removeprefix(LENGTH_TITLE + " ") if length else "")
             + " Details: [docs/results/see-through.md](docs/results/see-through.md).")
 
+
+
+# -- how much text a provider needs (the long texts) ----------------------------------------------------
+LENGTH_SOURCE = "long"
+#: The lengths the page's table prints (the issue's 100 to 800); the figure and the tokens-for-80% column
+#: use every scored cut.
+LENGTH_COLUMNS = (100, 200, 400, 800)
+LENGTH_TITLE = "How much text does a provider need to see through WASH?"
+LENGTH_FIGURE = "see_through_length.png"
+
+
+def _length_cell(t: pd.DataFrame, cut: int, key: str = "tpr") -> str:
+    hit = t[t["cut"] == cut]
+    return _cell(hit.iloc[0], key) if len(hit) else "–"
+
+
+def length_rows(length: pd.DataFrame, tokens: pd.DataFrame) -> list[list[str]]:
+    """Per (scheme, N, statistic) of the long texts: TPR per provider at each printed length, Fisher's per
+    text and the check FPR at the longest, and the tokens for 80% with its interval."""
+    rows = []
+    order = {"sum": 0, "lr": 1, "lr-mix": 2, "lr-lineup": 3, "entropy": 4, "hc": 5}
+    t = length[length["source"] == LENGTH_SOURCE]
+    longest = int(t["cut"].max()) if len(t) else 0
+    keys = t.assign(_o=t["statistic"].map(order))[["scheme", "n", "statistic", "_o"]].drop_duplicates()
+    for _, k in keys.sort_values(["scheme", "n", "_o"], ascending=[True, False, True]).iterrows():
+        g = t[(t["scheme"] == k["scheme"]) & (t["n"] == k["n"]) & (t["statistic"] == k["statistic"])]
+        hit = tokens[(tokens["source"] == LENGTH_SOURCE) & (tokens["scheme"] == k["scheme"])
+                     & (tokens["n"] == k["n"]) & (tokens["statistic"] == k["statistic"])]
+        at_end = g[g["cut"] == longest].iloc[0]
+        rows.append([name(k["scheme"]), str(int(k["n"])), STAT_NAMES.get(k["statistic"], k["statistic"]),
+                     *(_length_cell(g, c) for c in LENGTH_COLUMNS), _length_cell(g, longest, "fisher_tpr"),
+                     f"{_cell(at_end, 'fpr')} of {int(at_end['negatives'])}",
+                     _tokens(hit.iloc[0]) if len(hit) else "–"])
+    return rows
+
+
+def length_sentence(data: dict, n: int = 5) -> str:
+    """``At N = 5, on 800-token texts (tpr-long), tokens for 80% TPR per provider, own sum / ratio: AAR 310
+    [250, 420] / 180 [...]; ...`` (empty without the long texts or without N = n among them)."""
+    length, tokens = data.get("length"), data["tokens"]
+    if length is None:
+        return ""
+    t = tokens[(tokens["source"] == LENGTH_SOURCE) & (tokens["n"] == n)]
+    if not len(t):
+        return ""
+    longest = int(length.loc[length["source"] == LENGTH_SOURCE, "cut"].max())
+    parts = []
+    for scheme, g in t.groupby("scheme", sort=True):
+        own, new = g[g["statistic"] == "sum"], g[g["statistic"] == QUOTED]
+        if len(own) and len(new):
+            parts.append(f"{name(scheme)} {_tokens(own.iloc[0])} / {_tokens(new.iloc[0])}")
+    if not parts:
+        return ""
+    check = length[(length["source"] == LENGTH_SOURCE) & (length["n"] == n) & (length["cut"] == longest)]
+    low, high = f"{check['fpr'].min():.1%}", f"{check['fpr'].max():.1%}"
+    return (f"{LENGTH_TITLE} At N = {n}, on texts of {longest} tokens (`tpr-long`), the tokens each provider "
+            f"needs for 80% TPR at p < 5%, own sum / model-aware ratio (`{QUOTED}`): " + "; ".join(parts)
+            + f" (`> {longest} (x%)`: not reached, x% at {longest}). Check FPR at {longest} tokens: "
+            + (low if low == high else f"{low} to {high}") + ".")
+
+
+def length_section(data: dict) -> list[str]:
+    """The page's section on the long texts: the sentence per N, the table and the figure."""
+    length = data.get("length")
+    if length is None or not len(length):
+        return []
+    ns = sorted((int(n) for n in length["n"].unique()), reverse=True)
+    longest = int(length["cut"].max())
+    return [f"## {LENGTH_TITLE}", "",
+            " ".join(filter(None, (length_sentence(data, n) for n in ns))), "",
+            f"Per-provider TPR at p < 5% on the first T tokens of each text (every text is {longest} tokens "
+            "long, so each column reads prefixes of the same texts), Fisher's per-text TPR and the check FPR "
+            f"at {longest} tokens (held-out unwatermarked texts of the same length, keys of their own), and "
+            "the tokens for 80% TPR (interpolated in log tokens over every scored prefix, 95% interval from a "
+            "bootstrap over prompts):", "",
+            *md_table(["scheme", "N", "statistic", *[f"TPR at {c}" for c in LENGTH_COLUMNS],
+                       f"per text, Fisher, at {longest}", f"check FPR at {longest}", "tokens for 80%"],
+                      length_rows(length, data["tokens"])), "",
+            f"![TPR against tokens read, tpr-long](../../results/see-through/{LENGTH_FIGURE})", ""]
 
 LINEUP = "lr-lineup"
 
@@ -329,6 +422,7 @@ def page(root: Path) -> str | None:
         "",
         "![TPR against N, own sum and model-aware LR: tpr-anchor](../../results/see-through/see_through_anchor.png)",
         "",
+        *length_section(data),
         LEFT_OUT, "",
     ]
     if meta.get("command"):
@@ -340,6 +434,8 @@ def page(root: Path) -> str | None:
         what = "; ".join(part for part in (
             f"{', '.join(name(s) for s in sorted(again))} scored again" if again else "",
             f"{', '.join(name(s) for s in new)} added" if new else "") if part)
+        if added.get("sources"):
+            what += f" (the {' and '.join(f'tpr-{src}' for src in added['sources'])} texts)"
         lines += [f"{what} later by `{added.get('command', '')}` "
                   f"({added.get('date', '')}; {added.get('machine', '')}; code {added.get('code', {}).get('commit', '')}"
                   f"{'; ' + added['scoring'] if added.get('scoring') else ''}).", ""]
@@ -349,18 +445,29 @@ def page(root: Path) -> str | None:
 
 
 # -- the Detect tab: how many more tokens a provider needs for 80% TPR ----------------------------------
-#: The line-up whose curves the Detect tab quotes: its schemes are the plain names a provider lists.
-TOKENS_SOURCE = "paper"
+#: The line-ups whose curves the Detect tab quotes, preferred first: their schemes are the plain names a
+#: provider lists. The long texts measure further (to 800 tokens) where they have the curve.
+TOKENS_SOURCES = ("long", "paper")
 TOKENS_FILE = "see_through_tokens.csv"
 
 
 def tokens_curves(root: Path) -> pd.DataFrame | None:
-    """The committed tokens-for-80% curves of ``TOKENS_SOURCE``; None where ``results/see-through`` has none."""
+    """The committed tokens-for-80% curves of ``TOKENS_SOURCES``, one per (scheme, statistic, N): the first
+    source's that has it; None where ``results/see-through`` has none."""
     path = root / FOLDER / TOKENS_FILE
     if not path.exists():
         return None
     t = pd.read_csv(path)
-    return t[t["source"] == TOKENS_SOURCE]
+    t = t[t["source"].isin(TOKENS_SOURCES)]
+    rank = t["source"].map({s: i for i, s in enumerate(TOKENS_SOURCES)})
+    return t.assign(_rank=rank).sort_values("_rank", kind="stable").drop_duplicates(
+        ["scheme", "statistic", "n"]).drop(columns="_rank")
+
+
+def texts_of(curves: pd.DataFrame) -> str:
+    """``tpr-paper texts`` or ``tpr-long or tpr-paper texts``: where the quoted curves come from."""
+    present = [s for s in TOKENS_SOURCES if s in set(curves["source"])] or list(TOKENS_SOURCES[-1:])
+    return " or ".join(f"tpr-{s}" for s in present) + " texts"
 
 
 def _count(v: float) -> str:
@@ -385,7 +492,7 @@ def _at_n(r: pd.Series) -> str:
 
 
 def _measured(r: pd.Series, statistic: str, tokens: int) -> str:
-    n, where = int(r["n"]), f"`{statistic}`, tpr-{TOKENS_SOURCE} texts"
+    n, where = int(r["n"]), f"`{statistic}`, tpr-{r['source']} texts"
     if pd.isna(r["tokens_for_80"]):
         return (f"at N = {n} the measured texts reach only {r['tpr_at_longest']:.0%} by "
                 f"{int(r['longest_cut'])} tokens ({where}): how many more this needs is not measured")
@@ -411,11 +518,14 @@ def tokens_needed(scheme: str, statistic: str, n: int, tokens: int,
     curve = curves[(curves["scheme"] == scheme) & (curves["statistic"] == statistic)]
     if not len(curve):
         return (f"no committed tokens-for-80% curve for {name(scheme)} under `{statistic}` "
-                f"(tpr-{TOKENS_SOURCE} texts)")
+                f"({texts_of(curves)})")
     by_n = {int(r["n"]): r for _, r in curve.iterrows()}
     if n in by_n:
         return _measured(by_n[n], statistic, tokens)
-    sides = [max((m for m in by_n if m < n), default=None), min((m for m in by_n if m > n), default=None)]
-    quoted = ", ".join(f"at N = {m}: {_at_n(by_n[m])}" for m in sides if m is not None)
-    return (f"N = {n} is not measured; {quoted} (`{statistic}`, tpr-{TOKENS_SOURCE} texts); this text has "
-            f"{tokens} tokens")
+    sides = [by_n[m] for m in (max((m for m in by_n if m < n), default=None),
+                               min((m for m in by_n if m > n), default=None)) if m is not None]
+    one_source = len({r["source"] for r in sides}) == 1
+    quoted = ", ".join(f"at N = {int(r['n'])}: {_at_n(r)}" + ("" if one_source else f" (tpr-{r['source']})")
+                       for r in sides)
+    where = f"`{statistic}`, tpr-{sides[0]['source']} texts" if one_source else f"`{statistic}`"
+    return f"N = {n} is not measured; {quoted} ({where}); this text has {tokens} tokens"

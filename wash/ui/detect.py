@@ -115,8 +115,9 @@ def tokens_line(row: ProviderDetection, spec: ProviderSpec, asked: str, used: st
     if line is None or row.scheme == "none":
         return line
     if spec.coordinated:
+        curves = see_through.tokens_curves(root)
         return ("a coordinated provider has no committed tokens-for-80% curve "
-                f"(tpr-{see_through.TOKENS_SOURCE} texts: independent providers)")
+                f"({see_through.texts_of(curves)}: independent providers)")
     if used != asked:
         line = f"`{asked}` does not cover {display_name(row.scheme)}, whose verdict is its own sum: {line}"
     if spec.params:

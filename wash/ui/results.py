@@ -523,7 +523,8 @@ def see_through_figure(root: Path = rt.RESULTS_ROOT) -> go.Figure:
     if data is None:
         return empty_figure("results/see-through is not committed yet")
     t = data["summary"]
-    t = t[t["statistic"].isin(list(STATISTIC_COLOURS))]
+    # TPR against N: the long texts' one N is drawn against length instead (``see_through_length_figure``)
+    t = t[t["statistic"].isin(list(STATISTIC_COLOURS)) & (t["source"] != st.LENGTH_SOURCE)]
     fig = go.Figure()
     labels = [f"{name(s)} ({src})" for s, src in zip(t["scheme"], t["source"])]
     t = t.assign(_label=labels)
@@ -541,6 +542,37 @@ def see_through_figure(root: Path = rt.RESULTS_ROOT) -> go.Figure:
     fig.update_layout(title=SEE_THROUGH_TITLE + " TPR at p < 5% per provider", yaxis={"range": [0, 1.02],
                       "tickformat": ".0%", "title": "TPR"}, xaxis={"title": "scheme (line-up), N"},
                       margin={"t": 60, "b": 80}, legend={"orientation": "h", "y": -0.3}, height=460)
+    return fig
+
+
+def see_through_length_figure(root: Path = rt.RESULTS_ROOT) -> go.Figure:
+    """TPR against the tokens read on the long texts, per scheme: the scheme's own sum beside the ratio, with
+    the page's intervals and the 80% line the tokens-for-80% column reads off."""
+    from wash.reporting import see_through as st
+
+    data = st.load(root)
+    length = None if data is None else data.get("length")
+    if length is None or not len(length):
+        return empty_figure("the long texts (results/tpr-long) are not scored yet")
+    fig = go.Figure()
+    schemes = list(dict.fromkeys(length["scheme"]))
+    dashes = {5: "solid", 3: "dot", 1: "dash"}
+    for (scheme, stat, n), g in length.groupby(["scheme", "statistic", "n"], sort=False):
+        if stat not in STATISTIC_COLOURS:
+            continue
+        g = g.sort_values("cut")
+        lo, hi = zip(*(st.bounds(r, "tpr") for _, r in g.iterrows()))
+        fig.add_trace(go.Scatter(
+            x=g["cut"], y=g["tpr"], mode="lines+markers", name=f"{name(scheme)}: {st.STAT_NAMES[stat]}, N={n}",
+            line={"color": STATISTIC_COLOURS[stat], "dash": dashes.get(int(n), "solid")},
+            marker={"symbol": ["circle", "square", "diamond", "triangle-up"][schemes.index(scheme) % 4]},
+            error_y=_errors(g["tpr"], pd.Series(lo, index=g.index), pd.Series(hi, index=g.index)),
+            hovertemplate="%{x} tokens: TPR %{y:.0%}<extra>" + f"{name(scheme)}, {stat}, N={n}</extra>"))
+    fig.add_hline(y=0.8, line_dash="dash", line_color="gray", annotation_text="80%")
+    fig.update_layout(title=st.LENGTH_TITLE + " TPR at p < 5% per provider against tokens read",
+                      xaxis={"type": "log", "title": "tokens read (prefix of each 800-token text)"},
+                      yaxis={"range": [0, 1.02], "tickformat": ".0%", "title": "TPR"}, margin={"t": 60, "b": 80},
+                      legend={"orientation": "h", "y": -0.3}, height=480)
     return fig
 
 
