@@ -96,8 +96,10 @@ def expand(compacted: pd.DataFrame) -> pd.DataFrame:
     whole = compacted.drop(columns=cut_cols).assign(full=True, cut=compacted["length"])
     parts = [whole]
     for col in cut_cols:
-        parts.append(compacted.drop(columns=cut_cols).assign(full=False, cut=int(col[2:]), p=compacted[col],
-                                                             value=float("nan")))
+        # sources scored at other cuts (``see_through.SOURCE_CUTS``) leave this column empty: no record there
+        has = compacted[col].notna()
+        parts.append(compacted[has].drop(columns=cut_cols).assign(full=False, cut=int(col[2:]),
+                                                                  p=compacted.loc[has, col], value=float("nan")))
     return pd.concat(parts, ignore_index=True)
 
 

@@ -238,17 +238,18 @@ def section(root: Path) -> list[str]:
             "(docs/DETECTORS.md). " + " ".join(sentence(data, n) for n in reversed(ns)) + " "
             + separated(data["summary"]), "",
             "![TPR against N, own sum and model-aware LR](../results/see-through/see_through_paper.png)", "",
-            *_length_short(data),
+            *_length_short(data)[:1],
             f"Every cell, the any-provider decision, tokens for 80% TPR and the exponents: "
-            f"[{PAGE.removeprefix('docs/')}]({PAGE.removeprefix('docs/')}).", ""]
+            f"[{PAGE.removeprefix('docs/')}]({PAGE.removeprefix('docs/')}).", "", *_length_short(data)[1:]]
 
 
 def _length_short(data: dict) -> list[str]:
-    """RESULTS.md's lines on the long texts: the sentence at N = 5 and the figure (none before they exist)."""
+    """RESULTS.md's lines on the long texts: the sentence at N = 5 (the paragraph of the link to the page) and
+    the figure (none before they exist)."""
     line = length_sentence(data, 5)
     if not line:
         return []
-    return [line, "", f"![TPR against tokens read, tpr-long](../results/see-through/{LENGTH_FIGURE})", ""]
+    return [line, f"![TPR against tokens read, tpr-long](../results/see-through/{LENGTH_FIGURE})", ""]
 
 
 def readme_line(root: Path) -> str | None:
@@ -331,7 +332,7 @@ def length_section(data: dict) -> list[str]:
     ns = sorted((int(n) for n in length["n"].unique()), reverse=True)
     longest = int(length["cut"].max())
     return [f"## {LENGTH_TITLE}", "",
-            " ".join(filter(None, (length_sentence(data, n) for n in ns))), "",
+            " ".join(filter(None, (length_sentence(data, n).removeprefix(LENGTH_TITLE + " ") for n in ns))), "",
             f"Per-provider TPR at p < 5% on the first T tokens of each text (every text is {longest} tokens "
             "long, so each column reads prefixes of the same texts), Fisher's per-text TPR and the check FPR "
             f"at {longest} tokens (held-out unwatermarked texts of the same length, keys of their own), and "
