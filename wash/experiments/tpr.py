@@ -106,8 +106,8 @@ class Config(ExperimentConfig):
     #: Whether the single watermarked provider (N = 1) is a condition; the long-text run, which asks
     #: only how an ensemble's detection grows with length, leaves it out.
     baseline: bool = True
-    #: Every text exactly ``tokens`` long (end of text masked until then): TPR against length compares
-    #: prefixes of one text set, which texts that stop early would thin out at the longer cuts.
+    #: Every text exactly ``tokens`` generated tokens long (end of text masked until then): TPR against
+    #: length compares prefixes of one text set, which texts that stop early would thin out at the longer cuts.
     fixed_length: bool = False
 
     PRESETS: ClassVar[dict] = {

@@ -99,8 +99,8 @@ FOLDERS = {
         "without rows: they are not measured yet, not zero."),
     "tpr-long": (
         "The long texts (`--preset long`): WASH only, {prompts} prompts x {tokens} new tokens, every text "
-        "exactly that long (end of text masked until then), so that prefixes of one text set can be read at "
-        "growing lengths; the negatives are unwatermarked texts of the same length on held-out prompts. "
+        "that many generated tokens (end of text masked until then), so that prefixes of one text set can be "
+        "read at growing lengths; the negatives are unwatermarked texts of the same length on held-out prompts. "
         "How the detection grows with length, per statistic, is in docs/results/see-through.md. A run "
         "stopped before its plan finished leaves cells without rows: they are not measured yet."),
     "identify-calibrated": (

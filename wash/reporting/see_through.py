@@ -333,11 +333,14 @@ def length_section(data: dict) -> list[str]:
     longest = int(length["cut"].max())
     return [f"## {LENGTH_TITLE}", "",
             " ".join(filter(None, (length_sentence(data, n).removeprefix(LENGTH_TITLE + " ") for n in ns))), "",
-            f"Per-provider TPR at p < 5% on the first T tokens of each text (every text is {longest} tokens "
-            "long, so each column reads prefixes of the same texts), Fisher's per-text TPR and the check FPR "
-            f"at {longest} tokens (held-out unwatermarked texts of the same length, keys of their own), and "
-            "the tokens for 80% TPR (interpolated in log tokens over every scored prefix, 95% interval from a "
-            "bootstrap over prompts):", "",
+            "Per-provider TPR at p < 5% on the first T tokens of each text, Fisher's per-text TPR and the "
+            f"check FPR at {longest} tokens (held-out unwatermarked texts of the same length, keys of their own), "
+            f"and the tokens for 80% TPR. Every text is {longest} WASH steps long, so each column reads prefixes "
+            "of the same texts; the unit is the provider's own tokens (the text re-read by its tokenizer, a "
+            "little shorter or longer than the steps), and a prefix past a text's end reads the whole text. "
+            "Tokens for 80% are "
+            "interpolated in log tokens over every scored prefix; intervals are 95%, from a bootstrap over "
+            "prompts:", "",
             *md_table(["scheme", "N", "statistic", *[f"TPR at {c}" for c in LENGTH_COLUMNS],
                        f"per text, Fisher, at {longest}", f"check FPR at {longest}", "tokens for 80%"],
                       length_rows(length, data["tokens"])), "",
