@@ -160,21 +160,17 @@ def read(sources: tuple[str, ...], n_values: tuple[int, ...] = N_ORDER,
         pending += [pair for pair in forwards(sub, lineup) if not _cached(*pair)]
     pending = list(dict.fromkeys(pending))  # a negative text serves every scheme's cell: read once
     print(f"[read] {len(pending)} forwards to make", flush=True)
-    t0 = time.time()
-    if workers <= 1:
-        done = map(_read_one, pending)
-    else:
-        from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor
+    from contextlib import nullcontext
 
-        pool = ProcessPoolExecutor(workers, initializer=_one_thread)
-        done = pool.map(_read_one, pending)
-    for i, _ in enumerate(done, start=1):
-        if i % 10 == 0 or i == len(pending):
-            spent = time.time() - t0
-            print(f"[read] {i} of {len(pending)} in {spent:.0f} s (about {spent / i * (len(pending) - i):.0f} s "
-                  "left)", flush=True)
-    if workers > 1:
-        pool.shutdown()
+    t0 = time.time()
+    with ProcessPoolExecutor(workers, initializer=_one_thread) if workers > 1 else nullcontext() as pool:
+        mapped = pool.map(_read_one, pending) if pool else map(_read_one, pending)
+        for i, _ in enumerate(mapped, start=1):
+            if i % 10 == 0 or i == len(pending):
+                spent = time.time() - t0
+                print(f"[read] {i} of {len(pending)} in {spent:.0f} s (about "
+                      f"{spent / i * (len(pending) - i):.0f} s left)", flush=True)
 
 
 def _cached(model: str, text: str) -> bool:

@@ -172,6 +172,12 @@ def _negatives(g: pd.DataFrame, kind: str) -> pd.DataFrame:
     return neg[neg["keys"] == kind] if "keys" in neg else (neg if kind == "slot" else neg.iloc[:0])
 
 
+def _check_negatives(g: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The negatives a check FPR reads, and under which keys: their own where scored so, else their slots'."""
+    fresh = _negatives(g, "fresh")
+    return (fresh, "fresh") if len(fresh) else (_negatives(g, "slot"), "slot")
+
+
 def cell_table(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per (source, scheme, N, statistic). The check FPR is read under the negatives' own keys
     where they were scored so (else under their slots'), and ``fpr_slot`` under their slots' keys."""
@@ -180,10 +186,8 @@ def cell_table(rows: pd.DataFrame) -> pd.DataFrame:
     for (source, scheme, n, stat), g in full.groupby(["source", "scheme", "n", "statistic"], sort=False):
         pos = g[g["role"] == "positive"]
         slot = _negatives(g, "slot")
-        fresh = _negatives(g, "fresh")
-        neg = fresh if len(fresh) else slot
-        row = {"source": source, "scheme": scheme, "n": int(n), "statistic": stat,
-               "check_keys": "fresh" if len(fresh) else "slot"}
+        neg, kind = _check_negatives(g)
+        row = {"source": source, "scheme": scheme, "n": int(n), "statistic": stat, "check_keys": kind}
         row.update(_rates("tpr", pos))
         row.update(_rates("fpr", neg))
         row.update(_rates("fpr_slot", slot))
@@ -275,13 +279,12 @@ def length_table(rows: pd.DataFrame) -> pd.DataFrame:
     for (source, scheme, n, stat, cut), g in part.groupby(["source", "scheme", "n", "statistic", "cut"],
                                                           sort=False):
         pos = g[g["role"] == "positive"]
-        fresh = _negatives(g, "fresh")
-        neg = fresh if len(fresh) else _negatives(g, "slot")
+        neg, kind = _check_negatives(g)
         row = {"source": source, "scheme": scheme, "n": int(n), "statistic": stat, "cut": int(cut)}
         row.update(_rates("tpr", pos))
         row.update(_rates("fisher_tpr", pos, _any_provider_fisher))
         row.update(_rates("fpr", neg))
-        row.update(positives=len(pos), negatives=len(neg), check_keys="fresh" if len(fresh) else "slot")
+        row.update(positives=len(pos), negatives=len(neg), check_keys=kind)
         out.append(row)
     columns = ["source", "scheme", "n", "statistic", "cut"]
     return pd.DataFrame(out).sort_values(columns).reset_index(drop=True) if out else pd.DataFrame(columns=columns)
