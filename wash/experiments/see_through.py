@@ -376,8 +376,8 @@ LONG_ROWS_NOTE = ("the 800-token texts of `tpr-long` (`python -m wash experiment
                   "of text masked until then), every watermarked provider of each text, on smollm2 and on "
                   "gemma3, scored at prefixes of {cuts} of the provider's own tokens (re-read by its tokenizer, "
                   "a text is a little shorter or longer than 800; a prefix past its end reads it whole); the "
-                  "held-out negatives (30 unwatermarked texts of 800 "
-                  "tokens on 30 other prompts) under keys of their own and under their slots' keys.")
+                  "held-out negatives (30 unwatermarked texts of 800 tokens on 30 other prompts) under keys of "
+                  "their own and under their slots' keys.")
 
 
 def rows_note(sources: tuple[str, ...]) -> str:

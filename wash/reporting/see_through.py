@@ -316,7 +316,8 @@ def length_sentence(data: dict, n: int = 5) -> str:
             parts.append(f"{name(scheme)} {_tokens(own.iloc[0])} / {_tokens(new.iloc[0])}")
     if not parts:
         return ""
-    check = length[(length["source"] == LENGTH_SOURCE) & (length["n"] == n) & (length["cut"] == longest)]
+    check = length[(length["source"] == LENGTH_SOURCE) & (length["n"] == n) & (length["cut"] == longest)
+                   & length["statistic"].isin(("sum", QUOTED))]  # the statistics the sentence quotes
     low, high = f"{check['fpr'].min():.1%}", f"{check['fpr'].max():.1%}"
     return (f"{LENGTH_TITLE} At N = {n}, on texts of {longest} tokens (`tpr-long`), the tokens each provider "
             f"needs for 80% TPR at p < 5%, own sum / model-aware ratio (`{QUOTED}`): " + "; ".join(parts)
@@ -338,9 +339,8 @@ def length_section(data: dict) -> list[str]:
             f"and the tokens for 80% TPR. Every text is {longest} WASH steps long, so each column reads prefixes "
             "of the same texts; the unit is the provider's own tokens (the text re-read by its tokenizer, a "
             "little shorter or longer than the steps), and a prefix past a text's end reads the whole text. "
-            "Tokens for 80% are "
-            "interpolated in log tokens over every scored prefix; intervals are 95%, from a bootstrap over "
-            "prompts:", "",
+            "Tokens for 80% are interpolated in log tokens over every scored prefix; intervals are 95%, from a "
+            "bootstrap over prompts:", "",
             *md_table(["scheme", "N", "statistic", *[f"TPR at {c}" for c in LENGTH_COLUMNS],
                        f"per text, Fisher, at {longest}", f"check FPR at {longest}", "tokens for 80%"],
                       length_rows(length, data["tokens"])), "",
