@@ -179,8 +179,9 @@ def _ratio_sums(ev: Evidence, served: ServedText, cuts: np.ndarray, n_null: int,
         rho = law.observed(served, ev.scored)
         glr, mix = [], []
         for block in law.null_sums(served, ev.scored, own, n_null, cuts, r):
-            glr.append(tests.glr_from(block)[0].max(axis=1))
-            mix.append(tests.log_mean_exp(tests.mixture_from(block), 1))
+            block_glr, block_mix = tests.over_laws(block)
+            glr.append(block_glr)
+            mix.append(block_mix)
         ev.cache[key] = (rho, tests.log_ratio_sums(rho, cuts, r), np.concatenate(glr), np.concatenate(mix))
     return ev.cache[key]
 

@@ -24,6 +24,7 @@ p = (1 + #{null >= observed}) / (n + 1), which is exact for exchangeable draws.
 from __future__ import annotations
 
 import numpy as np
+import torch
 from scipy.special import logsumexp
 
 #: The mixture weights the generalised LR maximises over (0 = no watermark).
@@ -100,8 +101,11 @@ def point_mass_sums(wins: np.ndarray, ratio: np.ndarray, live: np.ndarray, cuts:
     counted = np.flatnonzero(must.any(axis=0))  # the w whose sums need the win count (w = 1 at least)
     table = np.concatenate([win - base, must[:, counted].astype(float)], axis=1)  # (L, W + |counted|)
     starts = np.r_[0, ends[:-1]]
-    per_segment = np.stack([hits[..., a:b] @ table[a:b] for a, b in zip(starts, ends)], axis=-2)
-    acc = np.cumsum(per_segment, axis=-2)  # (..., C, W + |counted|)
+    # torch's matmul on the (draws x laws, L) wins: the null's largest cost, a third less than numpy's here
+    flat = torch.from_numpy(hits.reshape(int(np.prod(hits.shape[:-1])), len(idx)))  # (draws x laws, L), L >= 0
+    tab = torch.from_numpy(table)
+    per_segment = torch.stack([flat[:, a:b] @ tab[a:b] for a, b in zip(starts, ends)], dim=-2)
+    acc = torch.cumsum(per_segment, dim=-2).numpy().reshape(*hits.shape[:-1], len(ends), -1)  # (..., C, W + k)
     W = len(W_GRID)
     out = acc[..., :W] + prefix_sums(base.T, ends).T  # (..., C, W): every loss plus each win's difference
     needed = prefix_sums(must[:, counted].T.astype(float), ends).T  # (C, |counted|)
@@ -123,6 +127,21 @@ def mixture_from(sums: np.ndarray) -> np.ndarray:
     adapts to the unknown share of the provider's tokens.
     """
     return log_mean_exp(sums[..., 1:], axis=-1)
+
+
+def over_laws(sums: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(n, C) ``glr_from``'s value and ``mixture_from``'s log mean, each then reduced over the J keyed laws,
+    from (n, J, C, W) null sums.
+
+    The same numbers as the four passes (maximum over w, then over laws; log mean over w > 0, then
+    over laws), computed as one maximum and one log-sum-exp over both axes: the mean over laws of
+    a mean over w is the mean over every (law, w) pair. For EXP-Edit's and ITS-Edit's hundreds of
+    offsets these reductions were most of a text's null (torch's, single-threaded, about 4x
+    faster than scipy's here)."""
+    t = torch.from_numpy(np.ascontiguousarray(sums))
+    glr = t.amax(dim=(1, 3)).numpy()
+    mix = (torch.logsumexp(t[..., 1:], dim=(1, 3)) - np.log(sums.shape[1] * (sums.shape[3] - 1))).numpy()
+    return glr, mix
 
 
 def log_mean_exp(x: np.ndarray, axis: int) -> np.ndarray:
