@@ -304,6 +304,33 @@ def test_separated_names_each_side_and_points_to_why_only_where_intervals_overla
     assert "Where the ratio gains little, and why" in Path("docs/DETECTORS.md").read_text()
 
 
+def test_kept_cells_come_back_byte_for_byte_and_only_the_asked_schemes(tmp_path) -> None:
+    """``keep`` then ``restore`` (a scoring resumed on another machine): the chosen schemes' finished cell
+    files come back unchanged, the others' are not kept, and a file already in place is not overwritten."""
+    from wash.experiments import see_through as st
+
+    rows, pending = tmp_path / "rows", tmp_path / "pending"
+    rows.mkdir()
+    names = {"paper-its-edit-n5-smollm2.csv": "a,b\n1,2\n",
+             "paper-its-edit_permutation-shared-n5-smollm2.csv": "a,b\n3,4\n",
+             "anchor-its-edit_permutation-shared-n3-smollm2.csv": "a,b\n5,6\n",
+             "paper-kgw-n5-gemma3.csv": "a,b\n7,8\n"}
+    for name, text in names.items():
+        (rows / name).write_text(text)
+    kept = st.keep(("its-edit", "its-edit:permutation=shared"), ("anchor",), rows, pending)
+    assert [k.name for k in kept] == ["anchor-its-edit_permutation-shared-n3-smollm2.csv.gz"]
+    kept = st.keep(("its-edit",), ("paper", "anchor"), rows, pending)
+    assert [k.name for k in kept] == ["paper-its-edit-n5-smollm2.csv.gz"]
+    fresh = tmp_path / "fresh"
+    assert sorted(p.name for p in st.restore(fresh, pending)) == [
+        "anchor-its-edit_permutation-shared-n3-smollm2.csv", "paper-its-edit-n5-smollm2.csv"]
+    for path in fresh.iterdir():
+        assert path.read_bytes() == (rows / path.name).read_bytes()
+    (fresh / "paper-its-edit-n5-smollm2.csv").write_text("newer\n")
+    assert st.restore(fresh, pending) == []
+    assert (fresh / "paper-its-edit-n5-smollm2.csv").read_text() == "newer\n"
+
+
 def test_a_scheme_scored_later_joins_the_committed_summary(tmp_path) -> None:
     """``add``: the new scheme's cells are summarised from its rows; every other cell stays as committed."""
     import json

@@ -34,6 +34,12 @@ into ``see_through_length.csv`` and the length figure besides the tables:
 ``summarize --committed`` recomputes every table from the committed per-text rows
 (``results/see-through/see_through_rows.csv.gz``), with no cell file and no model.
 
+A scoring that outlasts a session keeps its finished cells in the repository, since
+``out/`` stays on one machine: ``keep --schemes S`` gzips them into
+``results/see-through/pending``, and the next session, on any machine, runs ``restore``
+before ``score`` resumes the rest; once ``add`` has the scheme's rows in the committed rows
+file, its pending copies are removed.
+
 ``summarize`` reads every cell file under ``out/see-through/rows``, so the other
 statistics' cells must be there as well (``add`` replaces a scheme's committed cells by
 the rows present: run it only with all of a scheme's statistics scored).
@@ -59,6 +65,10 @@ OUT = Path("out/see-through")
 SERVED = OUT / "served"
 ROWS = OUT / "rows"
 RESULTS = Path("results/see-through")
+#: Finished cell files kept in the repository (gzipped) while a scoring spans sessions, possibly on another
+#: machine: ``keep`` copies them here, ``restore`` back to ``ROWS`` (where ``score`` skips them and ``add``
+#: reads them); after ``add`` their rows are in the committed rows file and the copies are removed.
+PENDING = RESULTS / "pending"
 PROFILE = "paper"
 #: Providers re-read by default: every one, on both base models (the "any provider" decision is over all N
 #: detectors; every statistic, the scheme's own sum included, is compared on the same rows).
@@ -195,7 +205,12 @@ def cell_path(source: str, scheme: str, n: int, statistics: tuple[str, ...] = ST
     scored, and resumed, on their own)."""
     tag = "" if tuple(statistics) == STATISTICS else "-" + "+".join(statistics)
     part = "" if model is None else f"-{model}"
-    return ROWS / f"{source}-{scheme.replace(':', '_').replace('+', '_').replace('=', '-')}-n{n}{part}{tag}.csv"
+    return ROWS / f"{cell_stem(source, scheme)}{n}{part}{tag}.csv"
+
+
+def cell_stem(source: str, scheme: str) -> str:
+    """What every cell file of (source, scheme) starts with, up to its N."""
+    return f"{source}-{scheme.replace(':', '_').replace('+', '_').replace('=', '-')}-n"
 
 
 def lineup_of(row: pd.Series) -> Any:
@@ -341,6 +356,46 @@ def _score_one(item: tuple[Path, pd.Series, int, tuple[str, ...]]) -> list[dict[
     return score_row(item[1], item[2], item[3])
 
 
+def keep(schemes: tuple[str, ...] | None, sources: tuple[str, ...], rows: Path = ROWS,
+         pending: Path = PENDING) -> list[Path]:
+    """Each finished cell file of ``schemes`` (all with None) under ``rows``, gzipped into ``pending``.
+
+    Why: ``out/`` is scratch on one machine; a scoring of hours that a session cannot finish
+    resumes on the next one from these (``restore``). A cell file is only ever written whole
+    (``score`` writes it when its last row is scored), so every copy is a finished cell."""
+    import gzip
+    import shutil
+
+    stems = None if schemes is None else tuple(cell_stem(src, s) for src in sources for s in schemes)
+    pending.mkdir(parents=True, exist_ok=True)
+    kept = []
+    for path in sorted(rows.glob("*.csv")):
+        if stems is not None and not path.name.startswith(stems):
+            continue
+        target = pending / (path.name + ".gz")
+        with open(path, "rb") as src, open(target, "wb") as raw, \
+                gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as dst:  # no date inside: equal files, equal bytes
+            shutil.copyfileobj(src, dst)
+        kept.append(target)
+    return kept
+
+
+def restore(rows: Path = ROWS, pending: Path = PENDING) -> list[Path]:
+    """The kept cell files back under ``rows`` (those not there already): ``score`` then skips their cells."""
+    import gzip
+    import shutil
+
+    rows.mkdir(parents=True, exist_ok=True)
+    restored = []
+    for kept in sorted(pending.glob("*.csv.gz")):
+        path = rows / kept.name[:-len(".gz")]
+        if not path.exists():
+            with gzip.open(kept, "rb") as src, open(path, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            restored.append(path)
+    return restored
+
+
 def run_meta(args: argparse.Namespace) -> dict[str, Any]:
     """Where the summary came from: the commands, the date, the machine and its load."""
     from datetime import datetime, timezone
@@ -412,7 +467,7 @@ def added_meta(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m wash.experiments.see_through", description=__doc__)
-    ap.add_argument("step", choices=("read", "score", "summarize", "add"))
+    ap.add_argument("step", choices=("read", "score", "summarize", "add", "keep", "restore"))
     ap.add_argument("--schemes", nargs="+", help="read/score: only these schemes' cells")
     ap.add_argument("--sources", nargs="+", default=list(DEFAULT_SOURCES), choices=list(SOURCES),
                     help="the committed TPR runs to read (default: %(default)s; `long`: the 800-token texts)")
@@ -441,6 +496,12 @@ def main(argv: list[str] | None = None) -> None:
     elif args.step == "score":
         score(tuple(args.sources), args.null, args.only_read, args.workers, tuple(args.n), _schemes(args),
               tuple(args.statistics), tuple(args.models))
+    elif args.step == "keep":
+        for path in keep(_schemes(args), tuple(args.sources)):
+            print(f"[keep] {path}", flush=True)
+    elif args.step == "restore":
+        for path in restore():
+            print(f"[restore] {path}", flush=True)
     elif args.step == "add":
         from wash.experiments.see_through_summary import add_schemes
 
