@@ -9,7 +9,7 @@ scheme's own verdicts (the alignment test at every cut) and the null's share apa
 Run from the repository root on an idle machine. To compare code versions, run the same
 command with ``PYTHONPATH`` at a worktree of each commit, alternating, appending to one file::
 
-    python tools/score_cost.py --scheme exp-edit --rows 3 --out docs/score-cost.json
+    python tools/score_cost.py --scheme exp-edit --rows 3 --out docs/bench-score-cost.json
 """
 
 from __future__ import annotations
