@@ -36,22 +36,23 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     from wash.core.provenance import cpu_description, load_average
     from wash.core.version import code_version
-    from wash.detection import stored_text
-    from wash.detection.statistics import read_evidence
-    from wash.experiments import see_through as st
+    from wash.detection import score_ids, stored_text
+    from wash.engine import ProviderSpec
+    from wash.experiments.see_through import CUTS, PROFILE, SERVED, cells, score_row
+    from wash.watermarks import build_scheme
 
-    sub = next(s for _, _, _, s in st.cells(schemes=(args.scheme,), n_values=(args.n,)))
+    sub = next(s for _, _, _, s in cells(schemes=(args.scheme,), n_values=(args.n,)))
     rows = sub[(sub["provider_model"] == args.model) & (sub["role"] == "positive")].head(args.rows)
     total, verdicts = [], []
     for _, row in rows.iterrows():
         start = time.perf_counter()
-        st.score_row(row, 1000)
+        score_row(row, 1000)
         total.append(time.perf_counter() - start)
-        served = stored_text(row["provider_model"], row["text"], st.PROFILE, st.SERVED)
-        scheme = st._scheme(row["spec"], served.vocab_size)
-        cuts = sorted({min(c, len(served.ids)) for c in (*st.CUTS, len(served.ids))})
+        served = stored_text(row["provider_model"], row["text"], PROFILE, SERVED)
+        spec = ProviderSpec.parse(row["spec"])
+        scheme = build_scheme(spec.scheme, spec.key, served.vocab_size, dict(spec.params))
         start = time.perf_counter()
-        read_evidence(scheme, served.ids, cuts)
+        score_ids(scheme, served.ids, ("sum",), served, cuts=[*CUTS, len(served.ids)])  # the verdicts alone
         verdicts.append(time.perf_counter() - start)
     record = {"scheme": args.scheme, "n": args.n, "model": args.model, "rows": len(total),
               "label": args.label, "code": code_version(), "machine": cpu_description(),
