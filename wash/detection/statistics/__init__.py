@@ -124,6 +124,8 @@ def read_evidence(scheme: WatermarkScheme, ids: Sequence[int], cuts: np.ndarray,
     det = scheme.make_detector()
     p, v = [], []
     want = set(int(c) for c in cuts) if verdicts else set()
+    if det.scores_in_result and len(want) > 1:
+        _whole_key_columns(scheme, ids)
     if 0 in want:
         p.append(1.0)
         v.append(0.0)
@@ -143,6 +145,20 @@ def read_evidence(scheme: WatermarkScheme, ids: Sequence[int], cuts: np.ndarray,
     else:
         scored = np.array([s is not None for s in per_token], dtype=bool)
     return Evidence(scheme, [int(i) for i in ids], per_token, scored, np.array(p), np.array(v), final)
+
+
+def _whole_key_columns(scheme: WatermarkScheme, ids: Sequence[int]) -> None:
+    """Every distinct token's key values drawn at once, before the verdicts at each cut.
+
+    Why: an Edit scheme caches each token's values under the keylen key elements, but
+    draws the tokens it lacks with one pass over all keylen elements (``key_values``;
+    ITS-Edit: a permutation of the whole vocabulary per element). Cut by cut, each
+    prefix brings new tokens and so another pass: 9 passes of 420 permutations of
+    Gemma-3's 262,144 ids were most of a see-through row's time. One pass over the
+    whole text gives the same values (each is fixed by the key and the token)."""
+    key_values = getattr(scheme, "key_values", None)
+    if key_values is not None:
+        key_values(sorted({int(t) for t in ids}))
 
 
 def _scored_counts(ev: Evidence, cuts: np.ndarray) -> np.ndarray:
